@@ -1,0 +1,209 @@
+-- gknn 0.1.0 install script. Schema-safe: every object is created in and
+-- referenced through @extschema@ (or pg_catalog), so the extension can live
+-- in its own schema beside another extension's `vector` type.
+
+\echo Use "CREATE EXTENSION gknn" to load this file. \quit
+
+-- The vector type (pgvector's text, binary and on-disk formats) ----------
+
+CREATE TYPE @extschema@.vector;
+
+CREATE FUNCTION @extschema@.vector_in(pg_catalog.cstring, pg_catalog.oid, pg_catalog.int4)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_out(@extschema@.vector)
+  RETURNS pg_catalog.cstring AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_typmod_in(pg_catalog.cstring[])
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_recv(pg_catalog.internal, pg_catalog.oid, pg_catalog.int4)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_send(@extschema@.vector)
+  RETURNS pg_catalog.bytea AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE @extschema@.vector (
+  INPUT = @extschema@.vector_in,
+  OUTPUT = @extschema@.vector_out,
+  TYPMOD_IN = @extschema@.vector_typmod_in,
+  RECEIVE = @extschema@.vector_recv,
+  SEND = @extschema@.vector_send,
+  STORAGE = external
+);
+
+-- Functions --------------------------------------------------------------
+
+CREATE FUNCTION @extschema@.l2_distance(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.inner_product(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.cosine_distance(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.l1_distance(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_dims(@extschema@.vector)
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_norm(@extschema@.vector)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.l2_normalize(@extschema@.vector)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.subvector(@extschema@.vector, pg_catalog.int4, pg_catalog.int4)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Operator support (not part of the documented API)
+CREATE FUNCTION @extschema@.vector_l2_squared_distance(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_negative_inner_product(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_add(@extschema@.vector, @extschema@.vector)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_sub(@extschema@.vector, @extschema@.vector)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_mul(@extschema@.vector, @extschema@.vector)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_lt(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_le(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_eq(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_ne(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_ge(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_gt(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_cmp(@extschema@.vector, @extschema@.vector)
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Aggregates: avg accumulates in float8 and combines across parallel workers.
+CREATE FUNCTION @extschema@.vector_accum(pg_catalog.float8[], @extschema@.vector)
+  RETURNS pg_catalog.float8[] AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_combine(pg_catalog.float8[], pg_catalog.float8[])
+  RETURNS pg_catalog.float8[] AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_avg(pg_catalog.float8[])
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE AGGREGATE @extschema@.avg(@extschema@.vector) (
+  SFUNC = @extschema@.vector_accum,
+  STYPE = pg_catalog.float8[],
+  FINALFUNC = @extschema@.vector_avg,
+  COMBINEFUNC = @extschema@.vector_combine,
+  INITCOND = '{0}',
+  PARALLEL = SAFE
+);
+
+CREATE AGGREGATE @extschema@.sum(@extschema@.vector) (
+  SFUNC = @extschema@.vector_add,
+  STYPE = @extschema@.vector,
+  COMBINEFUNC = @extschema@.vector_add,
+  PARALLEL = SAFE
+);
+
+-- Casts ----------------------------------------------------------------------
+
+CREATE FUNCTION @extschema@.vector(@extschema@.vector, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_vector(pg_catalog.int4[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_vector(pg_catalog.float4[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_vector(pg_catalog.float8[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_vector(pg_catalog.numeric[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_to_float4(@extschema@.vector, pg_catalog.int4, pg_catalog.bool)
+  RETURNS pg_catalog.float4[] AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE CAST (@extschema@.vector AS @extschema@.vector)
+  WITH FUNCTION @extschema@.vector(@extschema@.vector, pg_catalog.int4, pg_catalog.bool) AS IMPLICIT;
+CREATE CAST (pg_catalog.int4[] AS @extschema@.vector)
+  WITH FUNCTION @extschema@.array_to_vector(pg_catalog.int4[], pg_catalog.int4, pg_catalog.bool) AS ASSIGNMENT;
+CREATE CAST (pg_catalog.float4[] AS @extschema@.vector)
+  WITH FUNCTION @extschema@.array_to_vector(pg_catalog.float4[], pg_catalog.int4, pg_catalog.bool) AS ASSIGNMENT;
+CREATE CAST (pg_catalog.float8[] AS @extschema@.vector)
+  WITH FUNCTION @extschema@.array_to_vector(pg_catalog.float8[], pg_catalog.int4, pg_catalog.bool) AS ASSIGNMENT;
+CREATE CAST (pg_catalog.numeric[] AS @extschema@.vector)
+  WITH FUNCTION @extschema@.array_to_vector(pg_catalog.numeric[], pg_catalog.int4, pg_catalog.bool) AS ASSIGNMENT;
+CREATE CAST (@extschema@.vector AS pg_catalog.float4[])
+  WITH FUNCTION @extschema@.vector_to_float4(@extschema@.vector, pg_catalog.int4, pg_catalog.bool) AS IMPLICIT;
+
+-- Operators ------------------------------------------------------------------
+
+CREATE OPERATOR @extschema@.<-> (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector,
+  FUNCTION = @extschema@.l2_distance, COMMUTATOR = OPERATOR(@extschema@.<->)
+);
+CREATE OPERATOR @extschema@.<#> (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector,
+  FUNCTION = @extschema@.vector_negative_inner_product, COMMUTATOR = OPERATOR(@extschema@.<#>)
+);
+CREATE OPERATOR @extschema@.<=> (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector,
+  FUNCTION = @extschema@.cosine_distance, COMMUTATOR = OPERATOR(@extschema@.<=>)
+);
+CREATE OPERATOR @extschema@.<+> (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector,
+  FUNCTION = @extschema@.l1_distance, COMMUTATOR = OPERATOR(@extschema@.<+>)
+);
+
+CREATE OPERATOR @extschema@.+ (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector,
+  FUNCTION = @extschema@.vector_add, COMMUTATOR = OPERATOR(@extschema@.+)
+);
+CREATE OPERATOR @extschema@.- (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector,
+  FUNCTION = @extschema@.vector_sub
+);
+CREATE OPERATOR @extschema@.* (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector,
+  FUNCTION = @extschema@.vector_mul, COMMUTATOR = OPERATOR(@extschema@.*)
+);
+
+CREATE OPERATOR @extschema@.< (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector, FUNCTION = @extschema@.vector_lt,
+  COMMUTATOR = OPERATOR(@extschema@.>), NEGATOR = OPERATOR(@extschema@.>=),
+  RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel
+);
+CREATE OPERATOR @extschema@.<= (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector, FUNCTION = @extschema@.vector_le,
+  COMMUTATOR = OPERATOR(@extschema@.>=), NEGATOR = OPERATOR(@extschema@.>),
+  RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel
+);
+CREATE OPERATOR @extschema@.= (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector, FUNCTION = @extschema@.vector_eq,
+  COMMUTATOR = OPERATOR(@extschema@.=), NEGATOR = OPERATOR(@extschema@.<>),
+  RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel
+);
+CREATE OPERATOR @extschema@.<> (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector, FUNCTION = @extschema@.vector_ne,
+  COMMUTATOR = OPERATOR(@extschema@.<>), NEGATOR = OPERATOR(@extschema@.=),
+  RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel
+);
+CREATE OPERATOR @extschema@.>= (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector, FUNCTION = @extschema@.vector_ge,
+  COMMUTATOR = OPERATOR(@extschema@.<=), NEGATOR = OPERATOR(@extschema@.<),
+  RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel
+);
+CREATE OPERATOR @extschema@.> (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector, FUNCTION = @extschema@.vector_gt,
+  COMMUTATOR = OPERATOR(@extschema@.<), NEGATOR = OPERATOR(@extschema@.<=),
+  RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel
+);
+
+CREATE OPERATOR CLASS @extschema@.vector_ops
+  DEFAULT FOR TYPE @extschema@.vector USING btree AS
+  OPERATOR 1 @extschema@.<,
+  OPERATOR 2 @extschema@.<=,
+  OPERATOR 3 @extschema@.=,
+  OPERATOR 4 @extschema@.>=,
+  OPERATOR 5 @extschema@.>,
+  FUNCTION 1 @extschema@.vector_cmp(@extschema@.vector, @extschema@.vector);
+
+-- Devices --------------------------------------------------------------------
+
+CREATE FUNCTION @extschema@.gknn_version()
+  RETURNS pg_catalog.text AS 'MODULE_PATHNAME' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.gknn_devices(
+    OUT ordinal pg_catalog.int4, OUT name pg_catalog.text, OUT total_memory pg_catalog.int8,
+    OUT compute_capability pg_catalog.text, OUT in_use pg_catalog.bool)
+  RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+CREATE FUNCTION @extschema@.gknn_current_device()
+  RETURNS pg_catalog.text AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;

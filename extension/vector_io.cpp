@@ -1,0 +1,198 @@
+// Text and binary input/output of vector, its type modifier, and the
+// vector(n) length coercion.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "vector.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
+#include "libpq/pqformat.h"
+#include "utils/array.h"
+}
+
+Vector* InitVector(int dim) {
+  Size size = VECTOR_SIZE(dim);
+  Vector* v = static_cast<Vector*>(palloc0(size));
+  SET_VARSIZE(v, size);
+  v->dim = static_cast<int16>(dim);
+  return v;
+}
+
+void CheckDim(int dim) {
+  if (dim < 1)
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("vector must have at least 1 dimension")));
+  if (dim > VECTOR_MAX_DIM)
+    ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                    errmsg("vector cannot have more than %d dimensions", VECTOR_MAX_DIM)));
+}
+
+void CheckExpectedDim(int32 typmod, int dim) {
+  if (typmod != -1 && typmod != dim)
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("expected %d dimensions, not %d", typmod, dim)));
+}
+
+void CheckElement(float value) {
+  if (std::isnan(value))
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("NaN not allowed in vector")));
+  if (std::isinf(value))
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("infinite value not allowed in vector")));
+}
+
+void CheckDims(const Vector* a, const Vector* b) {
+  if (a->dim != b->dim)
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                    errmsg("different vector dimensions %d and %d", a->dim, b->dim)));
+}
+
+namespace {
+
+// The white space array_in and pgvector accept, independent of locale.
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+const char* skip_space(const char* p) {
+  while (is_space(*p)) ++p;
+  return p;
+}
+
+[[noreturn]] void syntax_error(const char* literal) {
+  ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+                  errmsg("invalid input syntax for type vector: \"%s\"", literal)));
+  pg_unreachable();
+}
+
+// Parses one element at *p (strtof, like float4in: no double rounding).
+float parse_element(const char* literal, const char** p) {
+  if (**p == '\0') syntax_error(literal);
+  char* end;
+  errno = 0;
+  float value = strtof(*p, &end);
+  if (end == *p) syntax_error(literal);
+  if (errno == ERANGE && std::isinf(value))
+    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                    errmsg("\"%s\" is out of range for type vector", pnstrdup(*p, end - *p))));
+  CheckElement(value);
+  *p = end;
+  return value;
+}
+
+}  // namespace
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(vector_in);
+Datum vector_in(PG_FUNCTION_ARGS) {
+  const char* literal = PG_GETARG_CSTRING(0);
+  int32 typmod = PG_GETARG_INT32(2);
+  float* values = static_cast<float*>(palloc(sizeof(float) * VECTOR_MAX_DIM));
+  int dim = 0;
+
+  const char* p = skip_space(literal);
+  if (*p != '[')
+    ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+                    errmsg("invalid input syntax for type vector: \"%s\"", literal),
+                    errdetail("Vector contents must start with \"[\".")));
+  p = skip_space(p + 1);
+  if (*p == ']')
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("vector must have at least 1 dimension")));
+  for (;;) {
+    if (dim == VECTOR_MAX_DIM) CheckDim(dim + 1);
+    p = skip_space(p);
+    values[dim++] = parse_element(literal, &p);
+    p = skip_space(p);
+    if (*p == ',') {
+      ++p;
+    } else if (*p == ']') {
+      ++p;
+      break;
+    } else {
+      syntax_error(literal);
+    }
+  }
+  if (*skip_space(p) != '\0')
+    ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+                    errmsg("invalid input syntax for type vector: \"%s\"", literal),
+                    errdetail("Junk after closing right brace.")));
+  CheckExpectedDim(typmod, dim);
+
+  Vector* result = InitVector(dim);
+  memcpy(result->x, values, sizeof(float) * dim);
+  pfree(values);
+  PG_RETURN_VECTOR_P(result);
+}
+
+// Shortest text that reads back to the same float, as float4out does with
+// extra_float_digits > 0 (the default).
+PG_FUNCTION_INFO_V1(vector_out);
+Datum vector_out(PG_FUNCTION_ARGS) {
+  Vector* v = PG_GETARG_VECTOR_P(0);
+  char* buf = static_cast<char*>(palloc(v->dim * (FLOAT_SHORTEST_DECIMAL_LEN + 1) + 2));
+  char* p = buf;
+  *p++ = '[';
+  for (int i = 0; i < v->dim; ++i) {
+    if (i > 0) *p++ = ',';
+    p += float_to_shortest_decimal_bufn(v->x[i], p);
+  }
+  *p++ = ']';
+  *p = '\0';
+  PG_FREE_IF_COPY(v, 0);
+  PG_RETURN_CSTRING(buf);
+}
+
+PG_FUNCTION_INFO_V1(vector_typmod_in);
+Datum vector_typmod_in(PG_FUNCTION_ARGS) {
+  ArrayType* ta = PG_GETARG_ARRAYTYPE_P(0);
+  int n;
+  int32* tl = ArrayGetIntegerTypmods(ta, &n);
+  if (n != 1) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid type modifier")));
+  if (*tl < 1)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("dimensions for type vector must be at least 1")));
+  if (*tl > VECTOR_MAX_DIM)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("dimensions for type vector cannot exceed %d", VECTOR_MAX_DIM)));
+  PG_RETURN_INT32(*tl);
+}
+
+// Binary format: int16 dim, int16 unused (0), float4[dim], network order.
+PG_FUNCTION_INFO_V1(vector_recv);
+Datum vector_recv(PG_FUNCTION_ARGS) {
+  StringInfo buf = reinterpret_cast<StringInfo>(PG_GETARG_POINTER(0));
+  int32 typmod = PG_GETARG_INT32(2);
+  int16 dim = pq_getmsgint(buf, sizeof(int16));
+  int16 unused = pq_getmsgint(buf, sizeof(int16));
+  CheckDim(dim);
+  CheckExpectedDim(typmod, dim);
+  if (unused != 0)
+    ereport(ERROR, (errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+                    errmsg("expected unused to be 0, not %d", unused)));
+  Vector* result = InitVector(dim);
+  for (int i = 0; i < dim; ++i) {
+    result->x[i] = pq_getmsgfloat4(buf);
+    CheckElement(result->x[i]);
+  }
+  PG_RETURN_VECTOR_P(result);
+}
+
+PG_FUNCTION_INFO_V1(vector_send);
+Datum vector_send(PG_FUNCTION_ARGS) {
+  Vector* v = PG_GETARG_VECTOR_P(0);
+  StringInfoData buf;
+  pq_begintypsend(&buf);
+  pq_sendint(&buf, v->dim, sizeof(int16));
+  pq_sendint(&buf, v->unused, sizeof(int16));
+  for (int i = 0; i < v->dim; ++i) pq_sendfloat4(&buf, v->x[i]);
+  PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
+}
+
+// Length coercion for vector(n): vector(vector, typmod, is_explicit).
+PG_FUNCTION_INFO_V1(vector);
+Datum vector(PG_FUNCTION_ARGS) {
+  Vector* v = PG_GETARG_VECTOR_P(0);
+  CheckExpectedDim(PG_GETARG_INT32(1), v->dim);
+  PG_RETURN_VECTOR_P(v);
+}
+
+}  // extern "C"

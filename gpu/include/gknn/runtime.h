@@ -1,0 +1,29 @@
+// GPU discovery. Nothing here initialises CUDA until a function is called, so
+// a process that never asks (the postmaster) never creates a CUDA context.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace gknn {
+
+struct DeviceInfo {
+  int ordinal;
+  std::string name;
+  std::size_t total_memory;  // bytes
+  int cc_major;
+  int cc_minor;
+};
+
+// The visible GPUs; empty (never an error) when there is no driver or GPU.
+std::vector<DeviceInfo> list_devices();
+
+// Version of the CUDA runtime linked into the library, as CUDART_VERSION
+// (13000 for 13.0).
+int cuda_runtime_version();
+
+// Throws Error(NoDevice) unless `ordinal` names a usable GPU.
+void require_device(int ordinal);
+
+}  // namespace gknn

@@ -1,0 +1,42 @@
+// GPU discovery through the CUDA runtime (linked statically; it loads the
+// driver library on first use, so a host without one just sees no GPUs).
+#include <cuda_runtime.h>
+
+#include "cuda_check.h"
+#include "gknn/runtime.h"
+
+namespace gknn {
+
+std::vector<DeviceInfo> list_devices() {
+  std::vector<DeviceInfo> out;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return out;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    out.push_back({i, prop.name, prop.totalGlobalMem, prop.major, prop.minor});
+  }
+  return out;
+}
+
+int cuda_runtime_version() { return CUDART_VERSION; }
+
+void require_device(int ordinal) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(ErrorCode::NoDevice, std::string("no usable GPU: ") + cudaGetErrorString(err));
+  }
+  if (ordinal < 0 || ordinal >= count)
+    throw Error(ErrorCode::NoDevice, "GPU " + std::to_string(ordinal) + " does not exist (" +
+                                         std::to_string(count) + " visible)");
+}
+
+}  // namespace gknn

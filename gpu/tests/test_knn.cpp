@@ -1,0 +1,143 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "gknn/error.h"
+#include "gknn/knn.h"
+#include "gpu_env.h"
+
+namespace {
+
+using gknn::Metric;
+
+struct Data {
+  std::vector<float> base, queries;
+  std::int64_t n, nq;
+  int dim;
+};
+
+// Small integer coordinates make exact ties between distances common, so
+// the tie-break by id is exercised; a few zero vectors give cosine NaNs.
+Data make_data(std::int64_t n, std::int64_t nq, int dim, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> coord(-3, 3);
+  Data d{std::vector<float>(n * dim), std::vector<float>(nq * dim), n, nq, dim};
+  for (auto& x : d.base) x = float(coord(rng));
+  for (auto& x : d.queries) x = float(coord(rng));
+  if (n > 3) std::fill(d.base.begin() + 2 * dim, d.base.begin() + 3 * dim, 0.0f);
+  return d;
+}
+
+gknn::KnnRequest request(const Data& d, int k, Metric m) {
+  gknn::KnnRequest r;
+  r.base = d.base.data();
+  r.n = d.n;
+  r.queries = d.queries.data();
+  r.nq = d.nq;
+  r.dim = d.dim;
+  r.k = k;
+  r.metric = m;
+  return r;
+}
+
+// Oracle: full sort of every pair by (distance, id), NaN last.
+void brute_force(const gknn::KnnRequest& r, std::vector<std::int64_t>& ids) {
+  ids.assign(r.nq * r.k, -1);
+  for (std::int64_t q = 0; q < r.nq; ++q) {
+    std::vector<std::pair<double, std::int64_t>> all;
+    for (std::int64_t i = 0; i < r.n; ++i)
+      all.push_back({gknn::distance(r.metric, r.base + i * r.dim, r.queries + q * r.dim, r.dim), i});
+    std::stable_sort(all.begin(), all.end(), [](auto& a, auto& b) {
+      bool na = std::isnan(a.first), nb = std::isnan(b.first);
+      if (na || nb) return !na && nb;
+      return a.first < b.first;
+    });
+    for (std::int64_t j = 0; j < std::min<std::int64_t>(r.k, r.n); ++j) ids[q * r.k + j] = all[j].second;
+  }
+}
+
+class KnnCases : public ::testing::TestWithParam<std::tuple<Metric, int>> {};
+
+TEST_P(KnnCases, CpuMatchesBruteForce) {
+  auto [metric, k] = GetParam();
+  Data d = make_data(1003, 17, 13, 42 + k);
+  auto r = request(d, k, metric);
+  std::vector<std::int64_t> ids(r.nq * k), want;
+  std::vector<double> dist(r.nq * k);
+  gknn::exact_knn_cpu(r, ids.data(), dist.data());
+  brute_force(r, want);
+  EXPECT_EQ(ids, want);
+}
+
+TEST_P(KnnCases, GpuMatchesCpu) {
+  GKNN_NEED_GPU();
+  auto [metric, k] = GetParam();
+  Data d = make_data(4099, 33, 29, 7 + k);
+  auto r = request(d, k, metric);
+  std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
+  std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
+  gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
+  gknn::exact_knn_gpu(r, 0, gpu_ids.data(), gpu_d.data());
+  EXPECT_EQ(gpu_ids, cpu_ids);
+  for (std::size_t i = 0; i < cpu_d.size(); ++i) {
+    if (std::isnan(cpu_d[i])) {
+      EXPECT_TRUE(std::isnan(gpu_d[i])) << i;
+    } else {
+      EXPECT_EQ(gpu_d[i], cpu_d[i]) << i;  // bit-identical distances
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllMetrics, KnnCases,
+                         ::testing::Combine(::testing::Values(Metric::L2, Metric::InnerProduct, Metric::Cosine,
+                                                              Metric::L1),
+                                            ::testing::Values(1, 2, 10, 100)));
+
+TEST(Knn, KLargerThanBasePads) {
+  Data d = make_data(5, 2, 4, 3);
+  auto r = request(d, 8, Metric::L2);
+  std::vector<std::int64_t> ids(16);
+  std::vector<double> dist(16);
+  gknn::exact_knn_cpu(r, ids.data(), dist.data());
+  for (int q = 0; q < 2; ++q) {
+    std::vector<std::int64_t> got(ids.begin() + q * 8, ids.begin() + q * 8 + 5);
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+    for (int j = 5; j < 8; ++j) {
+      EXPECT_EQ(ids[q * 8 + j], -1);
+      EXPECT_TRUE(std::isnan(dist[q * 8 + j]));
+    }
+  }
+}
+
+TEST(Knn, GpuKLargerThanBasePads) {
+  GKNN_NEED_GPU();
+  Data d = make_data(5, 3, 4, 5);
+  auto r = request(d, 9, Metric::L1);
+  std::vector<std::int64_t> a(27), b(27);
+  std::vector<double> da(27), db(27);
+  gknn::exact_knn_cpu(r, a.data(), da.data());
+  gknn::exact_knn_gpu(r, 0, b.data(), db.data());
+  EXPECT_EQ(a, b);
+}
+
+TEST(Knn, RejectsBadSizes) {
+  Data d = make_data(4, 1, 2, 1);
+  auto r = request(d, 2, Metric::L2);
+  r.dim = 0;
+  std::vector<std::int64_t> ids(2);
+  std::vector<double> dist(2);
+  try {
+    gknn::exact_knn_cpu(r, ids.data(), dist.data());
+    FAIL() << "no error";
+  } catch (const gknn::Error& e) {
+    EXPECT_EQ(e.code(), gknn::ErrorCode::InvalidArgument);
+  }
+}
+
+}  // namespace
