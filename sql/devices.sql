@@ -1,0 +1,17 @@
+-- Device GUCs and functions; output is the same with and without a GPU
+-- (device-specific checks are in regress/pgtap).
+-- The GUCs exist once the library is loaded (any gknn function loads it).
+LOAD 'gknn';
+SHOW gknn.device;
+SHOW gknn.gpu_id;
+SET gknn.device = 'cpu';
+SELECT gknn_current_device();
+SELECT count(*) AS in_use FROM gknn_devices() WHERE in_use;
+SET gknn.device = 'bogus';
+SET gknn.gpu_id = -1;
+SET gknn.no_such_setting = 1;
+RESET gknn.device;
+SELECT gknn_version() ~ '^0\.1\.0 \(CUDA runtime \d+\.\d+\)$' AS version_ok;
+SELECT count(*) >= 0 AS listed FROM gknn_devices();
+SELECT pg_typeof(ordinal), pg_typeof(name), pg_typeof(total_memory), pg_typeof(compute_capability), pg_typeof(in_use)
+FROM gknn_devices() RIGHT JOIN (VALUES (1)) v(x) ON true LIMIT 1;
