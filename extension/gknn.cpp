@@ -14,17 +14,18 @@ PG_MODULE_MAGIC;
 int gknn_device_mode = GKNN_DEVICE_AUTO;
 int gknn_gpu_id = 0;
 
-static const struct config_enum_entry device_options[] = {
-    {"auto", GKNN_DEVICE_AUTO, false}, {"gpu", GKNN_DEVICE_GPU, false}, {"cpu", GKNN_DEVICE_CPU, false},
-    {nullptr, 0, false}};
+static const struct config_enum_entry device_options[] = {{"auto", GKNN_DEVICE_AUTO, false},
+                                                          {"gpu", GKNN_DEVICE_GPU, false},
+                                                          {"cpu", GKNN_DEVICE_CPU, false},
+                                                          {nullptr, 0, false}};
 
 extern "C" {
 
 void _PG_init(void) {
-  DefineCustomEnumVariable("gknn.device", "Where gknn runs its searches.",
-                           "auto: a GPU when one is usable, else the CPU; gpu: a GPU or an error; cpu: the CPU.",
-                           &gknn_device_mode, GKNN_DEVICE_AUTO, device_options, PGC_USERSET, 0, nullptr, nullptr,
-                           nullptr);
+  DefineCustomEnumVariable(
+      "gknn.device", "Where gknn runs its searches.",
+      "auto: a GPU when one is usable, else the CPU; gpu: a GPU or an error; cpu: the CPU.",
+      &gknn_device_mode, GKNN_DEVICE_AUTO, device_options, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("gknn.gpu_id", "Ordinal of the GPU gknn uses (as in gknn_devices()).", nullptr,
                           &gknn_gpu_id, 0, 0, 1023, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("gknn");
@@ -33,7 +34,8 @@ void _PG_init(void) {
 PG_FUNCTION_INFO_V1(gknn_version);
 Datum gknn_version(PG_FUNCTION_ARGS) {
   int cuda = gknn::cuda_runtime_version();
-  PG_RETURN_TEXT_P(cstring_to_text(psprintf(GKNN_VERSION " (CUDA runtime %d.%d)", cuda / 1000, cuda % 1000 / 10)));
+  PG_RETURN_TEXT_P(
+      cstring_to_text(psprintf(GKNN_VERSION " (CUDA runtime %d.%d)", cuda / 1000, cuda % 1000 / 10)));
 }
 
 }  // extern "C"

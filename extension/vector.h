@@ -22,7 +22,7 @@ struct Vector {
 Vector* InitVector(int dim);
 
 // Errors with pgvector's wording and SQLSTATEs.
-void CheckDim(int dim);                           // 1..VECTOR_MAX_DIM
-void CheckExpectedDim(int32 typmod, int dim);     // vector(n) columns
-void CheckElement(float value);                   // no NaN or infinity
-void CheckDims(const Vector* a, const Vector* b); // binary operators
+void CheckDim(int dim);                            // 1..VECTOR_MAX_DIM
+void CheckExpectedDim(int32 typmod, int dim);      // vector(n) columns
+void CheckElement(float value);                    // no NaN or infinity
+void CheckDims(const Vector* a, const Vector* b);  // binary operators

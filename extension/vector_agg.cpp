@@ -31,7 +31,8 @@ ArrayType* make_state(const float8* values, int n) {
 
 void check_state_dims(int state_dim, int dim) {
   if (state_dim != dim)
-    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("expected %d dimensions, not %d", state_dim, dim)));
+    ereport(ERROR,
+            (errcode(ERRCODE_DATA_EXCEPTION), errmsg("expected %d dimensions, not %d", state_dim, dim)));
 }
 
 }  // namespace

@@ -21,8 +21,8 @@ float element_to_float(Datum d, Oid type) {
     case NUMERICOID:
       return DatumGetFloat4(DirectFunctionCall1(numeric_float4, d));
     default:
-      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
-                      errmsg("unsupported array type %s", format_type_be(type))));
+      ereport(ERROR,
+              (errcode(ERRCODE_DATA_EXCEPTION), errmsg("unsupported array type %s", format_type_be(type))));
   }
   pg_unreachable();
 }
@@ -35,8 +35,7 @@ PG_FUNCTION_INFO_V1(array_to_vector);
 Datum array_to_vector(PG_FUNCTION_ARGS) {
   ArrayType* array = PG_GETARG_ARRAYTYPE_P(0);
   int32 typmod = PG_GETARG_INT32(1);
-  if (ARR_NDIM(array) > 1)
-    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("array must be 1-D")));
+  if (ARR_NDIM(array) > 1) ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("array must be 1-D")));
   if (array_contains_nulls(array))
     ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("array must not contain nulls")));
 

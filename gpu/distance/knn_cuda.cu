@@ -15,8 +15,8 @@
 namespace gknn {
 namespace {
 
-__global__ void score_tile(const float* base, std::int64_t n, const float* queries, int dim,
-                           Metric metric, double* scores, std::int64_t* ids) {
+__global__ void score_tile(const float* base, std::int64_t n, const float* queries, int dim, Metric metric,
+                           double* scores, std::int64_t* ids) {
   std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   std::int64_t q = blockIdx.y;
@@ -55,8 +55,8 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
 
   DeviceBuffer<float> d_base(req.n * req.dim), d_queries(req.nq * req.dim);
   GKNN_CUDA(cudaMemcpy(d_base.get(), req.base, sizeof(float) * req.n * req.dim, cudaMemcpyHostToDevice));
-  GKNN_CUDA(cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * req.nq * req.dim,
-                       cudaMemcpyHostToDevice));
+  GKNN_CUDA(
+      cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * req.nq * req.dim, cudaMemcpyHostToDevice));
 
   const std::int64_t tile = tile_queries(req.n, req.nq);
   const std::size_t pairs = tile * req.n;
@@ -79,8 +79,8 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
     segment_offsets<<<(rows + 256) / 256, 256>>>(offsets.get(), rows, req.n);
     GKNN_CUDA(cudaGetLastError());
     GKNN_CUDA(cub::DeviceSegmentedSort::StableSortPairs(temp.get(), temp_bytes, keys_in.get(), keys_out.get(),
-                                                        vals_in.get(), vals_out.get(), int(rows * req.n), rows,
-                                                        offsets.get(), offsets.get() + 1));
+                                                        vals_in.get(), vals_out.get(), int(rows * req.n),
+                                                        rows, offsets.get(), offsets.get() + 1));
     GKNN_CUDA(cudaMemcpy2D(distances + q0 * req.k, sizeof(double) * req.k, keys_out.get(),
                            sizeof(double) * req.n, sizeof(double) * take, rows, cudaMemcpyDeviceToHost));
     GKNN_CUDA(cudaMemcpy2D(ids + q0 * req.k, sizeof(std::int64_t) * req.k, vals_out.get(),

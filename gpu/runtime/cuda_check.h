@@ -20,9 +20,9 @@ namespace gknn {
   throw Error(code, std::string(what) + ": " + cudaGetErrorString(err));
 }
 
-#define GKNN_CUDA(call)                                \
-  do {                                                 \
-    cudaError_t gknn_err_ = (call);                    \
+#define GKNN_CUDA(call)                                                 \
+  do {                                                                  \
+    cudaError_t gknn_err_ = (call);                                     \
     if (gknn_err_ != cudaSuccess) ::gknn::throw_cuda(gknn_err_, #call); \
   } while (0)
 

@@ -35,8 +35,8 @@ void require_device(int ordinal) {
     throw Error(ErrorCode::NoDevice, std::string("no usable GPU: ") + cudaGetErrorString(err));
   }
   if (ordinal < 0 || ordinal >= count)
-    throw Error(ErrorCode::NoDevice, "GPU " + std::to_string(ordinal) + " does not exist (" +
-                                         std::to_string(count) + " visible)");
+    throw Error(ErrorCode::NoDevice,
+                "GPU " + std::to_string(ordinal) + " does not exist (" + std::to_string(count) + " visible)");
 }
 
 }  // namespace gknn

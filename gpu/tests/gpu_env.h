@@ -17,12 +17,12 @@ inline bool gpu_required() {
   return v && std::strcmp(v, "1") == 0;
 }
 
-#define GKNN_NEED_GPU()                                                       \
-  do {                                                                        \
-    if (::gknn::list_devices().empty()) {                                     \
+#define GKNN_NEED_GPU()                                                                       \
+  do {                                                                                        \
+    if (::gknn::list_devices().empty()) {                                                     \
       if (::gknn::test::gpu_required()) FAIL() << "GKNN_REQUIRE_GPU=1 but no GPU is visible"; \
-      GTEST_SKIP() << "no GPU visible";                                       \
-    }                                                                         \
+      GTEST_SKIP() << "no GPU visible";                                                       \
+    }                                                                                         \
   } while (0)
 
 }  // namespace gknn::test

@@ -94,8 +94,8 @@ TEST_P(KnnCases, GpuMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllMetrics, KnnCases,
-                         ::testing::Combine(::testing::Values(Metric::L2, Metric::InnerProduct, Metric::Cosine,
-                                                              Metric::L1),
+                         ::testing::Combine(::testing::Values(Metric::L2, Metric::InnerProduct,
+                                                              Metric::Cosine, Metric::L1),
                                             ::testing::Values(1, 2, 10, 100)));
 
 TEST(Knn, KLargerThanBasePads) {

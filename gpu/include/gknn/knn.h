@@ -10,7 +10,7 @@
 namespace gknn {
 
 struct KnnRequest {
-  const float* base = nullptr;     // n x dim, row-major, host memory
+  const float* base = nullptr;  // n x dim, row-major, host memory
   std::int64_t n = 0;
   const float* queries = nullptr;  // nq x dim, row-major, host memory
   std::int64_t nq = 0;
