@@ -2,8 +2,7 @@
 -- (device-specific checks are in regress/pgtap).
 -- The GUCs exist once the library is loaded (any gknn function loads it).
 LOAD 'gknn';
-SHOW gknn.device;
-SHOW gknn.gpu_id;
+SELECT name, boot_val, enumvals FROM pg_settings WHERE name LIKE 'gknn.%' ORDER BY name;
 SET gknn.device = 'cpu';
 SELECT gknn_current_device();
 SELECT count(*) AS in_use FROM gknn_devices() WHERE in_use;

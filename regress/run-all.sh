@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Every gknn test in one command (`make test`):
+#   core unit tests (GoogleTest through ctest), the extension's pg_regress
+#   suite (sql/, expected/) and the pgTAP files regress/pgtap/*.sql, the last
+#   two against a throwaway PostgreSQL 15 cluster.
+# The last line printed is "N passed, N failed", N counting ctest tests,
+# pg_regress test files and pgTAP assertions; a stage that breaks (a build, the
+# server, a crashed runner) counts as one failure. Exit status 0 only if
+# nothing failed. Logs go to build/test-logs/.
+#
+# pgTAP files run in one fresh database in which `CREATE EXTENSION pgtap` and
+# `CREATE EXTENSION gknn` were already run; each file should wrap itself in
+# BEGIN ... ROLLBACK so that files do not see each other's objects.
+#
+# Environment:
+#   GKNN_DEVICE=auto|gpu|cpu   run the SQL suites with -c gknn.device=... (PGOPTIONS)
+#   GKNN_SKIP_APT=1            do not install packages
+#   GKNN_SKIP_BUILD=1          use build/tests and the installed extension as they are
+#   GKNN_USE_SERVER=1          use the running server given by PGHOST/PGPORT/PGUSER
+#                              instead of starting a throwaway cluster
+#   GKNN_CORE_RUNNER=ctest|gtest  gtest runs the binaries listed in
+#                              $GKNN_CORE_TESTS (a file, one path a line) directly,
+#                              for hosts without CMake
+#   GKNN_PG_REGRESS=make|direct   direct calls PGXS's pg_regress without make
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. regress/cluster.sh
+
+LOGS=build/test-logs
+JOBS=$(nproc)
+PASSED=0
+FAILED=0
+SUMMARY=()   # one line per stage, printed before the total
+
+log_path() { echo "$LOGS/$1.log"; }
+
+# run_logged NAME CMD...: run CMD with its output shown and kept in the
+# stage's log; returns CMD's status without tripping `set -e`.
+run_logged() {
+  local name=$1 rc=0
+  shift
+  echo "== $name: $*" | tee -a "$(log_path "$name")"
+  "$@" 2>&1 | tee -a "$(log_path "$name")" || rc=$?
+  return "$rc"
+}
+
+# tally STAGE RC PASSED FAILED [SKIPPED]: add a stage's counts. A runner that
+# exits non-zero without reporting a failed test, or that ran nothing, broke:
+# one failure.
+tally() {
+  local stage=$1 rc=$2 p=$3 f=$4 s=${5:-0} note=''
+  if ((rc != 0 && f == 0)); then
+    f=1
+    note=" (exit status $rc)"
+  elif ((p + f + s == 0)); then
+    f=1
+    note=' (no tests ran)'
+  fi
+  PASSED=$((PASSED + p))
+  FAILED=$((FAILED + f))
+  SUMMARY+=("$(printf '%-10s %d passed, %d failed, %d skipped%s' "$stage:" "$p" "$f" "$s" "$note")")
+}
+
+# A step that is not itself a test (a build, starting the server).
+step() {
+  local name=$1
+  shift
+  if run_logged "$name" "$@"; then
+    return 0
+  fi
+  FAILED=$((FAILED + 1))
+  SUMMARY+=("$(printf '%-10s FAILED, see %s' "$name:" "$(log_path "$name")")")
+  return 1
+}
+
+skip_stage() { SUMMARY+=("$(printf '%-10s not run: %s' "$1:" "$2")"); }
+
+install_prerequisites() {
+  [ "${GKNN_SKIP_APT:-0}" = 1 ] && return 0
+  step apt ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap \
+    libtap-parser-sourcehandler-pgtap-perl cmake g++ make libgtest-dev
+}
+
+build_core_tests() {
+  [ "${GKNN_SKIP_BUILD:-0}" = 1 ] && return 0
+  step core-build cmake -S . -B build/tests -DCMAKE_BUILD_TYPE=Release -DGKNN_BUILD_TESTS=ON &&
+    step core-build cmake --build build/tests -j"$JOBS"
+}
+
+# ctest prints one line per test: "1/9 Test #1: Suite.Name ....   Passed  0.01 sec"
+# ("***Failed", "***Skipped", "***Not Run (Disabled)", "***Exception: ...",
+# "***Timeout", "***Not Run").
+count_ctest() {
+  awk '/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+:/ {
+         if ($0 ~ / Passed +[0-9.]+ sec/) p++
+         else if ($0 ~ /Skipped|Not Run \(Disabled\)/) s++
+         else f++ }
+       END { print p+0, f+0, s+0 }' "$1"
+}
+
+# gtest prints "[       OK ] Suite.Name (3 ms)", "[  FAILED  ] Suite.Name (3 ms)",
+# "[  SKIPPED ] Suite.Name (0 ms)" once per test (its closing list of failed
+# tests has no time, so it is not counted twice). A binary that said
+# "[==========] Running ..." but never "[==========] N tests ... ran." died
+# midway: one more failure.
+count_gtest() {
+  awk '/^\[       OK \] .* \([0-9]+ ms\)$/ {p++}
+       /^\[  FAILED  \] .* \([0-9]+ ms\)$/ {f++}
+       /^\[  SKIPPED \] .* \([0-9]+ ms\)$/ {s++}
+       /^\[==========\] Running / {unfinished++}
+       /^\[==========\] [0-9]+ tests? from .* ran\./ {unfinished--}
+       END { print p+0, f+unfinished, s+0 }' "$1"
+}
+
+run_gtest_binaries() {
+  local list=${GKNN_CORE_TESTS:?GKNN_CORE_TESTS must name the list of test binaries} bin rc=0
+  [ -s "$list" ] || { echo "no test binaries listed in $list"; return 1; }
+  while read -r bin; do
+    [ -n "$bin" ] || continue
+    echo "-- $bin"
+    "$bin" || rc=1
+  done <"$list"
+  return "$rc"
+}
+
+run_core_tests() {
+  local rc=0 log counts p f s
+  log=$(log_path core-tests)
+  if [ "${GKNN_CORE_RUNNER:-ctest}" = gtest ]; then
+    run_logged core-tests run_gtest_binaries || rc=$?
+    counts=$(count_gtest "$log")
+  else
+    run_logged core-tests ctest --test-dir build/tests --output-on-failure \
+      --timeout 600 -j"$JOBS" || rc=$?
+    counts=$(count_ctest "$log")
+  fi
+  read -r p f s <<<"$counts"
+  tally core "$rc" "$p" "$f" "$s"
+}
+
+build_extension() {
+  [ "${GKNN_SKIP_BUILD:-0}" = 1 ] && return 0
+  step ext-build make -j"$JOBS" && step ext-build as_root make install
+}
+
+# The server: a throwaway cluster, or the one the environment names.
+start_server() {
+  if [ "${GKNN_USE_SERVER:-0}" = 1 ]; then
+    step server cluster_psql -c 'SELECT version()'
+  else
+    GKNN_CLUSTER_LOG=$(realpath "$LOGS")/server.log
+    export GKNN_CLUSTER_LOG
+    # Not through `step`: the cluster must be started in this shell (its
+    # trap and exports); its messages go to the log all the same.
+    # shellcheck disable=SC2119 # no settings
+    cluster_start_temp > >(tee -a "$(log_path server)") 2>&1 || {
+      FAILED=$((FAILED + 1))
+      SUMMARY+=("$(printf '%-10s FAILED, see %s' server: "$(log_path server)")")
+      return 1
+    }
+  fi
+  # Which device the SQL suites will use, for the record.
+  cluster_psql -d postgres -qAt -c "LOAD 'gknn'" \
+    -c "SELECT 'gknn.device = ' || current_setting('gknn.device')" | tee -a "$(log_path server)" || true
+}
+
+# The suite's options as the Makefile gives them to PGXS's pg_regress.
+makefile_var() { sed -n "s/^$1 *= *//p" Makefile; }
+
+pg_regress_direct() {
+  local pgxs bindir tests opts
+  pgxs=$(dirname "$(pg_config --pgxs)")/../..
+  bindir=$(pg_config --bindir)
+  read -r -a opts <<<"$(makefile_var REGRESS_OPTS)"
+  # As the Makefile's $(sort ...) orders them: bytewise.
+  mapfile -t tests < <(printf '%s\n' sql/*.sql | LC_ALL=C sort | sed 's|^sql/||; s|\.sql$||')
+  "$pgxs/src/test/regress/pg_regress" --inputdir=./ --bindir="$bindir" \
+    --dbname=contrib_regression "${opts[@]}" "${tests[@]}"
+}
+
+# pg_regress (PostgreSQL 15) prints "test NAME ... ok   12 ms" (or
+# "... FAILED", "... failed (ignored)"), parallel groups indent "NAME ... ok";
+# newer versions print TAP lines "ok 1 - NAME" / "not ok 1 - NAME".
+count_pg_regress() {
+  awk '/ \.\.\. +ok( |$)/ || /^ok [0-9]+ +[-+] / {p++}
+       / \.\.\. +(FAILED|failed)/ || /^not ok [0-9]+ +[-+] / {f++}
+       END { print p+0, f+0 }' "$1"
+}
+
+run_pg_regress() {
+  local rc=0 log p f
+  log=$(log_path pg_regress)
+  rm -f regression.diffs regression.out
+  if [ "${GKNN_PG_REGRESS:-make}" = make ] && command -v make >/dev/null; then
+    run_logged pg_regress make installcheck || rc=$?
+  else
+    run_logged pg_regress pg_regress_direct || rc=$?
+  fi
+  if [ -s regression.diffs ]; then
+    cp regression.diffs "$LOGS/regression.diffs"
+    echo "== regression.diffs (also $LOGS/regression.diffs)"
+    cat regression.diffs
+  fi
+  read -r p f <<<"$(count_pg_regress "$log")"
+  tally pg_regress "$rc" "$p" "$f"
+}
+
+# pg_prove -v echoes each file's TAP stream. Top-level "ok"/"not ok" lines are
+# the assertions ("not ok ... # TODO" is an expected failure, counted as
+# passed); indented lines belong to subtests, summed in their parent line.
+count_pgtap() {
+  awk '/^ok / {p++}
+       /^not ok / { if ($0 ~ /# *TODO/) p++; else f++ }
+       END { print p+0, f+0 }' "$1"
+}
+
+run_pgtap() {
+  local rc=0 files p f
+  files=(regress/pgtap/*.sql)
+  if ! step pgtap-setup cluster_create_db gknn_pgtap pgtap gknn; then
+    skip_stage pgtap 'no database'
+    return 0
+  fi
+  run_logged pgtap pg_prove -v --psql-bin "$(command -v "$GKNN_PG_BIN/psql" || command -v psql)" \
+    -d gknn_pgtap "${files[@]}" || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path pgtap)")"
+  tally pgtap "$rc" "$p" "$f"
+}
+
+run_sql_suites() {
+  if [ -n "${GKNN_DEVICE:-}" ]; then
+    export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c gknn.device=$GKNN_DEVICE"
+  fi
+  if ! start_server; then
+    skip_stage pg_regress 'no server'
+    skip_stage pgtap 'no server'
+    return 0
+  fi
+  run_pg_regress
+  run_pgtap
+  cluster_stop
+}
+
+main() {
+  rm -rf "$LOGS"
+  mkdir -p "$LOGS"
+  if ! install_prerequisites; then
+    skip_stage all 'missing packages'
+  else
+    if build_core_tests; then run_core_tests; else skip_stage core 'build failed'; fi
+    if build_extension; then run_sql_suites; else
+      skip_stage pg_regress 'extension build failed'
+      skip_stage pgtap 'extension build failed'
+    fi
+  fi
+  echo
+  printf '%s\n' "${SUMMARY[@]}"
+  echo "$PASSED passed, $FAILED failed"
+  ((FAILED == 0))
+}
+
+main "$@"
