@@ -82,6 +82,18 @@ struct U128 {
   GKNN_HDI bool operator<=(const U128& o) const { return !(o < *this); }
 };
 
+// The largest word: the padding sentinel, never ahead of a real element.
+template <typename Word>
+GKNN_HDI Word max_word();
+template <>
+GKNN_HDI std::uint64_t max_word<std::uint64_t>() {
+  return ~0ull;
+}
+template <>
+GKNN_HDI U128 max_word<U128>() {
+  return U128{~0ull, ~0ull};
+}
+
 template <typename Key, typename Payload,
           bool kNarrow = (sizeof(Key) + sizeof(Payload) <= sizeof(std::uint64_t))>
 struct Packing;
@@ -102,7 +114,7 @@ struct Packing<Key, Payload, true> {
     return KeyBits<Key>::key(largest ? static_cast<Bits>(~o) : o);
   }
   GKNN_HDI static Payload payload(Word w) { return static_cast<Payload>(w); }
-  GKNN_HDI static Word sentinel() { return ~Word(0); }
+  GKNN_HDI static Word sentinel() { return max_word<Word>(); }
 };
 
 // Key and payload in a (hi, lo) pair.
@@ -120,7 +132,7 @@ struct Packing<Key, Payload, false> {
     return KeyBits<Key>::key(largest ? static_cast<Bits>(~o) : o);
   }
   GKNN_HDI static Payload payload(Word w) { return static_cast<Payload>(w.lo); }
-  GKNN_HDI static Word sentinel() { return Word{~0ull, ~0ull}; }
+  GKNN_HDI static Word sentinel() { return max_word<Word>(); }
 };
 
 }  // namespace gknn::select
