@@ -22,7 +22,7 @@ REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --load-extension=gknn
 
 CUDA_HOME ?= /usr/local/cuda
-CORE_BUILD = build/core
+CORE_BUILD = build/cmake
 CORE_LIB = $(CORE_BUILD)/gpu/libgknn_core.a
 PG_CPPFLAGS = -Igpu/include
 PG_CXXFLAGS = -std=c++17 -Wno-register
@@ -49,7 +49,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 
 core:
-	cmake -S . -B $(CORE_BUILD) -DCMAKE_BUILD_TYPE=Release -DGKNN_BUILD_TESTS=OFF >/dev/null
+	cmake -S . -B $(CORE_BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(CORE_BUILD) --target gknn_core
 
 $(CORE_LIB): core

@@ -9,7 +9,7 @@
 #   pg-bundle.tar.gz   this machine's PostgreSQL with gknn and pgTAP installed
 #                      (/work/shared/gpu-host/pack-postgres.sh; the bundle
 #                      carries its own start-postgres.sh)
-#   core-tests.txt     the GoogleTest binaries under build/tests, one a line,
+#   core-tests.txt     the GoogleTest binaries under build/cmake, one a line,
 #                      relative to the repository root (run without ctest there)
 #   bin/pg_prove, perl5/  pg_prove and the pure-Perl modules it loads beyond
 #                      perl-base, the part of Perl every Debian/Ubuntu system has
@@ -33,14 +33,14 @@ check_installed() {
 }
 
 build_core_tests() {
-  cmake -S . -B build/tests -DCMAKE_BUILD_TYPE=Release -DGKNN_BUILD_TESTS=ON >/dev/null
-  cmake --build build/tests -j"$(nproc)"
+  cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DGKNN_BUILD_TESTS=ON >/dev/null
+  cmake --build build/cmake -j"$(nproc)"
 }
 
 # ctest knows which binaries are tests; the GPU host may have no ctest, and
 # the repository may sit at another path there.
 list_core_tests() {
-  ctest --test-dir build/tests -N -V | sed -n 's/^[0-9]*: Test command: \([^ ]*\).*/\1/p' |
+  ctest --test-dir build/cmake -N -V | sed -n 's/^[0-9]*: Test command: \([^ ]*\).*/\1/p' |
     sort -u | xargs -r realpath --relative-to=. >"$DEV/core-tests.txt"
   [ -s "$DEV/core-tests.txt" ] || { echo "ctest lists no test binaries" >&2; return 1; }
 }

@@ -15,7 +15,7 @@
 # Environment:
 #   GKNN_DEVICE=auto|gpu|cpu   run the SQL suites with -c gknn.device=... (PGOPTIONS)
 #   GKNN_SKIP_APT=1            do not install packages
-#   GKNN_SKIP_BUILD=1          use build/tests and the installed extension as they are
+#   GKNN_SKIP_BUILD=1          use build/cmake and the installed extension as they are
 #   GKNN_USE_SERVER=1          use the running server given by PGHOST/PGPORT/PGUSER
 #                              instead of starting a throwaway cluster
 #   GKNN_CORE_RUNNER=ctest|gtest  gtest runs the binaries listed in
@@ -83,8 +83,8 @@ install_prerequisites() {
 
 build_core_tests() {
   [ "${GKNN_SKIP_BUILD:-0}" = 1 ] && return 0
-  step core-build cmake -S . -B build/tests -DCMAKE_BUILD_TYPE=Release -DGKNN_BUILD_TESTS=ON &&
-    step core-build cmake --build build/tests -j"$JOBS"
+  step core-build cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DGKNN_BUILD_TESTS=ON &&
+    step core-build cmake --build build/cmake -j"$JOBS"
 }
 
 # ctest prints one line per test: "1/9 Test #1: Suite.Name ....   Passed  0.01 sec"
@@ -130,7 +130,7 @@ run_core_tests() {
     run_logged core-tests run_gtest_binaries || rc=$?
     counts=$(count_gtest "$log")
   else
-    run_logged core-tests ctest --test-dir build/tests --output-on-failure \
+    run_logged core-tests ctest --test-dir build/cmake --output-on-failure \
       --timeout 600 -j"$JOBS" || rc=$?
     counts=$(count_ctest "$log")
   fi

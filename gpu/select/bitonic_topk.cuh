@@ -122,6 +122,32 @@ struct ArrayLoader {
   }
 };
 
+// Four consecutive words from position i (a multiple of 4): scalar loads for
+// any loader; ArrayLoader overloads it with one 16-byte load.
+template <typename Loader, typename Word>
+__device__ __forceinline__ void load_group(const Loader& load, int64_t i, Word (&w)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) w[j] = load(i + j);
+}
+
+template <typename Key, typename Payload>
+__device__ __forceinline__ void load_group(const ArrayLoader<Key, Payload>& load, int64_t i,
+                                           typename ArrayLoader<Key, Payload>::Word (&w)[4]) {
+  using P = typename ArrayLoader<Key, Payload>::P;
+  if constexpr (sizeof(Key) == 4) {
+    if (load.payloads == nullptr && i + 3 < load.n && (reinterpret_cast<uintptr_t>(load.keys) & 15) == 0) {
+      const uint4 v = *reinterpret_cast<const uint4*>(load.keys + i);  // 16-byte load
+      const uint32_t lanes[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        w[j] = P::pack(bit_cast<Key>(lanes[j]), static_cast<Payload>(i + j), load.largest);
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) w[j] = load(i + j);
+}
+
 // Tile shape for run length K: E = NT * ITEMS words per block, reduced by R.
 template <int K>
 struct BitonicShape {

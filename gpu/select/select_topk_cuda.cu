@@ -13,6 +13,8 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "gknn/select.h"
 #include "select/bitonic_topk.cuh"
@@ -21,8 +23,7 @@ namespace gknn {
 namespace select {
 namespace {
 
-constexpr int kSampleWords = 8192;  // one block sorts them (512 threads x 16)
-constexpr int kSampleThreads = 512;
+constexpr int kSampleWords = 32768;
 constexpr int64_t kMinSampled = 8 * kSampleWords;  // below this, no prefilter
 
 template <typename T>
@@ -52,42 +53,80 @@ __global__ void sample_words(Loader load, int64_t n, Word* samples) {
   samples[j] = load(lo + int64_t(h % uint32_t(hi - lo)));
 }
 
+// Keeps the words <= threshold (sentinels never). Survivors are staged in
+// shared memory (one shared atomic per warp and load round) and flushed to
+// `out` with one global atomic per block and flush: candidates of random
+// inputs are scattered, and a global atomic per warp that finds one would
+// serialise on the counter. Counts them all, writes the first `cap`.
+constexpr int kFilterThreads = 256;
 template <typename Word>
-__global__ void __launch_bounds__(kSampleThreads) sort_samples(Word* samples, int64_t rank, Word* threshold) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  Word* s = reinterpret_cast<Word*>(smem);
-  for (int i = threadIdx.x; i < kSampleWords; i += kSampleThreads) s[i] = samples[i];
+struct FilterShape {
+  static constexpr int kGroups = sizeof(Word) == 8 ? 2 : 1;   // groups of 4 words in flight per thread
+  static constexpr int kRound = kFilterThreads * kGroups * 4;  // most survivors per round
+  static constexpr int kStage = kRound + 1024;                 // 40 / 32 KB of staging
+};
+
+template <typename Word>
+__device__ void flush_stage(Word* stage, int staged, Word* out, unsigned long long* count, int64_t cap,
+                            unsigned long long* at) {
+  if (threadIdx.x == 0) *at = atomicAdd(count, static_cast<unsigned long long>(staged));
   __syncthreads();
-  local_sort<Word, kSampleWords, kSampleThreads>(s, kSampleWords);  // one ascending run
-  if (threadIdx.x == 0) *threshold = s[rank];
+  for (int i = threadIdx.x; i < staged; i += kFilterThreads)
+    if (*at + i < static_cast<unsigned long long>(cap)) out[*at + i] = stage[i];
 }
 
-// Keeps the words <= threshold (sentinels never), compacted with one atomic
-// per warp; counts them all, writes the first `cap`.
 template <typename Word, typename Loader>
-__global__ void filter_words(Loader load, int64_t n, const Word* threshold, Word* out,
-                             unsigned long long* count, int64_t cap) {
-  constexpr int kUnroll = 8;
+__global__ void __launch_bounds__(kFilterThreads)
+    filter_words(Loader load, int64_t n, const Word* threshold, Word* out, unsigned long long* count,
+                 int64_t cap) {
+  using Shape = FilterShape<Word>;
+  __shared__ Word stage[Shape::kStage];
+  __shared__ int staged;
+  __shared__ unsigned long long at;
+  if (threadIdx.x == 0) staged = 0;
+  __syncthreads();
   const Word t = *threshold, none = max_word<Word>();
   const int lane = threadIdx.x & 31;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t base = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; base - threadIdx.x < n;
-       base += stride * kUnroll) {
-    Word w[kUnroll];
+  // Groups of 4 consecutive positions; the loop bound is the same for the
+  // whole block (barriers inside).
+  const int64_t groups = (n + 3) / 4, stride = int64_t(gridDim.x) * kFilterThreads;
+  for (int64_t block_base = int64_t(blockIdx.x) * kFilterThreads; block_base < groups;
+       block_base += stride * Shape::kGroups) {
+    Word w[Shape::kGroups][4];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) w[u] = load(base + u * stride);  // several loads in flight
+    for (int g = 0; g < Shape::kGroups; ++g) load_group(load, 4 * (block_base + threadIdx.x + g * stride), w[g]);
+    // One vote for the whole round: most rounds keep nothing anywhere.
+    unsigned mine = 0;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      bool keep = w[u] <= t && !(w[u] == none);
-      unsigned mask = __ballot_sync(0xffffffffu, keep);
-      if (mask == 0) continue;
-      int leader = __ffs(mask) - 1;
-      unsigned long long at = 0;
-      if (lane == leader) at = atomicAdd(count, static_cast<unsigned long long>(__popc(mask)));
-      at = __shfl_sync(0xffffffffu, at, leader) + __popc(mask & ((1u << lane) - 1));
-      if (keep && at < static_cast<unsigned long long>(cap)) out[at] = w[u];
+    for (int g = 0; g < Shape::kGroups; ++g)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mine |= unsigned(w[g][j] <= t && !(w[g][j] == none)) << (4 * g + j);
+    if (__any_sync(0xffffffffu, mine != 0)) {
+#pragma unroll
+    for (int g = 0; g < Shape::kGroups; ++g)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        bool keep = (mine >> (4 * g + j)) & 1u;
+        unsigned mask = __ballot_sync(0xffffffffu, keep);
+        if (mask == 0) continue;
+        int leader = __ffs(mask) - 1, pos = 0;
+        if (lane == leader) pos = atomicAdd(&staged, __popc(mask));
+        pos = __shfl_sync(0xffffffffu, pos, leader) + __popc(mask & ((1u << lane) - 1));
+        if (keep) stage[pos] = w[g][j];  // fits: staged <= kStage - kRound before the round
+      }
+    }
+    __syncthreads();
+    const int now = staged;
+    __syncthreads();  // everyone has read it before the next round adds to it
+    if (now > Shape::kStage - Shape::kRound) {
+      flush_stage(stage, now, out, count, cap, &at);
+      __syncthreads();
+      if (threadIdx.x == 0) staged = 0;
+      __syncthreads();
     }
   }
+  __syncthreads();
+  flush_stage(stage, staged, out, count, cap, &at);
 }
 
 template <typename Word, typename Loader>
@@ -150,6 +189,38 @@ void sort_words(U128* words, int64_t count, cudaStream_t stream) {
   GKNN_CUDA(cudaGetLastError());
 }
 
+// GKNN_SELECT_TRACE=1 prints each stage's GPU time to stderr (benchmarks
+// use it to say where the time goes).
+class StageTrace {
+ public:
+  explicit StageTrace(cudaStream_t s) : stream_(s), on_(std::getenv("GKNN_SELECT_TRACE") != nullptr) {}
+  void mark(const char* stage) {
+    if (!on_) return;
+    cudaEvent_t e;
+    cudaEventCreate(&e);
+    cudaEventRecord(e, stream_);
+    events_[count_] = e;
+    names_[count_++] = stage;
+  }
+  ~StageTrace() {
+    if (!on_ || count_ == 0) return;
+    cudaEventSynchronize(events_[count_ - 1]);
+    for (int i = 1; i < count_; ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, events_[i - 1], events_[i]);
+      std::fprintf(stderr, "select trace: %-10s %8.3f ms\n", names_[i], ms);
+    }
+    for (int i = 0; i < count_; ++i) cudaEventDestroy(events_[i]);
+  }
+
+ private:
+  cudaStream_t stream_;
+  bool on_;
+  int count_ = 0;
+  cudaEvent_t events_[8];
+  const char* names_[8];
+};
+
 // Sample rank of the threshold: about 2x the expected number of top-k words
 // among the samples, plus a few standard deviations and a floor, so that
 // fewer than k words fall at or below it only with negligible probability.
@@ -183,30 +254,48 @@ void smallest_words(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t s
   const int64_t rank = threshold_rank(n, k);
   if (n < kMinSampled || rank >= kSampleWords) return everything();
 
-  StreamBuffer<Word> samples(kSampleWords, stream), threshold(1, stream);
+  StageTrace trace(stream);
+  trace.mark("start");
+  StreamBuffer<Word> samples(kSampleWords, stream), low(rank + 1, stream);
   StreamBuffer<unsigned long long> count(1, stream);
   const int64_t cap = std::min<int64_t>(n, 2 * (n / kSampleWords + 1) * (rank + 1) + 65536);
   StreamBuffer<Word> candidates(cap, stream);
   sample_words<<<kSampleWords / 256, 256, 0, stream>>>(load, n, samples.ptr);
   GKNN_CUDA(cudaGetLastError());
-  const int smem = kSampleWords * int(sizeof(Word));
-  GKNN_CUDA(cudaFuncSetAttribute(sort_samples<Word>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  sort_samples<Word><<<1, kSampleThreads, smem, stream>>>(samples.ptr, rank, threshold.ptr);
-  GKNN_CUDA(cudaGetLastError());
+  {  // the threshold: the sample of that rank (bitonic top-k of the samples, or a sort)
+    if (rank < kMaxBitonicK) {
+      StreamBuffer<Word> scratch(bitonic_scratch_words(kSampleWords, rank + 1), stream);
+      bitonic_topk<Word, true>(WordLoader<Word>{samples.ptr, kSampleWords}, kSampleWords, rank + 1, low.ptr,
+                               scratch.ptr, stream);
+    } else {
+      sort_words(samples.ptr, kSampleWords, stream);
+      GKNN_CUDA(cudaMemcpyAsync(low.ptr, samples.ptr, (rank + 1) * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
+    }
+  }
+  const Word* threshold = low.ptr + rank;
   GKNN_CUDA(cudaMemsetAsync(count.ptr, 0, sizeof(unsigned long long), stream));
+  trace.mark("sample");
   int sms = 0, device = 0;
   GKNN_CUDA(cudaGetDevice(&device));
   GKNN_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int grid = std::max(1, std::min<int>(sms * 8, static_cast<int>((n + 2047) / 2048)));
-  filter_words<<<grid, 256, 0, stream>>>(load, n, threshold.ptr, candidates.ptr, count.ptr, cap);
+  // Exactly one wave of resident blocks: each block loops over an equal share,
+  // so a second, partial wave would leave most of the GPU idle at the end.
+  int per_sm = 0;
+  GKNN_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, filter_words<Word, Loader>, kFilterThreads, 0));
+  const int64_t rounds = (n + FilterShape<Word>::kRound - 1) / FilterShape<Word>::kRound;
+  const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t(sms) * std::max(per_sm, 1), rounds)));
+  filter_words<<<grid, kFilterThreads, 0, stream>>>(load, n, threshold, candidates.ptr, count.ptr, cap);
   GKNN_CUDA(cudaGetLastError());
   unsigned long long found = 0;
+  trace.mark("filter");
   GKNN_CUDA(cudaMemcpyAsync(&found, count.ptr, sizeof(found), cudaMemcpyDeviceToHost, stream));
   GKNN_CUDA(cudaStreamSynchronize(stream));
+  trace.mark("sync");
   if (found >= static_cast<unsigned long long>(take) && found <= static_cast<unsigned long long>(cap))
     finish(candidates.ptr, static_cast<int64_t>(found));
   else
     everything();  // the sample misled (or a filter rejected most rows): exact anyway
+  trace.mark(found >= static_cast<unsigned long long>(take) ? "bitonic" : "fallback");
 }
 
 }  // namespace
