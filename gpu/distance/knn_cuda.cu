@@ -42,7 +42,7 @@ std::int64_t tile_queries(std::int64_t n, std::int64_t nq) {
 
 }  // namespace
 
-void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+void exact_knn_gpu_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
   validate(req);
   if (req.n >= INT_MAX) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu: base too large");
   GKNN_CUDA(cudaSetDevice(device));

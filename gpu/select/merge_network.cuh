@@ -22,7 +22,7 @@
 
 #include <cstdint>
 
-#include "select/key_order.cuh"
+#include "key_order.cuh"
 
 #if defined(__CUDACC__)
 #define GKNN_UNROLL _Pragma("unroll")
@@ -54,10 +54,17 @@ struct alignas(16) W96 {
   std::uint32_t pad;
 };
 
+// Branch-free: these sit in the innermost loops of the networks.
 GKNN_HDI bool wless(std::uint64_t a, std::uint64_t b) { return a < b; }
-GKNN_HDI bool wless(const W96& a, const W96& b) { return a.key < b.key || (a.key == b.key && a.col < b.col); }
+GKNN_HDI bool wless(const W96& a, const W96& b) {
+  return (a.key < b.key) | ((a.key == b.key) & (a.col < b.col));
+}
 GKNN_HDI bool wequal(std::uint64_t a, std::uint64_t b) { return a == b; }
-GKNN_HDI bool wequal(const W96& a, const W96& b) { return a.key == b.key && a.col == b.col; }
+GKNN_HDI bool wequal(const W96& a, const W96& b) { return (a.key == b.key) & (a.col == b.col); }
+// c ? a : b, field by field (a select of struct references would take their
+// addresses and push them to local memory).
+GKNN_HDI std::uint64_t wsel(bool c, std::uint64_t a, std::uint64_t b) { return c ? a : b; }
+GKNN_HDI W96 wsel(bool c, const W96& a, const W96& b) { return W96{c ? a.key : b.key, c ? a.col : b.col, 0}; }
 
 template <typename W>
 struct WordTraits;
@@ -65,7 +72,9 @@ struct WordTraits;
 template <>
 struct WordTraits<std::uint64_t> {
   using KeyBits = std::uint32_t;
-  GKNN_HDI static std::uint64_t make(KeyBits ob, std::uint32_t col) { return (std::uint64_t(ob) << 32) | col; }
+  GKNN_HDI static std::uint64_t make(KeyBits ob, std::uint32_t col) {
+    return (std::uint64_t(ob) << 32) | col;
+  }
   GKNN_HDI static KeyBits key(std::uint64_t w) { return KeyBits(w >> 32); }
   GKNN_HDI static std::uint32_t col(std::uint64_t w) { return std::uint32_t(w); }
   GKNN_HDI static std::uint64_t sentinel() { return ~std::uint64_t(0); }

@@ -9,15 +9,14 @@
 // cannot fool it), and bitonic top-k runs on those candidates. When the
 // candidates are too few (fewer than k) or too many (the buffer overflows),
 // the selection falls back to bitonic top-k over the whole input, so the
-// result is always exact. k above 1024 sorts the candidates instead.
-#include <cub/device/device_radix_sort.cuh>
-
+// result is always exact. k above 1024 runs SampleSelect on the candidates.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "gknn/select.h"
 #include "select/bitonic_topk.cuh"
+#include "select/sample_select.cuh"
 
 namespace gknn {
 namespace select {
@@ -150,45 +149,6 @@ int grid_for(int64_t n, int threads) {
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
-// Sorts `count` words ascending in place (radix sort is stable, so the
-// 128-bit words sort by their low half first, then by the high half).
-void sort_words(std::uint64_t* words, int64_t count, cudaStream_t stream) {
-  StreamBuffer<std::uint64_t> tmp(count, stream);
-  cub::DoubleBuffer<std::uint64_t> keys(words, tmp.ptr);
-  std::size_t bytes = 0;
-  GKNN_CUDA(cub::DeviceRadixSort::SortKeys(nullptr, bytes, keys, count, 0, 64, stream));
-  StreamBuffer<unsigned char> temp(bytes, stream);
-  GKNN_CUDA(cub::DeviceRadixSort::SortKeys(temp.ptr, bytes, keys, count, 0, 64, stream));
-  if (keys.Current() != words)
-    GKNN_CUDA(cudaMemcpyAsync(words, keys.Current(), count * 8, cudaMemcpyDeviceToDevice, stream));
-}
-
-__global__ void split_u128(const U128* w, int64_t n, std::uint64_t* hi, std::uint64_t* lo) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    hi[i] = w[i].hi;
-    lo[i] = w[i].lo;
-  }
-}
-__global__ void join_u128(U128* w, int64_t n, const std::uint64_t* hi, const std::uint64_t* lo) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    w[i] = U128{hi[i], lo[i]};
-}
-
-void sort_words(U128* words, int64_t count, cudaStream_t stream) {
-  StreamBuffer<std::uint64_t> hi(count, stream), lo(count, stream), hi2(count, stream), lo2(count, stream);
-  split_u128<<<grid_for(count, 256), 256, 0, stream>>>(words, count, hi.ptr, lo.ptr);
-  GKNN_CUDA(cudaGetLastError());
-  cub::DoubleBuffer<std::uint64_t> k(lo.ptr, lo2.ptr), v(hi.ptr, hi2.ptr);
-  std::size_t bytes = 0;
-  GKNN_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, count, 0, 64, stream));
-  StreamBuffer<unsigned char> temp(bytes, stream);
-  GKNN_CUDA(cub::DeviceRadixSort::SortPairs(temp.ptr, bytes, k, v, count, 0, 64, stream));
-  cub::DoubleBuffer<std::uint64_t> k2(v.Current(), v.Alternate()), v2(k.Current(), k.Alternate());
-  GKNN_CUDA(cub::DeviceRadixSort::SortPairs(temp.ptr, bytes, k2, v2, count, 0, 64, stream));
-  join_u128<<<grid_for(count, 256), 256, 0, stream>>>(words, count, k2.Current(), v2.Current());
-  GKNN_CUDA(cudaGetLastError());
-}
-
 // GKNN_SELECT_TRACE=1 prints each stage's GPU time to stderr (benchmarks
 // use it to say where the time goes).
 class StageTrace {
@@ -238,10 +198,7 @@ void smallest_words(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t s
       StreamBuffer<Word> scratch(bitonic_scratch_words(count, k), stream);
       bitonic_topk<Word, true>(WordLoader<Word>{words, count}, count, k, out, scratch.ptr, stream);
     } else {
-      StreamBuffer<Word> sorted(count, stream);
-      GKNN_CUDA(cudaMemcpyAsync(sorted.ptr, words, count * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
-      sort_words(sorted.ptr, count, stream);
-      GKNN_CUDA(cudaMemcpyAsync(out, sorted.ptr, take * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
+      sample_select_smallest<Word>(words, count, take, out, stream);
     }
   };
   auto everything = [&] {
@@ -268,7 +225,7 @@ void smallest_words(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t s
       bitonic_topk<Word, true>(WordLoader<Word>{samples.ptr, kSampleWords}, kSampleWords, rank + 1, low.ptr,
                                scratch.ptr, stream);
     } else {
-      sort_words(samples.ptr, kSampleWords, stream);
+      sort_words_cub<Word>(samples.ptr, kSampleWords, stream);
       GKNN_CUDA(cudaMemcpyAsync(low.ptr, samples.ptr, (rank + 1) * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
     }
   }

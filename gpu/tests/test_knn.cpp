@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -10,6 +12,7 @@
 #include "gknn/error.h"
 #include "gknn/knn.h"
 #include "gpu_env.h"
+#include "runtime/cublas_loader.h"
 
 namespace {
 
@@ -74,23 +77,64 @@ TEST_P(KnnCases, CpuMatchesBruteForce) {
   EXPECT_EQ(ids, want);
 }
 
+void expect_same(const std::vector<std::int64_t>& a_ids, const std::vector<double>& a_d,
+                 const std::vector<std::int64_t>& b_ids, const std::vector<double>& b_d) {
+  EXPECT_EQ(a_ids, b_ids);
+  for (std::size_t i = 0; i < a_d.size(); ++i) {
+    if (std::isnan(b_d[i])) {
+      EXPECT_TRUE(std::isnan(a_d[i])) << i;
+    } else {
+      EXPECT_EQ(a_d[i], b_d[i]) << i;  // bit-identical distances
+    }
+  }
+}
+
+// Small integer coordinates: many exact ties, so most queries cannot be
+// certified from the GEMM and take the brute-force fallback; both paths and
+// every GEMM precision must give the CPU's answer.
 TEST_P(KnnCases, GpuMatchesCpu) {
   GKNN_NEED_GPU();
   auto [metric, k] = GetParam();
   Data d = make_data(4099, 33, 29, 7 + k);
-  auto r = request(d, k, metric);
-  std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
-  std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
-  gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
-  gknn::exact_knn_gpu(r, 0, gpu_ids.data(), gpu_d.data());
-  EXPECT_EQ(gpu_ids, cpu_ids);
-  for (std::size_t i = 0; i < cpu_d.size(); ++i) {
-    if (std::isnan(cpu_d[i])) {
-      EXPECT_TRUE(std::isnan(gpu_d[i])) << i;
-    } else {
-      EXPECT_EQ(gpu_d[i], cpu_d[i]) << i;  // bit-identical distances
-    }
+  for (auto precision : {gknn::GemmPrecision::Fp32, gknn::GemmPrecision::Tf32, gknn::GemmPrecision::Bf16}) {
+    auto r = request(d, k, metric);
+    r.precision = precision;
+    std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
+    std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
+    gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
+    gknn::exact_knn_gpu(r, 0, gpu_ids.data(), gpu_d.data());
+    expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
   }
+}
+
+// Continuous random data over several base tiles: the GEMM path certifies
+// almost every query; results still equal the CPU reference exactly.
+TEST(Knn, GemmPathMatchesCpuOnContinuousData) {
+  GKNN_NEED_GPU();
+  std::mt19937 rng(99);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  const std::int64_t n = 70001, nq = 20;
+  const int dim = 67, k = 50;
+  std::vector<float> base(n * dim), queries(nq * dim);
+  for (auto& x : base) x = g(rng);
+  for (auto& x : queries) x = g(rng);
+  for (auto metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine})
+    for (auto precision : {gknn::GemmPrecision::Fp32, gknn::GemmPrecision::Tf32, gknn::GemmPrecision::Bf16}) {
+      gknn::KnnRequest r;
+      r.base = base.data();
+      r.n = n;
+      r.queries = queries.data();
+      r.nq = nq;
+      r.dim = dim;
+      r.k = k;
+      r.metric = metric;
+      r.precision = precision;
+      std::vector<std::int64_t> cpu_ids(nq * k), gpu_ids(nq * k);
+      std::vector<double> cpu_d(nq * k), gpu_d(nq * k);
+      gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
+      gknn::exact_knn_gpu(r, 0, gpu_ids.data(), gpu_d.data());
+      expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllMetrics, KnnCases,
@@ -137,6 +181,23 @@ TEST(Knn, RejectsBadSizes) {
     FAIL() << "no error";
   } catch (const gknn::Error& e) {
     EXPECT_EQ(e.code(), gknn::ErrorCode::InvalidArgument);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// On the GPU host the check sets GKNN_REQUIRE_CUBLAS=1, so a GEMM path that
+// silently fell back to brute force cannot pass the tests above unnoticed.
+TEST(Knn, CublasLoadsWhereRequired) {
+  const char* required = std::getenv("GKNN_REQUIRE_CUBLAS");
+  const char* why = "";
+  const bool loaded = gknn::load_cublas(&why) != nullptr;
+  if (required && std::string(required) == "1") {
+    EXPECT_TRUE(loaded) << why;
+  } else if (!loaded) {
+    GTEST_SKIP() << why;
   }
 }
 

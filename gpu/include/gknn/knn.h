@@ -9,6 +9,11 @@
 
 namespace gknn {
 
+// Arithmetic of the GEMM that proposes candidates (L2, inner product and
+// cosine); the candidates are re-ranked with the exact float32 distances, so
+// results are the same in every mode, only the speed differs.
+enum class GemmPrecision { Fp32, Tf32, Bf16 };
+
 struct KnnRequest {
   const float* base = nullptr;  // n x dim, row-major, host memory
   std::int64_t n = 0;
@@ -17,12 +22,17 @@ struct KnnRequest {
   int dim = 0;
   int k = 0;
   Metric metric = Metric::L2;
+  GemmPrecision precision = GemmPrecision::Fp32;
 };
 
 // Outputs are nq x k, row-major. A row with fewer than k base vectors is
 // padded with id -1 and distance NaN. Distances are the SQL operator values.
 void exact_knn_cpu(const KnnRequest& req, std::int64_t* ids, double* distances);
+// The GPU path: cuBLAS GEMM + k-select + exact re-rank where cuBLAS loads and
+// the metric is a dot-product one; the brute-force kernel otherwise.
 void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+// Distance kernel + segmented sort: the exact baseline and the fallback.
+void exact_knn_gpu_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
 
 // Throws Error(InvalidArgument) for inconsistent sizes.
 void validate(const KnnRequest& req);

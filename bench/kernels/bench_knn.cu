@@ -1,0 +1,161 @@
+// Exact kNN benchmark (issue 3, 7d): base 1M x 128 float32 (a Gaussian
+// mixture), 10000 queries, k = 100, L2.
+//
+//   gknn_bench_knn [n=1000000] [nq=10000] [results.md]
+//
+// Side by side in one run: gknn's exact_knn_gpu in each GEMM precision (the
+// results must be identical: every mode re-ranks with exact float32
+// distances), the host-to-device copy it includes, and the GEMM alone
+// (cuBLAS, same shapes, fp32 and TF32). A sample of queries is checked
+// against the CPU reference.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gknn/knn.h"
+#include "gknn/runtime.h"
+#include "runtime/cublas_loader.h"
+#include "runtime/cuda_check.h"
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <typename Fn>
+double median_ms(Fn fn, int reps) {
+  std::vector<double> t;
+  fn();  // warm-up
+  for (int r = 0; r < reps; ++r) {
+    double a = now_ms();
+    fn();
+    GKNN_CUDA(cudaDeviceSynchronize());
+    t.push_back(now_ms() - a);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
+  const std::int64_t nq = argc > 2 ? std::atoll(argv[2]) : 10000;
+  const char* md = argc > 3 ? argv[3] : nullptr;
+  const int dim = 128, k = 100;
+  auto devices = gknn::list_devices();
+  const gknn::Cublas* blas = gknn::load_cublas();
+  if (devices.empty() || !blas) {
+    std::fprintf(stderr, "needs a GPU and libcublas\n");
+    return 1;
+  }
+  // Gaussian mixture: 1000 centres, unit spread.
+  std::mt19937 rng(123);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> centres(1000 * dim), base(n * dim), queries(nq * dim);
+  for (auto& c : centres) c = 4.0f * g(rng);
+  auto fill = [&](std::vector<float>& v, std::int64_t rows) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* c = &centres[(rng() % 1000) * dim];
+      for (int i = 0; i < dim; ++i) v[r * dim + i] = c[i] + g(rng);
+    }
+  };
+  fill(base, n);
+  fill(queries, nq);
+
+  gknn::KnnRequest req;
+  req.base = base.data();
+  req.n = n;
+  req.queries = queries.data();
+  req.nq = nq;
+  req.dim = dim;
+  req.k = k;
+  req.metric = gknn::Metric::L2;
+
+  std::string table = "| mode | ms | vs GEMM alone (same precision) | ids equal to fp32 run |\n|---|---:|---:|---|\n";
+  std::vector<std::int64_t> ref_ids(nq * k), ids(nq * k);
+  std::vector<double> ref_d(nq * k), dist(nq * k);
+  char line[256];
+
+  // The copy every call makes (base and queries to the device).
+  gknn::DeviceBuffer<float> d_base(n * dim), d_q(nq * dim);
+  double h2d = median_ms([&] {
+    GKNN_CUDA(cudaMemcpy(d_base.get(), base.data(), 4 * n * dim, cudaMemcpyHostToDevice));
+    GKNN_CUDA(cudaMemcpy(d_q.get(), queries.data(), 4 * nq * dim, cudaMemcpyHostToDevice));
+  }, 3);
+
+  // The GEMM alone: nq x n x 136 (the augmented dimension), fp32 and TF32,
+  // in the tiles gknn uses (32768 base rows, all queries).
+  cublasHandle_t h;
+  blas->create(&h);
+  const int dp = 136;
+  const std::int64_t tile = 32768;
+  gknn::DeviceBuffer<float> a(n * dp), b(nq * dp), c(nq * tile);
+  GKNN_CUDA(cudaMemset(a.get(), 0, 4 * n * dp));
+  GKNN_CUDA(cudaMemset(b.get(), 0, 4 * nq * dp));
+  auto gemm_all = [&](cublasComputeType_t ct) {
+    const float one = 1, zero = 0;
+    for (std::int64_t b0 = 0; b0 < n; b0 += tile) {
+      int cols = int(std::min(tile, n - b0));
+      blas->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, cols, int(nq), dp, &one, a.get() + b0 * dp, CUDA_R_32F, dp, b.get(),
+                    CUDA_R_32F, dp, &zero, c.get(), CUDA_R_32F, int(tile), ct, CUBLAS_GEMM_DEFAULT);
+    }
+  };
+  double gemm_fp32 = median_ms([&] { gemm_all(CUBLAS_COMPUTE_32F_PEDANTIC); }, 3);
+  double gemm_tf32 = median_ms([&] { gemm_all(CUBLAS_COMPUTE_32F_FAST_TF32); }, 3);
+  blas->destroy(h);
+
+  int mismatched_modes = 0;
+  for (auto p : {gknn::GemmPrecision::Fp32, gknn::GemmPrecision::Tf32, gknn::GemmPrecision::Bf16}) {
+    req.precision = p;
+    std::vector<std::int64_t>& out = p == gknn::GemmPrecision::Fp32 ? ref_ids : ids;
+    std::vector<double>& od = p == gknn::GemmPrecision::Fp32 ? ref_d : dist;
+    double ms = median_ms([&] { gknn::exact_knn_gpu(req, 0, out.data(), od.data()); }, 3);
+    bool same = p == gknn::GemmPrecision::Fp32 || ids == ref_ids;
+    if (!same) ++mismatched_modes;
+    const char* name = p == gknn::GemmPrecision::Fp32 ? "fp32" : p == gknn::GemmPrecision::Tf32 ? "tf32" : "bf16";
+    double alone = p == gknn::GemmPrecision::Fp32 ? gemm_fp32 : gemm_tf32;
+    std::snprintf(line, sizeof line, "| gknn %s (incl. %.1f ms copy) | %.1f | %.2fx (%.2fx without the copy) | %s |\n",
+                  name, h2d, ms, ms / alone, (ms - h2d) / alone, same ? "yes" : "NO");
+    table += line;
+  }
+  std::snprintf(line, sizeof line, "| cuBLAS GEMM alone fp32 | %.1f | 1 | |\n| cuBLAS GEMM alone TF32 | %.1f | 1 | |\n",
+                gemm_fp32, gemm_tf32);
+  table += line;
+
+  // CPU reference on a sample of queries.
+  const std::int64_t sample = std::min<std::int64_t>(nq, 16);
+  gknn::KnnRequest cpu = req;
+  cpu.nq = sample;
+  std::vector<std::int64_t> cpu_ids(sample * k);
+  std::vector<double> cpu_d(sample * k);
+  gknn::exact_knn_cpu(cpu, cpu_ids.data(), cpu_d.data());
+  int cpu_mismatch = 0;
+  for (std::int64_t i = 0; i < sample * k; ++i) cpu_mismatch += cpu_ids[i] != ref_ids[i] || cpu_d[i] != ref_d[i];
+
+  char date[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&t));
+  std::string report;
+  std::snprintf(line, sizeof line,
+                "# Exact kNN, base %lld x %d (Gaussian mixture), %lld queries, k = %d, L2\n\n- device: %s\n- date: %s\n"
+                "- command: gknn_bench_knn %lld %lld\n- CPU reference on %lld queries: %d mismatching entries; "
+                "precision modes differing from fp32: %d\n\n",
+                (long long)n, dim, (long long)nq, k, devices[0].name.c_str(), date, (long long)n, (long long)nq,
+                (long long)sample, cpu_mismatch, mismatched_modes);
+  report = line + table;
+  std::printf("%s", report.c_str());
+  if (md)
+    if (FILE* f = std::fopen(md, "w")) {
+      std::fputs(report.c_str(), f);
+      std::fclose(f);
+    }
+  return cpu_mismatch || mismatched_modes ? 2 : 0;
+}

@@ -1,0 +1,306 @@
+// Exact kNN through a GEMM (Faiss §5.1), with results equal to exact float32
+// search in every precision.
+//
+//   1. Augmented rows make the GEMM produce the ranking value directly, so
+//      nothing else touches the distance matrix between the GEMM's write and
+//      the k-select's read (the "fused norm-add"):
+//        L2      q' = [-2q, 1]        y' = [y, |y|^2]   q'.y' = |q-y|^2 - |q|^2
+//        IP      q' = [-q]            y' = [y]          q'.y' = -(q.y)
+//        cosine  q' = [-q/|q|, 1]     y' = [y/|y|, z]   z = 3 for |y| = 0 (ranked last)
+//   2. Base tiles of the matrix go through select_rows_gpu (k' = k plus a
+//      margin per query), tiles merge into k' candidates per query. GEMMs of
+//      the next tile are queued on the other stream before the current
+//      tile's selection, so they overlap.
+//   3. Candidates are re-ranked with gknn::distance (the same code as the SQL
+//      operators and the CPU reference) and sorted by (distance, id).
+//   4. A query is certified when the best excluded candidate cannot beat the
+//      k-th exact one: its proxy, minus a rigorous bound on the GEMM's error
+//      (input rounding of the chosen precision plus float accumulation),
+//      still ranks strictly after it. Queries that are not certified (near
+//      ties at the margin, zero vectors) are recomputed by brute force.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "gknn/error.h"
+#include "gknn/knn.h"
+#include "gknn/select.h"
+#include "runtime/cublas_loader.h"
+#include "runtime/cuda_check.h"
+#include "select/bitonic_topk.cuh"
+
+namespace gknn {
+namespace {
+
+constexpr int kDimAlign = 8;             // augmented rows padded for aligned GEMM operands
+constexpr std::int64_t kBaseTile = 32768;
+constexpr int kRerankSlots = 4096;       // candidates re-ranked per query (power of two >= k')
+constexpr int kRerankThreads = 256;
+
+int augmented_dim(int dim) { return (dim + 1 + kDimAlign - 1) / kDimAlign * kDimAlign; }
+
+// One warp per row: the augmented row and |row|^2 (float, lane sums as in
+// distance.h; only used for bounds and the L2 column).
+__global__ void augment_rows(const float* x, std::int64_t rows, int dim, int dp, Metric metric, bool query,
+                             float* out, double* sqnorm) {
+  std::int64_t row = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const float* v = x + row * dim;
+  double acc = 0;
+  for (int i = lane; i < dim; i += 32) acc += double(v[i]) * v[i];
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  float* o_row = out + row * dp;
+  const double norm = sqrt(acc);
+  float scale = 1.0f, extra = 0.0f;
+  switch (metric) {
+    case Metric::L2:
+      scale = query ? -2.0f : 1.0f;
+      extra = query ? 1.0f : float(acc);
+      break;
+    case Metric::InnerProduct:
+      scale = query ? -1.0f : 1.0f;
+      break;
+    case Metric::Cosine:
+      scale = norm > 0 ? float((query ? -1.0 : 1.0) / norm) : 0.0f;
+      extra = query ? 1.0f : (norm > 0 ? 0.0f : 3.0f);
+      break;
+    default:
+      break;
+  }
+  for (int i = lane; i < dp; i += 32) o_row[i] = i < dim ? v[i] * scale : (i == dim ? extra : 0.0f);
+  if (lane == 0) sqnorm[row] = acc;
+}
+
+__global__ void to_bf16(const float* in, std::int64_t n, __nv_bfloat16* out) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(in[i]);
+}
+
+// Tile results (column index within the tile) into the per-query partial
+// list, as global ids.
+__global__ void scatter_partials(const float* keys, const std::uint32_t* cols, int rows, int kk, std::int64_t tile_base,
+                                 int slot, int ld, float* pkeys, std::uint32_t* pids) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows * kk) return;
+  int r = i / kk, j = i % kk;
+  pkeys[std::int64_t(r) * ld + slot * kk + j] = keys[i];
+  pids[std::int64_t(r) * ld + slot * kk + j] = cols[i] == 0xffffffffu ? 0xffffffffu : std::uint32_t(tile_base + cols[i]);
+}
+
+// One block per query: exact distances of the k' candidates, sorted by
+// (distance, id); the first k written; certified or not.
+__global__ void __launch_bounds__(kRerankThreads)
+    rerank(const float* base, const float* queries, int dim, Metric metric, const std::uint32_t* cand_ids,
+           int ld, const float* cand_proxy, const std::uint32_t* cand_cols, int kk, int k, const double* q_sqnorm,
+           double y_max_sq, double u_gemm, std::int64_t* out_ids, double* out_dist, int* uncertified) {
+  using P = select::Packing<double, std::uint64_t>;
+  using Word = P::Word;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Word* s = reinterpret_cast<Word*>(smem);
+  const int q = blockIdx.x;
+  const float* query = queries + std::int64_t(q) * dim;
+  for (int j = threadIdx.x; j < kRerankSlots; j += kRerankThreads) {
+    Word w = select::max_word<Word>();
+    if (j < kk) {
+      std::uint32_t col = cand_cols[std::int64_t(q) * kk + j];
+      std::uint32_t id = col == 0xffffffffu ? 0xffffffffu : cand_ids[std::int64_t(q) * ld + col];
+      if (id != 0xffffffffu)
+        w = P::pack(canonical_score(distance(metric, base + std::int64_t(id) * dim, query, dim)), id, false);
+    }
+    s[j] = w;
+  }
+  __syncthreads();
+  select::local_sort<Word, kRerankSlots, kRerankThreads>(s, kRerankSlots);  // one ascending run
+  for (int j = threadIdx.x; j < k; j += kRerankThreads) {
+    out_ids[std::int64_t(q) * k + j] = std::int64_t(P::payload(s[j]));
+    out_dist[std::int64_t(q) * k + j] = P::key(s[j], false);
+  }
+  if (threadIdx.x != 0) return;
+  // The best excluded candidate's proxy is at least the k'-th proxy.
+  const double proxy = cand_proxy[std::int64_t(q) * kk + kk - 1];
+  const double kth = P::key(s[k - 1], false);
+  const double gamma = (dim + 2) * 1.2e-7;  // float accumulation, with room
+  const double qn2 = q_sqnorm[q];
+  double lower;  // a lower bound of every excluded candidate's exact distance
+  switch (metric) {
+    case Metric::L2: {
+      double err = 2.0 * (u_gemm + gamma) * (qn2 + 2.0 * y_max_sq + 2.0 * sqrt(qn2 * y_max_sq));
+      double sq = (proxy - err + qn2) * (1.0 - gamma);
+      lower = sq > 0 ? sqrt(sq) : 0.0;
+      break;
+    }
+    case Metric::InnerProduct:
+      lower = proxy - 2.0 * (u_gemm + gamma) * sqrt(qn2 * y_max_sq);
+      break;
+    default:  // cosine: unit vectors
+      lower = 1.0 + proxy - 4.0 * (u_gemm + gamma);
+      break;
+  }
+  bool ok = !isnan(kth) && qn2 > 0 && lower > kth;
+  if (!ok) uncertified[q] = 1;
+}
+
+struct Gemm {
+  const Cublas* blas;
+  cublasHandle_t handle[2];
+  GemmPrecision precision;
+  explicit Gemm(const Cublas* b, GemmPrecision p) : blas(b), precision(p) {
+    for (auto& h : handle)
+      if (blas->create(&h) != CUBLAS_STATUS_SUCCESS) throw Error(ErrorCode::DeviceFault, "cublasCreate failed");
+  }
+  ~Gemm() {
+    for (auto h : handle) blas->destroy(h);
+  }
+  // C (rows_b x rows_q, column-major, ldc = ldc) = Y' Q'^T over dp.
+  void run(int s, cudaStream_t stream, const void* y, int rows_b, const void* q, int rows_q, int dp, float* c,
+           int ldc) {
+    blas->set_stream(handle[s], stream);
+    const float one = 1.0f, zero = 0.0f;
+    const bool bf16 = precision == GemmPrecision::Bf16;
+    cudaDataType in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasComputeType_t compute = precision == GemmPrecision::Tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                  : precision == GemmPrecision::Fp32 ? CUBLAS_COMPUTE_32F_PEDANTIC
+                                                                     : CUBLAS_COMPUTE_32F;
+    cublasStatus_t st = blas->gemm_ex(handle[s], CUBLAS_OP_T, CUBLAS_OP_N, rows_b, rows_q, dp, &one, y, in, dp, q,
+                                      in, dp, &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) throw Error(ErrorCode::DeviceFault, "cublasGemmEx failed");
+  }
+  // Rounding of the GEMM's inputs, relative (float accumulation is separate).
+  double input_rounding() const {
+    // TF32 operands may be truncated rather than rounded: 2^-10 each.
+    return precision == GemmPrecision::Fp32 ? 0.0 : precision == GemmPrecision::Tf32 ? 2.0 * 0x1p-10 : 2.0 * 0x1p-8;
+  }
+};
+
+}  // namespace
+
+void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+  validate(req);
+  const Cublas* blas = load_cublas();
+  const std::int64_t margin = std::max<std::int64_t>(32, req.k / 2);
+  const std::int64_t kk = req.k + margin;
+  if (!blas || req.metric == Metric::L1 || kk > kMaxRowK || kk > kRerankSlots || req.n < 4 * kk ||
+      req.n >= (std::int64_t(1) << 32) - 1 || req.k == 0 || req.nq == 0)
+    return exact_knn_gpu_bruteforce(req, device, ids, distances);
+  GKNN_CUDA(cudaSetDevice(device));
+
+  const int dim = req.dim, dp = augmented_dim(dim);
+  const std::int64_t n = req.n, nq = req.nq, k = req.k;
+  DeviceBuffer<float> d_base(n * dim), d_queries(nq * dim), base_aug(n * dp), q_aug(nq * dp);
+  DeviceBuffer<double> base_sq(n), q_sq(nq);
+  GKNN_CUDA(cudaMemcpy(d_base.get(), req.base, sizeof(float) * n * dim, cudaMemcpyHostToDevice));
+  GKNN_CUDA(cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * nq * dim, cudaMemcpyHostToDevice));
+  augment_rows<<<unsigned((n * 32 + 255) / 256), 256>>>(d_base.get(), n, dim, dp, req.metric, false, base_aug.get(),
+                                                        base_sq.get());
+  augment_rows<<<unsigned((nq * 32 + 255) / 256), 256>>>(d_queries.get(), nq, dim, dp, req.metric, true, q_aug.get(),
+                                                         q_sq.get());
+  GKNN_CUDA(cudaGetLastError());
+  std::vector<double> host_sq(n);
+  GKNN_CUDA(cudaMemcpy(host_sq.data(), base_sq.get(), sizeof(double) * n, cudaMemcpyDeviceToHost));
+  const double y_max_sq = *std::max_element(host_sq.begin(), host_sq.end());
+
+  Gemm gemm(blas, req.precision);
+  const bool bf16 = req.precision == GemmPrecision::Bf16;
+  DeviceBuffer<__nv_bfloat16> base_h(bf16 ? n * dp : 0), q_h(bf16 ? nq * dp : 0);
+  if (bf16) {
+    to_bf16<<<1024, 256>>>(base_aug.get(), n * dp, base_h.get());
+    to_bf16<<<1024, 256>>>(q_aug.get(), nq * dp, q_h.get());
+    GKNN_CUDA(cudaGetLastError());
+  }
+  const void* y_in = bf16 ? static_cast<const void*>(base_h.get()) : base_aug.get();
+  const void* q_in = bf16 ? static_cast<const void*>(q_h.get()) : q_aug.get();
+  const std::size_t elem = bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
+
+  const std::int64_t tiles = (n + kBaseTile - 1) / kBaseTile;
+  const std::int64_t tq = std::max<std::int64_t>(1, std::min<std::int64_t>(nq, (std::int64_t(1) << 28) / kBaseTile));
+  const int ld = static_cast<int>(tiles * kk);
+  cudaStream_t streams[2];
+  for (auto& s : streams) GKNN_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  struct StreamsGuard {
+    cudaStream_t* s;
+    ~StreamsGuard() {
+      for (int i = 0; i < 2; ++i) cudaStreamDestroy(s[i]);
+    }
+  } guard{streams};
+  DeviceBuffer<float> dist[2] = {DeviceBuffer<float>(tq * kBaseTile), DeviceBuffer<float>(tq * kBaseTile)};
+  DeviceBuffer<float> tkeys(tq * kk), pkeys(tq * ld), ckeys(tq * kk);
+  DeviceBuffer<std::uint32_t> tcols(tq * kk), pids(tq * ld), ccols(tq * kk);
+  DeviceBuffer<std::int64_t> out_ids(tq * k);
+  DeviceBuffer<double> out_dist(tq * k);
+  DeviceBuffer<int> uncertified(tq);
+  const int rerank_smem = kRerankSlots * sizeof(select::U128);
+  GKNN_CUDA(cudaFuncSetAttribute(rerank, cudaFuncAttributeMaxDynamicSharedMemorySize, rerank_smem));
+  std::vector<std::int64_t> redo;
+
+  for (std::int64_t q0 = 0; q0 < nq; q0 += tq) {
+    const int rows = static_cast<int>(std::min(tq, nq - q0));
+    const char* qptr = static_cast<const char*>(q_in) + q0 * dp * elem;
+    auto issue_gemm = [&](std::int64_t t) {
+      const int s = int(t & 1);
+      const std::int64_t b0 = t * kBaseTile;
+      const int cols = static_cast<int>(std::min(kBaseTile, n - b0));
+      gemm.run(s, streams[s], static_cast<const char*>(y_in) + b0 * dp * elem, cols, qptr, rows, dp, dist[s].get(),
+               static_cast<int>(kBaseTile));
+    };
+    issue_gemm(0);
+    for (std::int64_t t = 0; t < tiles; ++t) {
+      const int s = int(t & 1);
+      const std::int64_t b0 = t * kBaseTile;
+      const std::int64_t cols = std::min(kBaseTile, n - b0);
+      // The next GEMM writes the other buffer; it waits for that buffer's
+      // previous selection (same stream) and overlaps this one.
+      if (t + 1 < tiles) issue_gemm(t + 1);
+      select_rows_gpu<float, std::uint32_t>(dist[s].get(), rows, cols, kBaseTile, int(kk), SelectOrder::Smallest,
+                                            tkeys.get(), tcols.get(), streams[s]);
+      scatter_partials<<<unsigned((rows * kk + 255) / 256), 256, 0, streams[s]>>>(
+          tkeys.get(), tcols.get(), rows, int(kk), b0, int(t), ld, pkeys.get(), pids.get());
+      GKNN_CUDA(cudaGetLastError());
+      GKNN_CUDA(cudaStreamSynchronize(streams[s]));  // tkeys/tcols are shared by both streams
+    }
+    select_rows_gpu<float, std::uint32_t>(pkeys.get(), rows, ld, ld, int(kk), SelectOrder::Smallest, ckeys.get(),
+                                          ccols.get(), streams[0]);
+    // ccols index each query's row of partials; rerank maps them to ids.
+    GKNN_CUDA(cudaMemsetAsync(uncertified.get(), 0, sizeof(int) * rows, streams[0]));
+    rerank<<<rows, kRerankThreads, rerank_smem, streams[0]>>>(
+        d_base.get(), d_queries.get() + q0 * dim, dim, req.metric, pids.get(), ld, ckeys.get(), ccols.get(), int(kk),
+        int(k), q_sq.get() + q0, y_max_sq, gemm.input_rounding(), out_ids.get(), out_dist.get(), uncertified.get());
+    GKNN_CUDA(cudaGetLastError());
+    GKNN_CUDA(cudaMemcpyAsync(ids + q0 * k, out_ids.get(), sizeof(std::int64_t) * rows * k, cudaMemcpyDeviceToHost,
+                              streams[0]));
+    GKNN_CUDA(cudaMemcpyAsync(distances + q0 * k, out_dist.get(), sizeof(double) * rows * k,
+                              cudaMemcpyDeviceToHost, streams[0]));
+    std::vector<int> flags(rows);
+    GKNN_CUDA(cudaMemcpyAsync(flags.data(), uncertified.get(), sizeof(int) * rows, cudaMemcpyDeviceToHost, streams[0]));
+    GKNN_CUDA(cudaStreamSynchronize(streams[0]));
+    for (int r = 0; r < rows; ++r)
+      if (flags[r]) redo.push_back(q0 + r);
+  }
+  if (redo.empty()) return;
+  // Queries the bound could not certify: again through an fp32 GEMM when the
+  // first pass was reduced precision (its error band is far narrower), else
+  // exact brute force, for just those queries.
+  std::vector<float> sub(redo.size() * dim);
+  for (std::size_t i = 0; i < redo.size(); ++i)
+    std::copy(req.queries + redo[i] * dim, req.queries + (redo[i] + 1) * dim, sub.begin() + i * dim);
+  KnnRequest again = req;
+  again.queries = sub.data();
+  again.nq = static_cast<std::int64_t>(redo.size());
+  std::vector<std::int64_t> sub_ids(again.nq * k);
+  std::vector<double> sub_dist(again.nq * k);
+  if (req.precision != GemmPrecision::Fp32) {
+    again.precision = GemmPrecision::Fp32;
+    exact_knn_gpu(again, device, sub_ids.data(), sub_dist.data());
+  } else {
+    exact_knn_gpu_bruteforce(again, device, sub_ids.data(), sub_dist.data());
+  }
+  for (std::size_t i = 0; i < redo.size(); ++i) {
+    std::copy(sub_ids.begin() + i * k, sub_ids.begin() + (i + 1) * k, ids + redo[i] * k);
+    std::copy(sub_dist.begin() + i * k, sub_dist.begin() + (i + 1) * k, distances + redo[i] * k);
+  }
+}
+
+}  // namespace gknn
