@@ -22,6 +22,18 @@
 #define GKNN_HDI inline
 #endif
 
+// Every (key, payload) pair the selection API is instantiated for, as an
+// X-macro: X(Key, Payload) once per pair.
+#define GKNN_FOR_EACH_KEY_PAYLOAD(X) \
+  X(float, std::uint32_t)            \
+  X(float, std::uint64_t)            \
+  X(double, std::uint32_t)           \
+  X(double, std::uint64_t)           \
+  X(std::int32_t, std::uint32_t)     \
+  X(std::int32_t, std::uint64_t)     \
+  X(std::int64_t, std::uint32_t)     \
+  X(std::int64_t, std::uint64_t)
+
 namespace gknn::select {
 
 template <typename T, typename F>

@@ -56,14 +56,7 @@ void select_rows_cpu(const Key* keys, std::int64_t nq, std::int64_t len, std::in
                                               K*, P*);                                                      \
   template void select_rows_cpu<K, P>(const K*, std::int64_t, std::int64_t, std::int64_t, int, SelectOrder, \
                                       K*, P*);
-GKNN_INSTANTIATE(float, std::uint32_t)
-GKNN_INSTANTIATE(float, std::uint64_t)
-GKNN_INSTANTIATE(double, std::uint32_t)
-GKNN_INSTANTIATE(double, std::uint64_t)
-GKNN_INSTANTIATE(std::int32_t, std::uint32_t)
-GKNN_INSTANTIATE(std::int32_t, std::uint64_t)
-GKNN_INSTANTIATE(std::int64_t, std::uint32_t)
-GKNN_INSTANTIATE(std::int64_t, std::uint64_t)
+GKNN_FOR_EACH_KEY_PAYLOAD(GKNN_INSTANTIATE)
 #undef GKNN_INSTANTIATE
 
 }  // namespace gknn

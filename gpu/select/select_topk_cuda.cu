@@ -281,14 +281,7 @@ std::int64_t select_topk_gpu(const Key* d_keys, const Payload* d_payloads, std::
 #define GKNN_INSTANTIATE(K, P)                                                                              \
   template std::int64_t select_topk_gpu<K, P>(const K*, const P*, std::int64_t, std::int64_t, SelectOrder, \
                                               K*, P*, void*);
-GKNN_INSTANTIATE(float, std::uint32_t)
-GKNN_INSTANTIATE(float, std::uint64_t)
-GKNN_INSTANTIATE(double, std::uint32_t)
-GKNN_INSTANTIATE(double, std::uint64_t)
-GKNN_INSTANTIATE(std::int32_t, std::uint32_t)
-GKNN_INSTANTIATE(std::int32_t, std::uint64_t)
-GKNN_INSTANTIATE(std::int64_t, std::uint32_t)
-GKNN_INSTANTIATE(std::int64_t, std::uint64_t)
+GKNN_FOR_EACH_KEY_PAYLOAD(GKNN_INSTANTIATE)
 #undef GKNN_INSTANTIATE
 
 }  // namespace gknn
