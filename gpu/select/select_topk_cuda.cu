@@ -52,26 +52,30 @@ __global__ void sample_words(Loader load, int64_t n, Word* samples) {
   samples[j] = load(lo + int64_t(h % uint32_t(hi - lo)));
 }
 
-// Keeps the words <= threshold (sentinels never). Survivors are staged in
-// shared memory (one shared atomic per warp and load round) and flushed to
-// `out` with one global atomic per block and flush: candidates of random
-// inputs are scattered, and a global atomic per warp that finds one would
-// serialise on the counter. Counts them all, writes the first `cap`.
+// Keeps the words <= threshold (sentinels never). Each warp stages its
+// survivors in its own slice of shared memory and flushes the slice with one
+// global atomic when it fills: candidates of random inputs are scattered, so
+// a global atomic per hit would serialise on the counter, and a block-wide
+// staging area would need a barrier per round, stalling the loads. Counts
+// all survivors, writes the first `cap`.
 constexpr int kFilterThreads = 256;
 template <typename Word>
 struct FilterShape {
-  static constexpr int kGroups = sizeof(Word) == 8 ? 2 : 1;   // groups of 4 words in flight per thread
-  static constexpr int kRound = kFilterThreads * kGroups * 4;  // most survivors per round
-  static constexpr int kStage = kRound + 1024;                 // 40 / 32 KB of staging
+  static constexpr int kGroups = sizeof(Word) == 8 ? 2 : 1;  // groups of 4 words in flight per thread
+  static constexpr int kWarpRound = 32 * kGroups * 4;         // most survivors of a warp per round
+  static constexpr int kSlice = 2 * kWarpRound;               // per-warp staging (32 KB per block)
+  static constexpr int kRound = kFilterThreads * kGroups * 4;  // positions a block reads per round
 };
 
 template <typename Word>
-__device__ void flush_stage(Word* stage, int staged, Word* out, unsigned long long* count, int64_t cap,
-                            unsigned long long* at) {
-  if (threadIdx.x == 0) *at = atomicAdd(count, static_cast<unsigned long long>(staged));
-  __syncthreads();
-  for (int i = threadIdx.x; i < staged; i += kFilterThreads)
-    if (*at + i < static_cast<unsigned long long>(cap)) out[*at + i] = stage[i];
+__device__ __forceinline__ void flush_slice(const Word* slice, int staged, Word* out, unsigned long long* count,
+                                            int64_t cap, int lane) {
+  unsigned long long at = 0;
+  if (lane == 0) at = atomicAdd(count, static_cast<unsigned long long>(staged));
+  at = __shfl_sync(0xffffffffu, at, 0);
+  for (int i = lane; i < staged; i += 32)
+    if (at + i < static_cast<unsigned long long>(cap)) out[at + i] = slice[i];
+  __syncwarp();
 }
 
 template <typename Word, typename Loader>
@@ -79,53 +83,42 @@ __global__ void __launch_bounds__(kFilterThreads)
     filter_words(Loader load, int64_t n, const Word* threshold, Word* out, unsigned long long* count,
                  int64_t cap) {
   using Shape = FilterShape<Word>;
-  __shared__ Word stage[Shape::kStage];
-  __shared__ int staged;
-  __shared__ unsigned long long at;
-  if (threadIdx.x == 0) staged = 0;
-  __syncthreads();
-  const Word t = *threshold, none = max_word<Word>();
+  __shared__ Word stage[kFilterThreads / 32][Shape::kSlice];
   const int lane = threadIdx.x & 31;
+  Word* slice = stage[threadIdx.x / 32];
+  int staged = 0;  // the same in every lane of the warp
+  const Word t = *threshold, none = max_word<Word>();
   // Groups of 4 consecutive positions; the loop bound is the same for the
-  // whole block (barriers inside).
+  // whole warp (warp collectives inside).
   const int64_t groups = (n + 3) / 4, stride = int64_t(gridDim.x) * kFilterThreads;
   for (int64_t block_base = int64_t(blockIdx.x) * kFilterThreads; block_base < groups;
        block_base += stride * Shape::kGroups) {
     Word w[Shape::kGroups][4];
 #pragma unroll
     for (int g = 0; g < Shape::kGroups; ++g) load_group(load, 4 * (block_base + threadIdx.x + g * stride), w[g]);
-    // One vote for the whole round: most rounds keep nothing anywhere.
     unsigned mine = 0;
 #pragma unroll
     for (int g = 0; g < Shape::kGroups; ++g)
 #pragma unroll
       for (int j = 0; j < 4; ++j) mine |= unsigned(w[g][j] <= t && !(w[g][j] == none)) << (4 * g + j);
-    if (__any_sync(0xffffffffu, mine != 0)) {
+    if (!__any_sync(0xffffffffu, mine != 0)) continue;  // most rounds keep nothing
 #pragma unroll
     for (int g = 0; g < Shape::kGroups; ++g)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        bool keep = (mine >> (4 * g + j)) & 1u;
-        unsigned mask = __ballot_sync(0xffffffffu, keep);
-        if (mask == 0) continue;
-        int leader = __ffs(mask) - 1, pos = 0;
-        if (lane == leader) pos = atomicAdd(&staged, __popc(mask));
-        pos = __shfl_sync(0xffffffffu, pos, leader) + __popc(mask & ((1u << lane) - 1));
-        if (keep) stage[pos] = w[g][j];  // fits: staged <= kStage - kRound before the round
+        const bool keep = (mine >> (4 * g + j)) & 1u;
+        const unsigned mask = __ballot_sync(0xffffffffu, keep);
+        if (keep) slice[staged + __popc(mask & ((1u << lane) - 1))] = w[g][j];
+        staged += __popc(mask);
       }
-    }
-    __syncthreads();
-    const int now = staged;
-    __syncthreads();  // everyone has read it before the next round adds to it
-    if (now > Shape::kStage - Shape::kRound) {
-      flush_stage(stage, now, out, count, cap, &at);
-      __syncthreads();
-      if (threadIdx.x == 0) staged = 0;
-      __syncthreads();
+    __syncwarp();
+    if (staged > Shape::kSlice - Shape::kWarpRound) {
+      flush_slice(slice, staged, out, count, cap, lane);
+      staged = 0;
     }
   }
-  __syncthreads();
-  flush_stage(stage, staged, out, count, cap, &at);
+  __syncwarp();
+  if (staged > 0) flush_slice(slice, staged, out, count, cap, lane);
 }
 
 template <typename Word, typename Loader>
