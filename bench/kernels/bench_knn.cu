@@ -26,7 +26,8 @@
 namespace {
 
 double now_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 template <typename Fn>
@@ -79,17 +80,20 @@ int main(int argc, char** argv) {
   req.k = k;
   req.metric = gknn::Metric::L2;
 
-  std::string table = "| mode | ms | vs GEMM alone (same precision) | ids equal to fp32 run |\n|---|---:|---:|---|\n";
+  std::string table =
+      "| mode | ms | vs GEMM alone (same precision) | ids equal to fp32 run |\n|---|---:|---:|---|\n";
   std::vector<std::int64_t> ref_ids(nq * k), ids(nq * k);
   std::vector<double> ref_d(nq * k), dist(nq * k);
   char line[256];
 
   // The copy every call makes (base and queries to the device).
   gknn::DeviceBuffer<float> d_base(n * dim), d_q(nq * dim);
-  double h2d = median_ms([&] {
-    GKNN_CUDA(cudaMemcpy(d_base.get(), base.data(), 4 * n * dim, cudaMemcpyHostToDevice));
-    GKNN_CUDA(cudaMemcpy(d_q.get(), queries.data(), 4 * nq * dim, cudaMemcpyHostToDevice));
-  }, 3);
+  double h2d = median_ms(
+      [&] {
+        GKNN_CUDA(cudaMemcpy(d_base.get(), base.data(), 4 * n * dim, cudaMemcpyHostToDevice));
+        GKNN_CUDA(cudaMemcpy(d_q.get(), queries.data(), 4 * nq * dim, cudaMemcpyHostToDevice));
+      },
+      3);
 
   // The GEMM alone: nq x n x 136 (the augmented dimension), fp32 and TF32,
   // in the tiles gknn uses (32768 base rows, all queries).
@@ -104,8 +108,8 @@ int main(int argc, char** argv) {
     const float one = 1, zero = 0;
     for (std::int64_t b0 = 0; b0 < n; b0 += tile) {
       int cols = int(std::min(tile, n - b0));
-      blas->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, cols, int(nq), dp, &one, a.get() + b0 * dp, CUDA_R_32F, dp, b.get(),
-                    CUDA_R_32F, dp, &zero, c.get(), CUDA_R_32F, int(tile), ct, CUBLAS_GEMM_DEFAULT);
+      blas->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, cols, int(nq), dp, &one, a.get() + b0 * dp, CUDA_R_32F, dp,
+                    b.get(), CUDA_R_32F, dp, &zero, c.get(), CUDA_R_32F, int(tile), ct, CUBLAS_GEMM_DEFAULT);
     }
   };
   double gemm_fp32 = median_ms([&] { gemm_all(CUBLAS_COMPUTE_32F_PEDANTIC); }, 3);
@@ -120,13 +124,17 @@ int main(int argc, char** argv) {
     double ms = median_ms([&] { gknn::exact_knn_gpu(req, 0, out.data(), od.data()); }, 3);
     bool same = p == gknn::GemmPrecision::Fp32 || ids == ref_ids;
     if (!same) ++mismatched_modes;
-    const char* name = p == gknn::GemmPrecision::Fp32 ? "fp32" : p == gknn::GemmPrecision::Tf32 ? "tf32" : "bf16";
+    const char* name = p == gknn::GemmPrecision::Fp32   ? "fp32"
+                       : p == gknn::GemmPrecision::Tf32 ? "tf32"
+                                                        : "bf16";
     double alone = p == gknn::GemmPrecision::Fp32 ? gemm_fp32 : gemm_tf32;
-    std::snprintf(line, sizeof line, "| gknn %s (incl. %.1f ms copy) | %.1f | %.2fx (%.2fx without the copy) | %s |\n",
-                  name, h2d, ms, ms / alone, (ms - h2d) / alone, same ? "yes" : "NO");
+    std::snprintf(line, sizeof line,
+                  "| gknn %s (incl. %.1f ms copy) | %.1f | %.2fx (%.2fx without the copy) | %s |\n", name,
+                  h2d, ms, ms / alone, (ms - h2d) / alone, same ? "yes" : "NO");
     table += line;
   }
-  std::snprintf(line, sizeof line, "| cuBLAS GEMM alone fp32 | %.1f | 1 | |\n| cuBLAS GEMM alone TF32 | %.1f | 1 | |\n",
+  std::snprintf(line, sizeof line,
+                "| cuBLAS GEMM alone fp32 | %.1f | 1 | |\n| cuBLAS GEMM alone TF32 | %.1f | 1 | |\n",
                 gemm_fp32, gemm_tf32);
   table += line;
 
@@ -138,18 +146,20 @@ int main(int argc, char** argv) {
   std::vector<double> cpu_d(sample * k);
   gknn::exact_knn_cpu(cpu, cpu_ids.data(), cpu_d.data());
   int cpu_mismatch = 0;
-  for (std::int64_t i = 0; i < sample * k; ++i) cpu_mismatch += cpu_ids[i] != ref_ids[i] || cpu_d[i] != ref_d[i];
+  for (std::int64_t i = 0; i < sample * k; ++i)
+    cpu_mismatch += cpu_ids[i] != ref_ids[i] || cpu_d[i] != ref_d[i];
 
   char date[32];
   std::time_t t = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&t));
   std::string report;
-  std::snprintf(line, sizeof line,
-                "# Exact kNN, base %lld x %d (Gaussian mixture), %lld queries, k = %d, L2\n\n- device: %s\n- date: %s\n"
-                "- command: gknn_bench_knn %lld %lld\n- CPU reference on %lld queries: %d mismatching entries; "
-                "precision modes differing from fp32: %d\n\n",
-                (long long)n, dim, (long long)nq, k, devices[0].name.c_str(), date, (long long)n, (long long)nq,
-                (long long)sample, cpu_mismatch, mismatched_modes);
+  std::snprintf(
+      line, sizeof line,
+      "# Exact kNN, base %lld x %d (Gaussian mixture), %lld queries, k = %d, L2\n\n- device: %s\n- date: %s\n"
+      "- command: gknn_bench_knn %lld %lld\n- CPU reference on %lld queries: %d mismatching entries; "
+      "precision modes differing from fp32: %d\n\n",
+      (long long)n, dim, (long long)nq, k, devices[0].name.c_str(), date, (long long)n, (long long)nq,
+      (long long)sample, cpu_mismatch, mismatched_modes);
   report = line + table;
   std::printf("%s", report.c_str());
   if (md)

@@ -46,12 +46,19 @@ __device__ uint32_t mix(uint64_t x) {
 }
 
 __global__ void fill(float* v, int64_t n, Input kind, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     float u = (mix(i * 2654435761ull + seed) >> 8) * (1.0f / 16777216.0f);
     switch (kind) {
-      case Input::Uniform: v[i] = u; break;
-      case Input::Ascending: v[i] = float(double(i) / double(n)); break;
-      case Input::Descending: v[i] = float(double(n - i) / double(n)); break;
+      case Input::Uniform:
+        v[i] = u;
+        break;
+      case Input::Ascending:
+        v[i] = float(double(i) / double(n));
+        break;
+      case Input::Descending:
+        v[i] = float(double(n - i) / double(n));
+        break;
       case Input::BucketKiller: {  // all 1.0f but four values, one per 8-bit digit
         uint32_t bits = 0x3f800000u;
         for (int d = 0; d < 4; ++d)
@@ -65,7 +72,8 @@ __global__ void fill(float* v, int64_t n, Input kind, uint64_t seed) {
 // The floor: read every byte once (16-byte loads), nothing else.
 __global__ void read_all(const float4* v, int64_t n4, float* sink) {
   float acc = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
     float4 x = v[i];
     acc += x.x + x.y + x.z + x.w;
   }
@@ -94,15 +102,15 @@ float time_ms(const std::function<void()>& fn, int reps = 5) {
   return t[t.size() / 2];
 }
 
-__device__ __forceinline__ uint32_t ordered(float f) {
-  return gknn::select::KeyBits<float>::ordered(f);
-}
+__device__ __forceinline__ uint32_t ordered(float f) { return gknn::select::KeyBits<float>::ordered(f); }
 
-__global__ void digit_histogram(const float* keys, const uint32_t* ids, int64_t m, int shift, unsigned int* hist) {
+__global__ void digit_histogram(const float* keys, const uint32_t* ids, int64_t m, int shift,
+                                unsigned int* hist) {
   __shared__ unsigned int h[256];
   for (int i = threadIdx.x; i < 256; i += blockDim.x) h[i] = 0;
   __syncthreads();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < m; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < m;
+       i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t id = ids ? ids[i] : uint32_t(i);
     atomicAdd(&h[(ordered(keys[id]) >> shift) & 255], 1u);
   }
@@ -127,7 +135,8 @@ struct RadixSelect {
   DeviceBuffer<int> count;
   DeviceBuffer<unsigned char> temp;
   size_t temp_bytes = 0;
-  RadixSelect(const float* k, int64_t n_) : keys(k), n(n_), a(n_), b(n_), result(1 << 20), hist(256), count(1), temp(size_t(1) << 28) {
+  RadixSelect(const float* k, int64_t n_)
+      : keys(k), n(n_), a(n_), b(n_), result(1 << 20), hist(256), count(1), temp(size_t(1) << 28) {
     temp_bytes = size_t(1) << 28;
   }
 
@@ -158,8 +167,12 @@ struct RadixSelect {
       int d = 0;
       int64_t below = 0;
       while (below + h[d] < need) below += h[d++];
-      auto lower = [kv, shift, d] __device__(uint32_t id) { return int((ordered(kv[id]) >> shift) & 255) < d; };
-      auto equal = [kv, shift, d] __device__(uint32_t id) { return int((ordered(kv[id]) >> shift) & 255) == d; };
+      auto lower = [kv, shift, d] __device__(uint32_t id) {
+        return int((ordered(kv[id]) >> shift) & 255) < d;
+      };
+      auto equal = [kv, shift, d] __device__(uint32_t id) {
+        return int((ordered(kv[id]) >> shift) & 255) == d;
+      };
       if (below > 0) got += select(cand, m, result.get() + got, lower);
       need -= below;
       uint32_t* next = (cand == a.get()) ? b.get() : a.get();
@@ -212,7 +225,8 @@ int main(int argc, char** argv) {
                                                out_k.get(), out_p.get());
     return 0;
   }
-  float floor_ms = time_ms([&] { read_all<<<132 * 16, 512>>>(reinterpret_cast<const float4*>(keys.get()), n / 4, sink.get()); });
+  float floor_ms = time_ms(
+      [&] { read_all<<<132 * 16, 512>>>(reinterpret_cast<const float4*>(keys.get()), n / 4, sink.get()); });
   const double read_gbs = bytes / floor_ms / 1e6;
 
   // CUB radix sort of (key, id) pairs, then take k: one run serves every k.
@@ -223,14 +237,17 @@ int main(int argc, char** argv) {
   cub::DoubleBuffer<uint32_t> dv(sv.get(), sv2.get());
   GKNN_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, dk, dv, n));
   DeviceBuffer<unsigned char> sort_temp(sort_bytes);
-  float sort_ms = time_ms([&] {
-    GKNN_CUDA(cudaMemcpyAsync(sk.get(), keys.get(), bytes, cudaMemcpyDeviceToDevice));
-    cub::DoubleBuffer<float> k2(sk.get(), sk2.get());
-    cub::DoubleBuffer<uint32_t> v2(sv.get(), sv2.get());
-    GKNN_CUDA(cub::DeviceRadixSort::SortPairs(sort_temp.get(), sort_bytes, k2, v2, n));
-  }, 3);
+  float sort_ms = time_ms(
+      [&] {
+        GKNN_CUDA(cudaMemcpyAsync(sk.get(), keys.get(), bytes, cudaMemcpyDeviceToDevice));
+        cub::DoubleBuffer<float> k2(sk.get(), sk2.get());
+        cub::DoubleBuffer<uint32_t> v2(sv.get(), sv2.get());
+        GKNN_CUDA(cub::DeviceRadixSort::SortPairs(sort_temp.get(), sort_bytes, k2, v2, n));
+      },
+      3);
   // The copy into the sort buffer is not part of sorting:
-  float copy_ms = time_ms([&] { GKNN_CUDA(cudaMemcpyAsync(sk.get(), keys.get(), bytes, cudaMemcpyDeviceToDevice)); }, 3);
+  float copy_ms =
+      time_ms([&] { GKNN_CUDA(cudaMemcpyAsync(sk.get(), keys.get(), bytes, cudaMemcpyDeviceToDevice)); }, 3);
   sort_ms -= copy_ms;
 
   RadixSelect radix(keys.get(), n);
@@ -242,21 +259,24 @@ int main(int argc, char** argv) {
   std::string table;
   char line[512];
   std::snprintf(line, sizeof line,
-                "| k | gknn ms | GB/s | %% of floor | bitonic only ms | radix select ms | sort+take ms | vs sort | vs radix select |\n"
+                "| k | gknn ms | GB/s | %% of floor | bitonic only ms | radix select ms | sort+take ms | vs "
+                "sort | vs radix select |\n"
                 "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   table += line;
   int failures = 0;
   for (int k = 1; k <= 1024; k *= 2) {
     float ours = time_ms([&] {
-      gknn::select_topk_gpu<float, uint32_t>(keys.get(), nullptr, n, k, gknn::SelectOrder::Smallest, out_k.get(),
-                                             out_p.get());
+      gknn::select_topk_gpu<float, uint32_t>(keys.get(), nullptr, n, k, gknn::SelectOrder::Smallest,
+                                             out_k.get(), out_p.get());
     });
     std::vector<float> mine(k), theirs;
     GKNN_CUDA(cudaMemcpy(mine.data(), out_k.get(), 4 * k, cudaMemcpyDeviceToHost));
     gknn::select::ArrayLoader<float, uint32_t> load{keys.get(), nullptr, n, false};
-    float bitonic = time_ms([&] {
-      gknn::select::bitonic_topk<Word, true>(load, n, k, bit_out.get(), bit_scratch.get(), nullptr);
-    }, 3);
+    float bitonic = time_ms(
+        [&] {
+          gknn::select::bitonic_topk<Word, true>(load, n, k, bit_out.get(), bit_scratch.get(), nullptr);
+        },
+        3);
     std::vector<Word> bw(k);
     GKNN_CUDA(cudaMemcpy(bw.data(), bit_out.get(), 8 * k, cudaMemcpyDeviceToHost));
     for (int i = 0; i < k; ++i)
@@ -264,8 +284,9 @@ int main(int argc, char** argv) {
     float rs = time_ms([&] { radix.select_ids(k); }, 3);
     theirs = radix.sorted_keys(k, sink2.get());
     if (theirs != mine) ++failures;
-    std::snprintf(line, sizeof line, "| %d | %.3f | %.0f | %.0f %% | %.3f | %.3f | %.3f | %.1fx | %.1fx |\n", k, ours,
-                  bytes / ours / 1e6, 100.0 * floor_ms / ours, bitonic, rs, sort_ms, sort_ms / ours, rs / ours);
+    std::snprintf(line, sizeof line, "| %d | %.3f | %.0f | %.0f %% | %.3f | %.3f | %.3f | %.1fx | %.1fx |\n",
+                  k, ours, bytes / ours / 1e6, 100.0 * floor_ms / ours, bitonic, rs, sort_ms, sort_ms / ours,
+                  rs / ours);
     table += line;
   }
 
@@ -292,8 +313,8 @@ int main(int argc, char** argv) {
                 "- floor: one read of %.2f GB at %.0f GB/s measured in this run = %.3f ms\n"
                 "- sort+take: CUB DeviceRadixSort::SortPairs of (key, id), %.3f ms for every k\n"
                 "- result check against gknn (bitonic-only and radix select): %d mismatches\n\n",
-                log2n, devices[0].name.c_str(), devices[0].cc_major, devices[0].cc_minor, date, log2n, bytes / 1e9,
-                read_gbs, floor_ms, sort_ms, failures);
+                log2n, devices[0].name.c_str(), devices[0].cc_major, devices[0].cc_minor, date, log2n,
+                bytes / 1e9, read_gbs, floor_ms, sort_ms, failures);
   report += line;
   report += "## 7a: k sweep, uniform input\n\n" + table + "\n## 7c: input distributions (gknn)\n\n" + robust;
   std::printf("%s", report.c_str());

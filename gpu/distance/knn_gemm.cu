@@ -34,9 +34,9 @@
 namespace gknn {
 namespace {
 
-constexpr int kDimAlign = 8;             // augmented rows padded for aligned GEMM operands
+constexpr int kDimAlign = 8;  // augmented rows padded for aligned GEMM operands
 constexpr std::int64_t kBaseTile = 32768;
-constexpr int kRerankSlots = 4096;       // candidates re-ranked per query (power of two >= k')
+constexpr int kRerankSlots = 4096;  // candidates re-ranked per query (power of two >= k')
 constexpr int kRerankThreads = 256;
 
 int augmented_dim(int dim) { return (dim + 1 + kDimAlign - 1) / kDimAlign * kDimAlign; }
@@ -82,21 +82,24 @@ __global__ void to_bf16(const float* in, std::int64_t n, __nv_bfloat16* out) {
 
 // Tile results (column index within the tile) into the per-query partial
 // list, as global ids.
-__global__ void scatter_partials(const float* keys, const std::uint32_t* cols, int rows, int kk, std::int64_t tile_base,
-                                 int slot, int ld, float* pkeys, std::uint32_t* pids) {
+__global__ void scatter_partials(const float* keys, const std::uint32_t* cols, int rows, int kk,
+                                 std::int64_t tile_base, int slot, int ld, float* pkeys,
+                                 std::uint32_t* pids) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= rows * kk) return;
   int r = i / kk, j = i % kk;
   pkeys[std::int64_t(r) * ld + slot * kk + j] = keys[i];
-  pids[std::int64_t(r) * ld + slot * kk + j] = cols[i] == 0xffffffffu ? 0xffffffffu : std::uint32_t(tile_base + cols[i]);
+  pids[std::int64_t(r) * ld + slot * kk + j] =
+      cols[i] == 0xffffffffu ? 0xffffffffu : std::uint32_t(tile_base + cols[i]);
 }
 
 // One block per query: exact distances of the k' candidates, sorted by
 // (distance, id); the first k written; certified or not.
 __global__ void __launch_bounds__(kRerankThreads)
     rerank(const float* base, const float* queries, int dim, Metric metric, const std::uint32_t* cand_ids,
-           int ld, const float* cand_proxy, const std::uint32_t* cand_cols, int kk, int k, const double* q_sqnorm,
-           double y_max_sq, double u_gemm, std::int64_t* out_ids, double* out_dist, int* uncertified) {
+           int ld, const float* cand_proxy, const std::uint32_t* cand_cols, int kk, int k,
+           const double* q_sqnorm, double y_max_sq, double u_gemm, std::int64_t* out_ids, double* out_dist,
+           int* uncertified) {
   using P = select::Packing<double, std::uint64_t>;
   using Word = P::Word;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -150,7 +153,8 @@ struct Gemm {
   GemmPrecision precision;
   explicit Gemm(const Cublas* b, GemmPrecision p) : blas(b), precision(p) {
     for (auto& h : handle)
-      if (blas->create(&h) != CUBLAS_STATUS_SUCCESS) throw Error(ErrorCode::DeviceFault, "cublasCreate failed");
+      if (blas->create(&h) != CUBLAS_STATUS_SUCCESS)
+        throw Error(ErrorCode::DeviceFault, "cublasCreate failed");
   }
   ~Gemm() {
     for (auto h : handle) blas->destroy(h);
@@ -165,14 +169,16 @@ struct Gemm {
     cublasComputeType_t compute = precision == GemmPrecision::Tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
                                   : precision == GemmPrecision::Fp32 ? CUBLAS_COMPUTE_32F_PEDANTIC
                                                                      : CUBLAS_COMPUTE_32F;
-    cublasStatus_t st = blas->gemm_ex(handle[s], CUBLAS_OP_T, CUBLAS_OP_N, rows_b, rows_q, dp, &one, y, in, dp, q,
-                                      in, dp, &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st = blas->gemm_ex(handle[s], CUBLAS_OP_T, CUBLAS_OP_N, rows_b, rows_q, dp, &one, y, in,
+                                      dp, q, in, dp, &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) throw Error(ErrorCode::DeviceFault, "cublasGemmEx failed");
   }
   // Rounding of the GEMM's inputs, relative (float accumulation is separate).
   double input_rounding() const {
     // TF32 operands may be truncated rather than rounded: 2^-10 each.
-    return precision == GemmPrecision::Fp32 ? 0.0 : precision == GemmPrecision::Tf32 ? 2.0 * 0x1p-10 : 2.0 * 0x1p-8;
+    return precision == GemmPrecision::Fp32   ? 0.0
+           : precision == GemmPrecision::Tf32 ? 2.0 * 0x1p-10
+                                              : 2.0 * 0x1p-8;
   }
 };
 
@@ -194,10 +200,10 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
   DeviceBuffer<double> base_sq(n), q_sq(nq);
   GKNN_CUDA(cudaMemcpy(d_base.get(), req.base, sizeof(float) * n * dim, cudaMemcpyHostToDevice));
   GKNN_CUDA(cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * nq * dim, cudaMemcpyHostToDevice));
-  augment_rows<<<unsigned((n * 32 + 255) / 256), 256>>>(d_base.get(), n, dim, dp, req.metric, false, base_aug.get(),
-                                                        base_sq.get());
-  augment_rows<<<unsigned((nq * 32 + 255) / 256), 256>>>(d_queries.get(), nq, dim, dp, req.metric, true, q_aug.get(),
-                                                         q_sq.get());
+  augment_rows<<<unsigned((n * 32 + 255) / 256), 256>>>(d_base.get(), n, dim, dp, req.metric, false,
+                                                        base_aug.get(), base_sq.get());
+  augment_rows<<<unsigned((nq * 32 + 255) / 256), 256>>>(d_queries.get(), nq, dim, dp, req.metric, true,
+                                                         q_aug.get(), q_sq.get());
   GKNN_CUDA(cudaGetLastError());
   std::vector<double> host_sq(n);
   GKNN_CUDA(cudaMemcpy(host_sq.data(), base_sq.get(), sizeof(double) * n, cudaMemcpyDeviceToHost));
@@ -216,7 +222,8 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
   const std::size_t elem = bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
 
   const std::int64_t tiles = (n + kBaseTile - 1) / kBaseTile;
-  const std::int64_t tq = std::max<std::int64_t>(1, std::min<std::int64_t>(nq, (std::int64_t(1) << 28) / kBaseTile));
+  const std::int64_t tq =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(nq, (std::int64_t(1) << 28) / kBaseTile));
   const int ld = static_cast<int>(tiles * kk);
   cudaStream_t streams[2];
   for (auto& s : streams) GKNN_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -243,8 +250,8 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
       const int s = int(t & 1);
       const std::int64_t b0 = t * kBaseTile;
       const int cols = static_cast<int>(std::min(kBaseTile, n - b0));
-      gemm.run(s, streams[s], static_cast<const char*>(y_in) + b0 * dp * elem, cols, qptr, rows, dp, dist[s].get(),
-               static_cast<int>(kBaseTile));
+      gemm.run(s, streams[s], static_cast<const char*>(y_in) + b0 * dp * elem, cols, qptr, rows, dp,
+               dist[s].get(), static_cast<int>(kBaseTile));
     };
     issue_gemm(0);
     for (std::int64_t t = 0; t < tiles; ++t) {
@@ -254,27 +261,29 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
       // The next GEMM writes the other buffer; it waits for that buffer's
       // previous selection (same stream) and overlaps this one.
       if (t + 1 < tiles) issue_gemm(t + 1);
-      select_rows_gpu<float, std::uint32_t>(dist[s].get(), rows, cols, kBaseTile, int(kk), SelectOrder::Smallest,
-                                            tkeys.get(), tcols.get(), streams[s]);
+      select_rows_gpu<float, std::uint32_t>(dist[s].get(), rows, cols, kBaseTile, int(kk),
+                                            SelectOrder::Smallest, tkeys.get(), tcols.get(), streams[s]);
       scatter_partials<<<unsigned((rows * kk + 255) / 256), 256, 0, streams[s]>>>(
           tkeys.get(), tcols.get(), rows, int(kk), b0, int(t), ld, pkeys.get(), pids.get());
       GKNN_CUDA(cudaGetLastError());
       GKNN_CUDA(cudaStreamSynchronize(streams[s]));  // tkeys/tcols are shared by both streams
     }
-    select_rows_gpu<float, std::uint32_t>(pkeys.get(), rows, ld, ld, int(kk), SelectOrder::Smallest, ckeys.get(),
-                                          ccols.get(), streams[0]);
+    select_rows_gpu<float, std::uint32_t>(pkeys.get(), rows, ld, ld, int(kk), SelectOrder::Smallest,
+                                          ckeys.get(), ccols.get(), streams[0]);
     // ccols index each query's row of partials; rerank maps them to ids.
     GKNN_CUDA(cudaMemsetAsync(uncertified.get(), 0, sizeof(int) * rows, streams[0]));
     rerank<<<rows, kRerankThreads, rerank_smem, streams[0]>>>(
-        d_base.get(), d_queries.get() + q0 * dim, dim, req.metric, pids.get(), ld, ckeys.get(), ccols.get(), int(kk),
-        int(k), q_sq.get() + q0, y_max_sq, gemm.input_rounding(), out_ids.get(), out_dist.get(), uncertified.get());
+        d_base.get(), d_queries.get() + q0 * dim, dim, req.metric, pids.get(), ld, ckeys.get(), ccols.get(),
+        int(kk), int(k), q_sq.get() + q0, y_max_sq, gemm.input_rounding(), out_ids.get(), out_dist.get(),
+        uncertified.get());
     GKNN_CUDA(cudaGetLastError());
-    GKNN_CUDA(cudaMemcpyAsync(ids + q0 * k, out_ids.get(), sizeof(std::int64_t) * rows * k, cudaMemcpyDeviceToHost,
-                              streams[0]));
+    GKNN_CUDA(cudaMemcpyAsync(ids + q0 * k, out_ids.get(), sizeof(std::int64_t) * rows * k,
+                              cudaMemcpyDeviceToHost, streams[0]));
     GKNN_CUDA(cudaMemcpyAsync(distances + q0 * k, out_dist.get(), sizeof(double) * rows * k,
                               cudaMemcpyDeviceToHost, streams[0]));
     std::vector<int> flags(rows);
-    GKNN_CUDA(cudaMemcpyAsync(flags.data(), uncertified.get(), sizeof(int) * rows, cudaMemcpyDeviceToHost, streams[0]));
+    GKNN_CUDA(cudaMemcpyAsync(flags.data(), uncertified.get(), sizeof(int) * rows, cudaMemcpyDeviceToHost,
+                              streams[0]));
     GKNN_CUDA(cudaStreamSynchronize(streams[0]));
     for (int r = 0; r < rows; ++r)
       if (flags[r]) redo.push_back(q0 + r);

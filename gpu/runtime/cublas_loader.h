@@ -14,8 +14,8 @@ struct Cublas {
   decltype(&cublasDestroy_v2) destroy;
   decltype(&cublasSetStream_v2) set_stream;
   cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
-                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*,
+                            void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
 };
 
 // The loaded library, or null when it cannot be loaded (then `why` says why).

@@ -246,12 +246,13 @@ void with_run_length(int64_t k, Fn&& fn) {
   int64_t K = 1;
   while (K < k) K <<= 1;
   switch (K) {
-#define GKNN_K(v) \
-  case v:         \
+#define GKNN_K(v)                         \
+  case v:                                 \
     fn(std::integral_constant<int, v>{}); \
     return;
-    GKNN_K(1) GKNN_K(2) GKNN_K(4) GKNN_K(8) GKNN_K(16) GKNN_K(32) GKNN_K(64) GKNN_K(128) GKNN_K(256)
-    GKNN_K(512) GKNN_K(1024)
+    GKNN_K(1)
+    GKNN_K(2) GKNN_K(4) GKNN_K(8) GKNN_K(16) GKNN_K(32) GKNN_K(64) GKNN_K(128) GKNN_K(256) GKNN_K(512)
+        GKNN_K(1024)
 #undef GKNN_K
   }
   throw Error(ErrorCode::InvalidArgument, "bitonic top-k: k above 1024");

@@ -61,7 +61,7 @@ AsyncPtr<T> async_alloc(std::size_t count, cudaStream_t s) {
 // round-robin: block b owns tiles b, b + G, b + 2G, ... (G blocks, one wave),
 // so a contiguous run of interesting words (a sorted input's low bucket) is
 // spread over all blocks, and both kernels see the same tiles per block.
-constexpr int kThreads = 256;       // count and filter blocks (one thread per bucket in the epilogue)
+constexpr int kThreads = 256;  // count and filter blocks (one thread per bucket in the epilogue)
 constexpr int kTile = 4096;
 constexpr int kFilterItems = kTile / kThreads;  // 16 oracles (one 16-byte load) per thread and tile
 constexpr int kFilterTiles = 4;     // tiles a filter block handles per step (hides the latency chain)
@@ -91,7 +91,8 @@ __device__ __forceinline__ U128 from_vec<U128>(const ulonglong2& v, int) {
 
 // ---- sample: stratified sample, bitonic sort in shared memory, splitter tree
 template <typename Word>
-__global__ void __launch_bounds__(kSortThreads) build_tree(const Word* in, int64_t m, uint32_t seed, Word* tree) {
+__global__ void __launch_bounds__(kSortThreads)
+    build_tree(const Word* in, int64_t m, uint32_t seed, Word* tree) {
   extern __shared__ __align__(16) unsigned char smem[];
   Word* s = reinterpret_cast<Word*>(smem);
   for (int j = threadIdx.x; j < kSample; j += kSortThreads) s[j] = in[sample_position(m, j, seed)];
@@ -107,7 +108,8 @@ __global__ void __launch_bounds__(kSortThreads) build_tree(const Word* in, int64
 // are issued before this round's descent, so memory and compute overlap.
 template <typename Word>
 __global__ void __launch_bounds__(kThreads)
-    count_buckets(const Word* in, int64_t m, bool vec_ok, const Word* tree_g, uint8_t* oracles, uint32_t* cum) {
+    count_buckets(const Word* in, int64_t m, bool vec_ok, const Word* tree_g, uint8_t* oracles,
+                  uint32_t* cum) {
   using Shape = CountShape<Word>;
   constexpr int I = Shape::kItems, V = Shape::kVecs, PV = Shape::kPerVec, R = Shape::kRound;
   __shared__ __align__(16) Word tree[kBuckets];
@@ -121,7 +123,7 @@ __global__ void __launch_bounds__(kThreads)
   // q * kThreads) * kPerVec + e, so a warp's 16-byte loads read 512
   // contiguous bytes each.
   auto vector_round = [&](int64_t base) { return vec_ok && base + R <= m; };
-  auto load_round = [&](int64_t base, ulonglong2 (&r)[V]) {
+  auto load_round = [&](int64_t base, ulonglong2(&r)[V]) {
     const ulonglong2* v = reinterpret_cast<const ulonglong2*>(in + base) + threadIdx.x;
 #pragma unroll
     for (int q = 0; q < V; ++q) r[q] = __ldg(v + q * kThreads);
@@ -167,8 +169,8 @@ __global__ void __launch_bounds__(kThreads)
     int b[I];
 #pragma unroll
     for (int e = 0; e < I; ++e) b[e] = 2 * kBuckets - 1 - j[e];
-    // Oracles (the buffer is padded to whole tiles: the tail may write junk
-    // past m, which no one reads as a word).
+      // Oracles (the buffer is padded to whole tiles: the tail may write junk
+      // past m, which no one reads as a word).
 #pragma unroll
     for (int q = 0; q < V; ++q) {
       const int64_t i = base + int64_t(threadIdx.x + q * kThreads) * PV;
@@ -214,7 +216,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // prefix[b] = sum over blocks of cum[b][blk]: words in buckets below b.
-__global__ void __launch_bounds__(kThreads) bucket_prefix(const uint32_t* cum, int blocks, unsigned long long* prefix) {
+__global__ void __launch_bounds__(kThreads)
+    bucket_prefix(const uint32_t* cum, int blocks, unsigned long long* prefix) {
   unsigned long long s = 0;
   for (int i = threadIdx.x; i < blocks; i += kThreads) s += cum[int64_t(blockIdx.x) * blocks + i];
 #pragma unroll
@@ -279,14 +282,17 @@ __global__ void __launch_bounds__(kThreads, 4)
   __shared__ uint16_t picked[T * kTile];
   const int64_t tiles = (m + kTile - 1) / kTile;
   unsigned long long out_at = offsets[blockIdx.x], ext_at = offsets[gridDim.x + blockIdx.x];
-  auto tile_of = [&](int64_t step, int t) { return int64_t(blockIdx.x) + (step * T + t) * int64_t(gridDim.x); };
+  auto tile_of = [&](int64_t step, int t) {
+    return int64_t(blockIdx.x) + (step * T + t) * int64_t(gridDim.x);
+  };
   uint4 next[T];
   auto load_step = [&](int64_t step) {
 #pragma unroll
     for (int t = 0; t < T; ++t) {
       const int64_t tile = tile_of(step, t);
-      next[t] = tile < tiles ? *reinterpret_cast<const uint4*>(oracles + tile * kTile + threadIdx.x * kFilterItems)
-                             : make_uint4(0, 0, 0, 0);  // padded to whole tiles, 16-byte aligned
+      next[t] = tile < tiles
+                    ? *reinterpret_cast<const uint4*>(oracles + tile * kTile + threadIdx.x * kFilterItems)
+                    : make_uint4(0, 0, 0, 0);  // padded to whole tiles, 16-byte aligned
     }
   };
   load_step(0);
@@ -366,7 +372,8 @@ __device__ __forceinline__ void word_parts(const U128& w, std::uint64_t& hi, std
 template <typename Word>
 __global__ void or_and_words(const Word* w, int64_t n, unsigned long long* acc) {
   unsigned long long oh = 0, ah = ~0ull, ol = 0, al = ~0ull;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     std::uint64_t hi, lo;
     word_parts(w[i], hi, lo);
     oh |= hi;
@@ -390,14 +397,16 @@ __global__ void or_and_words(const Word* w, int64_t n, unsigned long long* acc) 
 }
 
 __global__ void split_u128(const U128* w, int64_t n, std::uint64_t* hi, std::uint64_t* lo) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const U128 x = w[i];
     hi[i] = x.hi;
     lo[i] = x.lo;
   }
 }
 __global__ void join_u128(U128* w, int64_t n, const std::uint64_t* hi, const std::uint64_t* lo) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
     w[i] = U128{hi[i], lo[i]};
 }
 
@@ -437,8 +446,8 @@ void radix_sort(cub::DoubleBuffer<std::uint64_t>& keys, cub::DoubleBuffer<std::u
 // Sorts in[0, count) and writes its first `take` words to out (in == out
 // with take == count: in place). diff_hi / diff_lo: bits in which the words'
 // halves may differ (~0: unknown).
-void sort_into(const std::uint64_t* in, int64_t count, std::uint64_t* out, int64_t take, std::uint64_t /*diff_hi*/,
-               std::uint64_t diff_lo, cudaStream_t stream) {
+void sort_into(const std::uint64_t* in, int64_t count, std::uint64_t* out, int64_t take,
+               std::uint64_t /*diff_hi*/, std::uint64_t diff_lo, cudaStream_t stream) {
   if (count <= 0 || take <= 0) return;
   const BitRange r = bit_range(diff_lo);
   if (r.begin == r.end) return copy_words(out, in, take * 8, stream);  // all equal
@@ -451,8 +460,8 @@ void sort_into(const std::uint64_t* in, int64_t count, std::uint64_t* out, int64
   copy_words(out, keys.Current(), take * 8, stream);
 }
 
-void sort_into(const U128* in, int64_t count, U128* out, int64_t take, std::uint64_t diff_hi, std::uint64_t diff_lo,
-               cudaStream_t stream) {
+void sort_into(const U128* in, int64_t count, U128* out, int64_t take, std::uint64_t diff_hi,
+               std::uint64_t diff_lo, cudaStream_t stream) {
   if (count <= 0 || take <= 0) return;
   const BitRange rh = bit_range(diff_hi), rl = bit_range(diff_lo);
   if (rh.begin == rh.end && rl.begin == rl.end) return copy_words(out, in, take * 16, stream);
@@ -468,7 +477,8 @@ void sort_into(const U128* in, int64_t count, U128* out, int64_t take, std::uint
 
 // OR ^ AND of d[0, n), per half (one host wait).
 template <typename Word>
-void differing_bits(const Word* d, int64_t n, cudaStream_t stream, std::uint64_t& diff_hi, std::uint64_t& diff_lo) {
+void differing_bits(const Word* d, int64_t n, cudaStream_t stream, std::uint64_t& diff_hi,
+                    std::uint64_t& diff_lo) {
   AsyncBuffer<unsigned long long> acc(4, stream);
   const unsigned long long init[4] = {0, ~0ull, 0, ~0ull};
   GKNN_CUDA(cudaMemcpyAsync(acc.get(), init, sizeof(init), cudaMemcpyHostToDevice, stream));
@@ -529,17 +539,18 @@ void sort_words_cub(Word* d_words, std::int64_t n, cudaStream_t stream) {
 }
 
 template <typename Word>
-void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k, Word* d_out, cudaStream_t stream) {
+void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k, Word* d_out,
+                            cudaStream_t stream) {
   sample_select_smallest(d_words, n, k, d_out, stream, SampleSelectTuning{});
 }
 
 template <typename Word>
-void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k, Word* d_out, cudaStream_t stream,
-                            const SampleSelectTuning& tuning) {
+void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k, Word* d_out,
+                            cudaStream_t stream, const SampleSelectTuning& tuning) {
   using namespace sample_select_detail;
   if (n < 0 || k < 0 || k > n)
-    throw Error(ErrorCode::InvalidArgument,
-                "sample_select_smallest: need 0 <= k <= n (n=" + std::to_string(n) + ", k=" + std::to_string(k) + ")");
+    throw Error(ErrorCode::InvalidArgument, "sample_select_smallest: need 0 <= k <= n (n=" +
+                                                std::to_string(n) + ", k=" + std::to_string(k) + ")");
   if (k == 0) return;
   // A level needs at least kSample words (one per stratum); below twice
   // that, sorting is cheaper anyway.
@@ -577,8 +588,8 @@ void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k,
     if (m <= base_case || stalled) {
       sort_into(cur, m, d_out + written, need, ~0ull, ~0ull, stream);
       trace.mark("base sort");
-      trace.note("level " + std::to_string(level) + ": base case, sort " + std::to_string(m) + " words, take " +
-                 std::to_string(need));
+      trace.note("level " + std::to_string(level) + ": base case, sort " + std::to_string(m) +
+                 " words, take " + std::to_string(need));
       written += need;
       break;
     }
@@ -596,12 +607,13 @@ void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k,
     }
     if (blocks > max_blocks) throw Error(ErrorCode::DeviceFault, "sample_select: level grid grew");
 
-    build_tree<Word><<<1, kSortThreads, tree_smem, stream>>>(cur, m, uint32_t(level) * 0x9e3779b9u, tree->get());
+    build_tree<Word>
+        <<<1, kSortThreads, tree_smem, stream>>>(cur, m, uint32_t(level) * 0x9e3779b9u, tree->get());
     GKNN_CUDA(cudaGetLastError());
     trace.mark("sample");
     const bool vec_ok = (reinterpret_cast<std::uintptr_t>(cur) & 15) == 0;
-    count_buckets<Word><<<unsigned(blocks), kThreads, 0, stream>>>(cur, m, vec_ok, tree->get(), oracles->get(),
-                                                                    cum->get());
+    count_buckets<Word>
+        <<<unsigned(blocks), kThreads, 0, stream>>>(cur, m, vec_ok, tree->get(), oracles->get(), cum->get());
     GKNN_CUDA(cudaGetLastError());
     trace.mark("count");
     bucket_prefix<<<kBuckets + 1, kThreads, 0, stream>>>(cum->get(), int(blocks), prefix_d->get());
@@ -614,9 +626,10 @@ void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k,
       throw Error(ErrorCode::DeviceFault, "sample_select: bucket counts do not add up");
 
     const BucketChoice c = choose_bucket(prefix, need);
-    trace.note("level " + std::to_string(level) + ": m=" + std::to_string(m) + " need=" + std::to_string(need) +
-               " blocks=" + std::to_string(blocks) + " bucket=" + std::to_string(c.bucket) + " below=" +
-               std::to_string(c.below) + " in_bucket=" + std::to_string(c.in_bucket) + (c.whole ? " (whole)" : ""));
+    trace.note("level " + std::to_string(level) + ": m=" + std::to_string(m) +
+               " need=" + std::to_string(need) + " blocks=" + std::to_string(blocks) +
+               " bucket=" + std::to_string(c.bucket) + " below=" + std::to_string(c.below) +
+               " in_bucket=" + std::to_string(c.in_bucket) + (c.whole ? " (whole)" : ""));
     if (c.in_bucket == m) {  // one bucket holds everything: repeated words
       stalled = true;
       continue;
@@ -626,9 +639,8 @@ void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k,
     AsyncPtr<Word> next = c.whole ? nullptr : async_alloc<Word>(c.in_bucket, stream);
     block_offsets<<<1, kOffsetThreads, 0, stream>>>(cum->get(), int(blocks), b_out, b_ext, offsets->get());
     GKNN_CUDA(cudaGetLastError());
-    filter_buckets<Word><<<unsigned(blocks), kThreads, 0, stream>>>(cur, m, oracles->get(), b_out, b_ext,
-                                                                     offsets->get(), d_out + written,
-                                                                     next ? next->get() : nullptr);
+    filter_buckets<Word><<<unsigned(blocks), kThreads, 0, stream>>>(
+        cur, m, oracles->get(), b_out, b_ext, offsets->get(), d_out + written, next ? next->get() : nullptr);
     GKNN_CUDA(cudaGetLastError());
     trace.mark("filter");
     if (c.whole) {
@@ -651,8 +663,8 @@ void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k,
       differing_bits(d_out, k, stream, diff_hi, diff_lo);
       trace.mark("final bits");
       const BitRange rh = bit_range(diff_hi), rl = bit_range(diff_lo);
-      trace.note("final sort of " + std::to_string(k) + " words over bits [" + std::to_string(rl.begin) + ", " +
-                 std::to_string(rl.end) + ") of the low half, [" + std::to_string(rh.begin) + ", " +
+      trace.note("final sort of " + std::to_string(k) + " words over bits [" + std::to_string(rl.begin) +
+                 ", " + std::to_string(rl.end) + ") of the low half, [" + std::to_string(rh.begin) + ", " +
                  std::to_string(rh.end) + ") of the high half");
     }
     sort_into(d_out, k, d_out, k, diff_hi, diff_lo, stream);
@@ -661,10 +673,10 @@ void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k,
   GKNN_CUDA(cudaStreamSynchronize(stream));
 }
 
-#define GKNN_INSTANTIATE(W)                                                                                   \
-  template void sample_select_smallest<W>(const W*, std::int64_t, std::int64_t, W*, cudaStream_t);           \
-  template void sample_select_smallest<W>(const W*, std::int64_t, std::int64_t, W*, cudaStream_t,            \
-                                          const SampleSelectTuning&);                                        \
+#define GKNN_INSTANTIATE(W)                                                                        \
+  template void sample_select_smallest<W>(const W*, std::int64_t, std::int64_t, W*, cudaStream_t); \
+  template void sample_select_smallest<W>(const W*, std::int64_t, std::int64_t, W*, cudaStream_t,  \
+                                          const SampleSelectTuning&);                              \
   template void sort_words_cub<W>(W*, std::int64_t, cudaStream_t);
 GKNN_INSTANTIATE(std::uint64_t)
 GKNN_INSTANTIATE(U128)

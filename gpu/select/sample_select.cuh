@@ -74,7 +74,7 @@ namespace sample_select_detail {
 constexpr int kTreeDepth = 8;
 constexpr int kBuckets = 1 << kTreeDepth;  // the oracle is one byte
 constexpr int kSplitters = kBuckets - 1;
-constexpr int kSample = 4096;              // 16 samples per bucket
+constexpr int kSample = 4096;  // 16 samples per bucket
 
 // Splitter i (0-based, ascending) is the sample of this rank: the
 // (i + 1)/256 quantile of the sorted sample.

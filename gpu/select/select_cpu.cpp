@@ -52,7 +52,7 @@ void select_rows_cpu(const Key* keys, std::int64_t nq, std::int64_t len, std::in
 }
 
 #define GKNN_INSTANTIATE(K, P)                                                                              \
-  template std::int64_t select_topk_cpu<K, P>(const K*, const P*, std::int64_t, std::int64_t, SelectOrder, \
+  template std::int64_t select_topk_cpu<K, P>(const K*, const P*, std::int64_t, std::int64_t, SelectOrder,  \
                                               K*, P*);                                                      \
   template void select_rows_cpu<K, P>(const K*, std::int64_t, std::int64_t, std::int64_t, int, SelectOrder, \
                                       K*, P*);

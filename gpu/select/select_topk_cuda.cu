@@ -61,15 +61,15 @@ __global__ void sample_words(Loader load, int64_t n, Word* samples) {
 constexpr int kFilterThreads = 256;
 template <typename Word>
 struct FilterShape {
-  static constexpr int kGroups = sizeof(Word) == 8 ? 2 : 1;  // groups of 4 words in flight per thread
-  static constexpr int kWarpRound = 32 * kGroups * 4;         // most survivors of a warp per round
-  static constexpr int kSlice = 2 * kWarpRound;               // per-warp staging (32 KB per block)
+  static constexpr int kGroups = sizeof(Word) == 8 ? 2 : 1;    // groups of 4 words in flight per thread
+  static constexpr int kWarpRound = 32 * kGroups * 4;          // most survivors of a warp per round
+  static constexpr int kSlice = 2 * kWarpRound;                // per-warp staging (32 KB per block)
   static constexpr int kRound = kFilterThreads * kGroups * 4;  // positions a block reads per round
 };
 
 template <typename Word>
-__device__ __forceinline__ void flush_slice(const Word* slice, int staged, Word* out, unsigned long long* count,
-                                            int64_t cap, int lane) {
+__device__ __forceinline__ void flush_slice(const Word* slice, int staged, Word* out,
+                                            unsigned long long* count, int64_t cap, int lane) {
   unsigned long long at = 0;
   if (lane == 0) at = atomicAdd(count, static_cast<unsigned long long>(staged));
   at = __shfl_sync(0xffffffffu, at, 0);
@@ -95,7 +95,8 @@ __global__ void __launch_bounds__(kFilterThreads)
        block_base += stride * Shape::kGroups) {
     Word w[Shape::kGroups][4];
 #pragma unroll
-    for (int g = 0; g < Shape::kGroups; ++g) load_group(load, 4 * (block_base + threadIdx.x + g * stride), w[g]);
+    for (int g = 0; g < Shape::kGroups; ++g)
+      load_group(load, 4 * (block_base + threadIdx.x + g * stride), w[g]);
     unsigned mine = 0;
 #pragma unroll
     for (int g = 0; g < Shape::kGroups; ++g)
@@ -123,7 +124,8 @@ __global__ void __launch_bounds__(kFilterThreads)
 
 template <typename Word, typename Loader>
 __global__ void pack_words(Loader load, int64_t n, Word* out) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
     out[i] = load(i);
 }
 
@@ -131,7 +133,8 @@ template <typename Key, typename Payload>
 __global__ void unpack_words(const typename Packing<Key, Payload>::Word* words, int64_t count, bool largest,
                              Key* keys, Payload* payloads) {
   using P = Packing<Key, Payload>;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
     keys[i] = P::key(words[i], largest);
     payloads[i] = P::payload(words[i]);
   }
@@ -219,7 +222,8 @@ void smallest_words(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t s
                                scratch.ptr, stream);
     } else {
       sort_words_cub<Word>(samples.ptr, kSampleWords, stream);
-      GKNN_CUDA(cudaMemcpyAsync(low.ptr, samples.ptr, (rank + 1) * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
+      GKNN_CUDA(
+          cudaMemcpyAsync(low.ptr, samples.ptr, (rank + 1) * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
     }
   }
   const Word* threshold = low.ptr + rank;
@@ -231,9 +235,11 @@ void smallest_words(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t s
   // Exactly one wave of resident blocks: each block loops over an equal share,
   // so a second, partial wave would leave most of the GPU idle at the end.
   int per_sm = 0;
-  GKNN_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, filter_words<Word, Loader>, kFilterThreads, 0));
+  GKNN_CUDA(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, filter_words<Word, Loader>, kFilterThreads, 0));
   const int64_t rounds = (n + FilterShape<Word>::kRound - 1) / FilterShape<Word>::kRound;
-  const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t(sms) * std::max(per_sm, 1), rounds)));
+  const int grid =
+      static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t(sms) * std::max(per_sm, 1), rounds)));
   filter_words<<<grid, kFilterThreads, 0, stream>>>(load, n, threshold, candidates.ptr, count.ptr, cap);
   GKNN_CUDA(cudaGetLastError());
   unsigned long long found = 0;
@@ -264,14 +270,14 @@ std::int64_t select_topk_gpu(const Key* d_keys, const Payload* d_payloads, std::
   const bool largest = order == SelectOrder::Largest;
   StreamBuffer<Word> top(take, stream);
   smallest_words<Word>(ArrayLoader<Key, Payload>{d_keys, d_payloads, n, largest}, n, k, top.ptr, stream);
-  unpack_words<Key, Payload><<<grid_for(take, 256), 256, 0, stream>>>(top.ptr, take, largest, d_out_keys,
-                                                                       d_out_payloads);
+  unpack_words<Key, Payload>
+      <<<grid_for(take, 256), 256, 0, stream>>>(top.ptr, take, largest, d_out_keys, d_out_payloads);
   GKNN_CUDA(cudaGetLastError());
   GKNN_CUDA(cudaStreamSynchronize(stream));
   return take;
 }
 
-#define GKNN_INSTANTIATE(K, P)                                                                              \
+#define GKNN_INSTANTIATE(K, P)                                                                             \
   template std::int64_t select_topk_gpu<K, P>(const K*, const P*, std::int64_t, std::int64_t, SelectOrder, \
                                               K*, P*, void*);
 GKNN_FOR_EACH_KEY_PAYLOAD(GKNN_INSTANTIATE)

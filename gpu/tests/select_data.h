@@ -13,7 +13,16 @@
 
 namespace gknn::test {
 
-enum class Dist { Uniform, Ascending, Descending, AllEqual, FewDistinct, BucketKiller, SignedZeros, NonFinite };
+enum class Dist {
+  Uniform,
+  Ascending,
+  Descending,
+  AllEqual,
+  FewDistinct,
+  BucketKiller,
+  SignedZeros,
+  NonFinite
+};
 
 inline std::string dist_name(Dist d) {
   const char* names[] = {"Uniform",     "Ascending",    "Descending",  "AllEqual",
@@ -22,8 +31,8 @@ inline std::string dist_name(Dist d) {
 }
 
 inline const std::vector<Dist>& all_dists() {
-  static const std::vector<Dist> d = {Dist::Uniform,     Dist::Ascending,    Dist::Descending,
-                                      Dist::AllEqual,    Dist::FewDistinct,  Dist::BucketKiller,
+  static const std::vector<Dist> d = {Dist::Uniform,     Dist::Ascending,   Dist::Descending,
+                                      Dist::AllEqual,    Dist::FewDistinct, Dist::BucketKiller,
                                       Dist::SignedZeros, Dist::NonFinite};
   return d;
 }
@@ -33,7 +42,9 @@ std::vector<Key> make_keys(Dist dist, std::int64_t n, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(-1000.0, 1000.0);
   std::vector<Key> v(n);
-  auto val = [](double x) { return static_cast<Key>(std::is_floating_point<Key>::value ? x : std::floor(x)); };
+  auto val = [](double x) {
+    return static_cast<Key>(std::is_floating_point<Key>::value ? x : std::floor(x));
+  };
   for (auto& x : v) x = val(u(rng));
   switch (dist) {
     case Dist::Uniform:
@@ -62,7 +73,8 @@ std::vector<Key> make_keys(Dist dist, std::int64_t n, unsigned seed) {
           v[(rng() % n)] = static_cast<Key>(f);
         }
       } else {
-        for (int d = 0; d < 4 && d < n; ++d) v[rng() % n] = static_cast<Key>(1 + (std::int64_t(1) << (8 * d)));
+        for (int d = 0; d < 4 && d < n; ++d)
+          v[rng() % n] = static_cast<Key>(1 + (std::int64_t(1) << (8 * d)));
       }
       break;
     case Dist::SignedZeros:
@@ -72,16 +84,26 @@ std::vector<Key> make_keys(Dist dist, std::int64_t n, unsigned seed) {
       if (std::is_floating_point<Key>::value) {
         for (auto& x : v) {
           switch (rng() % 8) {
-            case 0: x = std::numeric_limits<Key>::quiet_NaN(); break;
-            case 1: x = -std::numeric_limits<Key>::quiet_NaN(); break;
-            case 2: x = std::numeric_limits<Key>::infinity(); break;
-            case 3: x = -std::numeric_limits<Key>::infinity(); break;
-            default: break;
+            case 0:
+              x = std::numeric_limits<Key>::quiet_NaN();
+              break;
+            case 1:
+              x = -std::numeric_limits<Key>::quiet_NaN();
+              break;
+            case 2:
+              x = std::numeric_limits<Key>::infinity();
+              break;
+            case 3:
+              x = -std::numeric_limits<Key>::infinity();
+              break;
+            default:
+              break;
           }
         }
       } else {
         for (auto& x : v)
-          if (rng() % 4 == 0) x = (rng() % 2) ? std::numeric_limits<Key>::max() : std::numeric_limits<Key>::min();
+          if (rng() % 4 == 0)
+            x = (rng() % 2) ? std::numeric_limits<Key>::max() : std::numeric_limits<Key>::min();
       }
       break;
   }

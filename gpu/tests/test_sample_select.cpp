@@ -85,8 +85,8 @@ bool same(const Word& a, const Word& b) {
 // possibly at an offset) and compares with the sorted words. A guard after
 // the k outputs must stay untouched.
 template <typename Word>
-void check_k(const Word* d_words, const std::vector<Word>& sorted, std::int64_t k, const SampleSelectTuning& tuning,
-             const std::string& what) {
+void check_k(const Word* d_words, const std::vector<Word>& sorted, std::int64_t k,
+             const SampleSelectTuning& tuning, const std::string& what) {
   SCOPED_TRACE(what + " k=" + std::to_string(k));
   constexpr std::int64_t kGuard = 37;
   const std::int64_t n = static_cast<std::int64_t>(sorted.size());
@@ -103,8 +103,8 @@ void check_k(const Word* d_words, const std::vector<Word>& sorted, std::int64_t 
   CUDA_OK(cudaMemcpy(got.data(), d_out, sizeof(Word) * (k + kGuard), cudaMemcpyDeviceToHost));
   cudaFree(d_out);
   for (std::int64_t i = 0; i < k; ++i)
-    ASSERT_TRUE(same(got[i], sorted[i])) << "rank " << i << ": got " << word_str(got[i]) << ", want "
-                                         << word_str(sorted[i]);
+    ASSERT_TRUE(same(got[i], sorted[i]))
+        << "rank " << i << ": got " << word_str(got[i]) << ", want " << word_str(sorted[i]);
   Word poison;
   std::memset(&poison, 0xAB, sizeof(Word));
   for (std::int64_t i = k; i < k + kGuard; ++i) ASSERT_TRUE(same(got[i], poison)) << "wrote past k at " << i;
@@ -113,8 +113,8 @@ void check_k(const Word* d_words, const std::vector<Word>& sorted, std::int64_t 
 // The k for n, and a random one, each in [1, n], each once.
 std::vector<std::int64_t> ks_for(std::int64_t n, std::mt19937_64& rng) {
   std::set<std::int64_t> s;
-  for (std::int64_t k : {std::int64_t(1), std::int64_t(1025), n / 2, n - 1, n,
-                         std::int64_t(1 + rng() % std::uint64_t(n))})
+  for (std::int64_t k :
+       {std::int64_t(1), std::int64_t(1025), n / 2, n - 1, n, std::int64_t(1 + rng() % std::uint64_t(n))})
     if (k >= 1 && k <= n) s.insert(k);
   return {s.begin(), s.end()};
 }
@@ -295,8 +295,8 @@ TEST(SampleSelectCpu, BucketOfIsUpperBound) {
   std::vector<U128> probes128 = {U128{0, 0}, U128{~0ull, ~0ull}};
   for (int i = 0; i < ssd::kSplitters; ++i) {
     probes64.insert(probes64.end(), {s64[i], s64[i] - 1, s64[i] + 1});
-    probes128.insert(probes128.end(), {s128[i], U128{s128[i].hi, s128[i].lo - 1}, U128{s128[i].hi, s128[i].lo + 1},
-                                       U128{s128[i].hi + 1, 0}});
+    probes128.insert(probes128.end(), {s128[i], U128{s128[i].hi, s128[i].lo - 1},
+                                       U128{s128[i].hi, s128[i].lo + 1}, U128{s128[i].hi + 1, 0}});
   }
   for (int i = 0; i < 10000; ++i) {
     probes64.push_back(rng() >> 1);
@@ -434,7 +434,8 @@ TEST(SampleSelectBench, DISABLED_TimingTable) {
 
   std::uint64_t *d_in = nullptr, *d_sorted = nullptr, *d_out = nullptr;
   std::vector<std::int64_t> ks;
-  for (std::int64_t k : {std::int64_t(2048), std::int64_t(65536), std::int64_t(1) << 20, std::int64_t(1) << 28})
+  for (std::int64_t k :
+       {std::int64_t(2048), std::int64_t(65536), std::int64_t(1) << 20, std::int64_t(1) << 28})
     if (k <= n) ks.push_back(k);
   CUDA_OK(cudaMalloc(&d_in, 8 * n));
   CUDA_OK(cudaMalloc(&d_sorted, 8 * n));
@@ -525,11 +526,12 @@ TEST(SampleSelectBench, DISABLED_TimingTable) {
   std::printf("\nSampleSelect, n = 2^%d uint64 words (%.1f GB), device: %s\n", log2n, 8.0 * n / 1e9,
               devices.empty() ? "?" : devices[0].name.c_str());
   std::printf("read floor (one read of the input at the D2D copy bandwidth): %.3f ms\n", floor_ms);
-  std::printf("| input | k | SampleSelect ms | CUB radix sort ms | speedup vs sort | %% of read floor | exact |\n");
+  std::printf(
+      "| input | k | SampleSelect ms | CUB radix sort ms | speedup vs sort | %% of read floor | exact |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | --- |\n");
   for (const Row& r : rows)
-    std::printf("| %s | %lld | %.3f | %.3f | %.1fx | %.0f%% | %s |\n", r.dist.c_str(), (long long)r.k, r.ours, r.sort,
-                r.sort / r.ours, 100.0 * floor_ms / r.ours, r.ok ? "yes" : "NO");
+    std::printf("| %s | %lld | %.3f | %.3f | %.1fx | %.0f%% | %s |\n", r.dist.c_str(), (long long)r.k, r.ours,
+                r.sort, r.sort / r.ours, 100.0 * floor_ms / r.ours, r.ok ? "yes" : "NO");
 }
 
 }  // namespace

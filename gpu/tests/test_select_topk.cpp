@@ -65,7 +65,8 @@ void check_gpu(Dist dist, std::int64_t n, std::int64_t k, SelectOrder order, uns
   ASSERT_EQ(cudaMalloc(&d_out_k, sizeof(Key) * std::max<std::int64_t>(take, 1)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&d_out_p, sizeof(Payload) * std::max<std::int64_t>(take, 1)), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_keys, keys.data(), sizeof(Key) * n, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemset(d_out_p, 0xAB, sizeof(Payload) * std::max<std::int64_t>(take, 1)), cudaSuccess);  // poison
+  ASSERT_EQ(cudaMemset(d_out_p, 0xAB, sizeof(Payload) * std::max<std::int64_t>(take, 1)),
+            cudaSuccess);  // poison
   std::int64_t got = gknn::select_topk_gpu<Key, Payload>(d_keys, nullptr, n, k, order, d_out_k, d_out_p);
   EXPECT_EQ(got, take);
   ASSERT_EQ(cudaMemcpy(got_k.data(), d_out_k, sizeof(Key) * take, cudaMemcpyDeviceToHost), cudaSuccess);
