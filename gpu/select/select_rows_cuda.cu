@@ -115,11 +115,9 @@ struct RowsArgs {
 };
 
 // ---- output ----------------------------------------------------------------------
-template <typename W>
-__device__ __forceinline__ void store_final(const RowsArgs& a, std::int64_t at, const W& w) {
-  using WT = WordTraits<W>;
-  using Bits = typename WT::KeyBits;
-  const Bits o = WT::key(w) ^ Bits(a.flip);
+// Writes ordered key bits `o` (already un-flipped) as the caller's key type.
+template <typename Bits>
+__device__ __forceinline__ void store_key(const RowsArgs& a, std::int64_t at, Bits o) {
   if constexpr (sizeof(Bits) == 4) {
     if (a.kt == KeyType::F32)
       static_cast<float*>(a.out_keys)[at] = select::KeyBits<float>::key(o);
@@ -131,32 +129,29 @@ __device__ __forceinline__ void store_final(const RowsArgs& a, std::int64_t at, 
     else
       static_cast<std::int64_t*>(a.out_keys)[at] = select::KeyBits<std::int64_t>::key(o);
   }
+}
+
+__device__ __forceinline__ void store_payload(const RowsArgs& a, std::int64_t at, std::uint64_t p) {
   if (a.payload64)
-    static_cast<std::uint64_t*>(a.out_payloads)[at] = WT::col(w);
+    static_cast<std::uint64_t*>(a.out_payloads)[at] = p;
   else
-    static_cast<std::uint32_t*>(a.out_payloads)[at] = WT::col(w);
+    static_cast<std::uint32_t*>(a.out_payloads)[at] = static_cast<std::uint32_t>(p);
+}
+
+template <typename W>
+__device__ __forceinline__ void store_final(const RowsArgs& a, std::int64_t at, const W& w) {
+  using WT = WordTraits<W>;
+  using Bits = typename WT::KeyBits;
+  store_key<Bits>(a, at, WT::key(w) ^ Bits(a.flip));
+  store_payload(a, at, WT::col(w));
 }
 
 // Padding: the worst key (all-ones ordered bits) and payload ~0, as the CPU
 // reference writes for rows shorter than k.
 template <typename Bits>
 __device__ __forceinline__ void store_pad(const RowsArgs& a, std::int64_t at) {
-  const Bits o = ~Bits(0) ^ Bits(a.flip);
-  if constexpr (sizeof(Bits) == 4) {
-    if (a.kt == KeyType::F32)
-      static_cast<float*>(a.out_keys)[at] = select::KeyBits<float>::key(o);
-    else
-      static_cast<std::int32_t*>(a.out_keys)[at] = select::KeyBits<std::int32_t>::key(o);
-  } else {
-    if (a.kt == KeyType::F64)
-      static_cast<double*>(a.out_keys)[at] = select::KeyBits<double>::key(o);
-    else
-      static_cast<std::int64_t*>(a.out_keys)[at] = select::KeyBits<std::int64_t>::key(o);
-  }
-  if (a.payload64)
-    static_cast<std::uint64_t*>(a.out_payloads)[at] = ~std::uint64_t(0);
-  else
-    static_cast<std::uint32_t*>(a.out_payloads)[at] = ~std::uint32_t(0);
+  store_key<Bits>(a, at, ~Bits(0) ^ Bits(a.flip));
+  store_payload(a, at, ~std::uint64_t(0));
 }
 
 // The first kk words of the selection, then padding. s.get(r): word
