@@ -25,6 +25,7 @@
 
 #include "gknn/error.h"
 #include "runtime/cuda_check.h"
+#include "runtime/stream_tools.h"
 #include "select/bitonic_topk.cuh"  // local_sort, the block-wide bitonic sort
 
 namespace gknn::select {
@@ -32,24 +33,6 @@ namespace {
 
 using namespace sample_select_detail;
 
-// Stream-ordered device allocation (cudaMallocAsync), freed on scope exit.
-template <typename T>
-class AsyncBuffer {
- public:
-  AsyncBuffer(std::size_t count, cudaStream_t s) : stream_(s) {
-    if (count) GKNN_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), count * sizeof(T), s));
-  }
-  ~AsyncBuffer() {
-    if (ptr_) cudaFreeAsync(ptr_, stream_);
-  }
-  AsyncBuffer(const AsyncBuffer&) = delete;
-  AsyncBuffer& operator=(const AsyncBuffer&) = delete;
-  T* get() const { return ptr_; }
-
- private:
-  T* ptr_ = nullptr;
-  cudaStream_t stream_;
-};
 template <typename T>
 using AsyncPtr = std::unique_ptr<AsyncBuffer<T>>;
 template <typename T>
@@ -410,11 +393,6 @@ __global__ void join_u128(U128* w, int64_t n, const std::uint64_t* hi, const std
     w[i] = U128{hi[i], lo[i]};
 }
 
-int grid_for(int64_t n, int threads) {
-  const int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(blocks, 1), 65536));
-}
-
 void copy_words(void* dst, const void* src, int64_t bytes, cudaStream_t stream) {
   if (bytes > 0 && dst != src) GKNN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
 }
@@ -491,46 +469,6 @@ void differing_bits(const Word* d, int64_t n, cudaStream_t stream, std::uint64_t
   diff_lo = got[2] ^ got[3];
 }
 
-// GKNN_SAMPLE_SELECT_TRACE set: each level's sizes and each stage's GPU time
-// go to stderr (the benchmarks use it to say where the time goes).
-class Trace {
- public:
-  explicit Trace(cudaStream_t s) : stream_(s), on_(std::getenv("GKNN_SAMPLE_SELECT_TRACE") != nullptr) {
-    mark("start");
-  }
-  void mark(const char* stage) {
-    if (!on_ || count_ == kMax) return;
-    cudaEvent_t e;
-    if (cudaEventCreate(&e) != cudaSuccess) return;
-    cudaEventRecord(e, stream_);
-    events_[count_] = e;
-    names_[count_++] = stage;
-  }
-  void note(const std::string& line) {
-    if (on_) notes_ += "sample_select: " + line + "\n";
-  }
-  ~Trace() {
-    if (!on_) return;
-    std::fputs(notes_.c_str(), stderr);
-    if (count_ > 0 && cudaEventSynchronize(events_[count_ - 1]) == cudaSuccess)
-      for (int i = 1; i < count_; ++i) {
-        float ms = 0;
-        cudaEventElapsedTime(&ms, events_[i - 1], events_[i]);
-        std::fprintf(stderr, "sample_select: %-12s %9.3f ms\n", names_[i], ms);
-      }
-    for (int i = 0; i < count_; ++i) cudaEventDestroy(events_[i]);
-  }
-
- private:
-  static constexpr int kMax = 64;
-  cudaStream_t stream_;
-  bool on_;
-  int count_ = 0;
-  cudaEvent_t events_[kMax];
-  const char* names_[kMax];
-  std::string notes_;
-};
-
 }  // namespace
 
 template <typename Word>
@@ -577,7 +515,8 @@ void sample_select_smallest(const Word* d_words, std::int64_t n, std::int64_t k,
   AsyncPtr<Word> tree;
   int64_t max_blocks = 0;
 
-  Trace trace(stream);
+  // GKNN_SAMPLE_SELECT_TRACE: each level's sizes and stage times to stderr.
+  StageTrace trace(stream, "GKNN_SAMPLE_SELECT_TRACE", "sample_select");
   for (int level = 0;; ++level) {
     if (need == m) {  // everything left belongs to the result
       copy_words(d_out + written, cur, m * int64_t(sizeof(Word)), stream);

@@ -15,6 +15,7 @@
 #include <cstdlib>
 
 #include "gknn/select.h"
+#include "runtime/stream_tools.h"
 #include "select/bitonic_topk.cuh"
 #include "select/sample_select.cuh"
 
@@ -24,20 +25,6 @@ namespace {
 
 constexpr int kSampleWords = 32768;
 constexpr int64_t kMinSampled = 8 * kSampleWords;  // below this, no prefilter
-
-template <typename T>
-struct StreamBuffer {  // stream-ordered device allocation
-  T* ptr = nullptr;
-  cudaStream_t stream;
-  StreamBuffer(std::size_t count, cudaStream_t s) : stream(s) {
-    if (count) GKNN_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&ptr), count * sizeof(T), s));
-  }
-  ~StreamBuffer() {
-    if (ptr) cudaFreeAsync(ptr, stream);
-  }
-  StreamBuffer(const StreamBuffer&) = delete;
-  StreamBuffer& operator=(const StreamBuffer&) = delete;
-};
 
 // Stratified sample: one word from each of kSampleWords equal strata, at a
 // hashed offset inside the stratum (deterministic, so results never depend
@@ -140,43 +127,6 @@ __global__ void unpack_words(const typename Packing<Key, Payload>::Word* words, 
   }
 }
 
-int grid_for(int64_t n, int threads) {
-  int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
-}
-
-// GKNN_SELECT_TRACE=1 prints each stage's GPU time to stderr (benchmarks
-// use it to say where the time goes).
-class StageTrace {
- public:
-  explicit StageTrace(cudaStream_t s) : stream_(s), on_(std::getenv("GKNN_SELECT_TRACE") != nullptr) {}
-  void mark(const char* stage) {
-    if (!on_) return;
-    cudaEvent_t e;
-    cudaEventCreate(&e);
-    cudaEventRecord(e, stream_);
-    events_[count_] = e;
-    names_[count_++] = stage;
-  }
-  ~StageTrace() {
-    if (!on_ || count_ == 0) return;
-    cudaEventSynchronize(events_[count_ - 1]);
-    for (int i = 1; i < count_; ++i) {
-      float ms = 0;
-      cudaEventElapsedTime(&ms, events_[i - 1], events_[i]);
-      std::fprintf(stderr, "select trace: %-10s %8.3f ms\n", names_[i], ms);
-    }
-    for (int i = 0; i < count_; ++i) cudaEventDestroy(events_[i]);
-  }
-
- private:
-  cudaStream_t stream_;
-  bool on_;
-  int count_ = 0;
-  cudaEvent_t events_[8];
-  const char* names_[8];
-};
-
 // Sample rank of the threshold: about 2x the expected number of top-k words
 // among the samples, plus a few standard deviations and a floor, so that
 // fewer than k words fall at or below it only with negligible probability.
@@ -191,43 +141,43 @@ void smallest_words(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t s
   const int64_t take = k < n ? k : n;
   auto finish = [&](const Word* words, int64_t count) {
     if (k <= kMaxBitonicK) {
-      StreamBuffer<Word> scratch(bitonic_scratch_words(count, k), stream);
-      bitonic_topk<Word, true>(WordLoader<Word>{words, count}, count, k, out, scratch.ptr, stream);
+      AsyncBuffer<Word> scratch(bitonic_scratch_words(count, k), stream);
+      bitonic_topk<Word, true>(WordLoader<Word>{words, count}, count, k, out, scratch.get(), stream);
     } else {
       sample_select_smallest<Word>(words, count, take, out, stream);
     }
   };
   auto everything = [&] {
-    StreamBuffer<Word> all(n, stream);
-    pack_words<<<grid_for(n, 256), 256, 0, stream>>>(load, n, all.ptr);
+    AsyncBuffer<Word> all(n, stream);
+    pack_words<<<grid_for(n, 256), 256, 0, stream>>>(load, n, all.get());
     GKNN_CUDA(cudaGetLastError());
-    finish(all.ptr, n);
+    finish(all.get(), n);
   };
 
   const int64_t rank = threshold_rank(n, k);
   if (n < kMinSampled || rank >= kSampleWords) return everything();
 
-  StageTrace trace(stream);
-  trace.mark("start");
-  StreamBuffer<Word> samples(kSampleWords, stream), low(rank + 1, stream);
-  StreamBuffer<unsigned long long> count(1, stream);
+  // GKNN_SELECT_TRACE: each stage's GPU time to stderr.
+  StageTrace trace(stream, "GKNN_SELECT_TRACE", "select trace");
+  AsyncBuffer<Word> samples(kSampleWords, stream), low(rank + 1, stream);
+  AsyncBuffer<unsigned long long> count(1, stream);
   const int64_t cap = std::min<int64_t>(n, 2 * (n / kSampleWords + 1) * (rank + 1) + 65536);
-  StreamBuffer<Word> candidates(cap, stream);
-  sample_words<<<kSampleWords / 256, 256, 0, stream>>>(load, n, samples.ptr);
+  AsyncBuffer<Word> candidates(cap, stream);
+  sample_words<<<kSampleWords / 256, 256, 0, stream>>>(load, n, samples.get());
   GKNN_CUDA(cudaGetLastError());
   {  // the threshold: the sample of that rank (bitonic top-k of the samples, or a sort)
     if (rank < kMaxBitonicK) {
-      StreamBuffer<Word> scratch(bitonic_scratch_words(kSampleWords, rank + 1), stream);
-      bitonic_topk<Word, true>(WordLoader<Word>{samples.ptr, kSampleWords}, kSampleWords, rank + 1, low.ptr,
-                               scratch.ptr, stream);
+      AsyncBuffer<Word> scratch(bitonic_scratch_words(kSampleWords, rank + 1), stream);
+      bitonic_topk<Word, true>(WordLoader<Word>{samples.get(), kSampleWords}, kSampleWords, rank + 1,
+                               low.get(), scratch.get(), stream);
     } else {
-      sort_words_cub<Word>(samples.ptr, kSampleWords, stream);
-      GKNN_CUDA(
-          cudaMemcpyAsync(low.ptr, samples.ptr, (rank + 1) * sizeof(Word), cudaMemcpyDeviceToDevice, stream));
+      sort_words_cub<Word>(samples.get(), kSampleWords, stream);
+      GKNN_CUDA(cudaMemcpyAsync(low.get(), samples.get(), (rank + 1) * sizeof(Word), cudaMemcpyDeviceToDevice,
+                                stream));
     }
   }
-  const Word* threshold = low.ptr + rank;
-  GKNN_CUDA(cudaMemsetAsync(count.ptr, 0, sizeof(unsigned long long), stream));
+  const Word* threshold = low.get() + rank;
+  GKNN_CUDA(cudaMemsetAsync(count.get(), 0, sizeof(unsigned long long), stream));
   trace.mark("sample");
   int sms = 0, device = 0;
   GKNN_CUDA(cudaGetDevice(&device));
@@ -240,15 +190,15 @@ void smallest_words(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t s
   const int64_t rounds = (n + FilterShape<Word>::kRound - 1) / FilterShape<Word>::kRound;
   const int grid =
       static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(int64_t(sms) * std::max(per_sm, 1), rounds)));
-  filter_words<<<grid, kFilterThreads, 0, stream>>>(load, n, threshold, candidates.ptr, count.ptr, cap);
+  filter_words<<<grid, kFilterThreads, 0, stream>>>(load, n, threshold, candidates.get(), count.get(), cap);
   GKNN_CUDA(cudaGetLastError());
   unsigned long long found = 0;
   trace.mark("filter");
-  GKNN_CUDA(cudaMemcpyAsync(&found, count.ptr, sizeof(found), cudaMemcpyDeviceToHost, stream));
+  GKNN_CUDA(cudaMemcpyAsync(&found, count.get(), sizeof(found), cudaMemcpyDeviceToHost, stream));
   GKNN_CUDA(cudaStreamSynchronize(stream));
   trace.mark("sync");
   if (found >= static_cast<unsigned long long>(take) && found <= static_cast<unsigned long long>(cap))
-    finish(candidates.ptr, static_cast<int64_t>(found));
+    finish(candidates.get(), static_cast<int64_t>(found));
   else
     everything();  // the sample misled (or a filter rejected most rows): exact anyway
   trace.mark(found >= static_cast<unsigned long long>(take) ? "bitonic" : "fallback");
@@ -268,10 +218,10 @@ std::int64_t select_topk_gpu(const Key* d_keys, const Payload* d_payloads, std::
   if (take == 0) return 0;
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const bool largest = order == SelectOrder::Largest;
-  StreamBuffer<Word> top(take, stream);
-  smallest_words<Word>(ArrayLoader<Key, Payload>{d_keys, d_payloads, n, largest}, n, k, top.ptr, stream);
+  AsyncBuffer<Word> top(take, stream);
+  smallest_words<Word>(ArrayLoader<Key, Payload>{d_keys, d_payloads, n, largest}, n, k, top.get(), stream);
   unpack_words<Key, Payload>
-      <<<grid_for(take, 256), 256, 0, stream>>>(top.ptr, take, largest, d_out_keys, d_out_payloads);
+      <<<grid_for(take, 256), 256, 0, stream>>>(top.get(), take, largest, d_out_keys, d_out_payloads);
   GKNN_CUDA(cudaGetLastError());
   GKNN_CUDA(cudaStreamSynchronize(stream));
   return take;

@@ -1,0 +1,89 @@
+// Helpers for stream-ordered GPU code in the library's .cu files (not a
+// public header): temporary device memory, grid sizes, and stage timing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "runtime/cuda_check.h"
+
+namespace gknn {
+
+// Device memory from the stream-ordered pool (cudaMallocAsync), freed on
+// `stream` at scope exit: cheap enough to take per call.
+template <typename T>
+class AsyncBuffer {
+ public:
+  AsyncBuffer(std::size_t count, cudaStream_t s) : stream_(s) {
+    if (count) GKNN_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), count * sizeof(T), s));
+  }
+  ~AsyncBuffer() {
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
+  }
+  AsyncBuffer(const AsyncBuffer&) = delete;
+  AsyncBuffer& operator=(const AsyncBuffer&) = delete;
+  T* get() const { return ptr_; }
+
+ private:
+  T* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
+// Blocks for a grid-stride loop over n items: at least 1, at most 65536.
+inline int grid_for(std::int64_t n, int threads) {
+  const std::int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(blocks, 1), 65536));
+}
+
+// When the environment variable `env` is set, records an event at each
+// mark() and prints the GPU time between marks (and any note()s) to stderr
+// on destruction, each line starting with `prefix`. Benchmarks use it to say
+// where the time goes; unset, it costs a getenv per call.
+class StageTrace {
+ public:
+  StageTrace(cudaStream_t s, const char* env, const char* prefix)
+      : stream_(s), on_(std::getenv(env) != nullptr), prefix_(prefix) {
+    mark("start");
+  }
+  void mark(const char* stage) {
+    if (!on_ || count_ == kMax) return;
+    cudaEvent_t e;
+    if (cudaEventCreate(&e) != cudaSuccess) return;
+    cudaEventRecord(e, stream_);
+    events_[count_] = e;
+    names_[count_++] = stage;
+  }
+  void note(const std::string& line) {
+    if (on_) notes_ += std::string(prefix_) + ": " + line + "\n";
+  }
+  ~StageTrace() {
+    if (!on_) return;
+    std::fputs(notes_.c_str(), stderr);
+    if (count_ > 0 && cudaEventSynchronize(events_[count_ - 1]) == cudaSuccess)
+      for (int i = 1; i < count_; ++i) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, events_[i - 1], events_[i]);
+        std::fprintf(stderr, "%s: %-12s %9.3f ms\n", prefix_, names_[i], ms);
+      }
+    for (int i = 0; i < count_; ++i) cudaEventDestroy(events_[i]);
+  }
+  StageTrace(const StageTrace&) = delete;
+  StageTrace& operator=(const StageTrace&) = delete;
+
+ private:
+  static constexpr int kMax = 64;
+  cudaStream_t stream_;
+  bool on_;
+  const char* prefix_;
+  int count_ = 0;
+  cudaEvent_t events_[kMax];
+  const char* names_[kMax];
+  std::string notes_;
+};
+
+}  // namespace gknn
