@@ -2,6 +2,8 @@
 // mixture), 10000 queries, k = 100, L2.
 //
 //   gknn_bench_knn [n=1000000] [nq=10000] [results.md]
+//   gknn_bench_knn sweep [results.md]   the chooser's measurement: the fused
+//       kernel against the GEMM path over dimensions and query counts
 //
 // Side by side in one run: gknn's exact_knn_gpu in each GEMM precision (the
 // results must be identical: every mode re-ranks with exact float32
@@ -44,9 +46,82 @@ double median_ms(Fn fn, int reps) {
   return t[t.size() / 2];
 }
 
+// Gaussian mixture rows: 1000 centres (spread 4), unit noise.
+std::vector<float> mixture(std::int64_t rows, int dim, std::mt19937& rng) {
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> centres(1000 * dim), v(rows * dim);
+  std::mt19937 crng(123);
+  for (auto& c : centres) c = 4.0f * g(crng);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* c = &centres[(rng() % 1000) * dim];
+    for (int i = 0; i < dim; ++i) v[r * dim + i] = c[i] + g(rng);
+  }
+  return v;
+}
+
+// Fused kernel vs GEMM path, 1M base vectors, k = 100, L2: where the chooser's
+// kFusedMaxQueries comes from. Both calls include the same host-to-device copy.
+int sweep(const char* md, const std::string& device) {
+  const std::int64_t n = 1000000;
+  const int k = 100;
+  std::string table =
+      "| dim | nq | fused ms | gemm ms | fused / gemm | same ids |\n|---:|---:|---:|---:|---:|---|\n";
+  char line[256];
+  int mismatches = 0;
+  for (int dim : {4, 8, 16, 32, 48, 64, 128}) {
+    std::mt19937 rng(dim);
+    const std::vector<float> base = mixture(n, dim, rng);
+    for (std::int64_t nq : {1, 100, 10000}) {
+      const std::vector<float> queries = mixture(nq, dim, rng);
+      gknn::KnnRequest req;
+      req.base = base.data();
+      req.n = n;
+      req.queries = queries.data();
+      req.nq = nq;
+      req.dim = dim;
+      req.k = k;
+      std::vector<std::int64_t> a(nq * k), b(nq * k);
+      std::vector<double> da(nq * k), db(nq * k);
+      const double fused = median_ms([&] { gknn::exact_knn_gpu_fused(req, 0, a.data(), da.data()); }, 3);
+      const double gemm = median_ms([&] { gknn::exact_knn_gpu_gemm(req, 0, b.data(), db.data()); }, 3);
+      const bool same = a == b && da == db;
+      mismatches += !same;
+      std::snprintf(line, sizeof line, "| %d | %lld | %.2f | %.2f | %.2f | %s |\n", dim, (long long)nq, fused,
+                    gemm, fused / gemm, same ? "yes" : "NO");
+      std::fputs(line, stderr);
+      table += line;
+    }
+  }
+  char date[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&t));
+  std::string report =
+      "# Chooser: fused distance+select vs GEMM path, base 1M (Gaussian mixture), k = 100, L2\n\n"
+      "- device: " +
+      device + "\n- date: " + date +
+      "\n- command: gknn_bench_knn sweep\n- both include the base and query copy to the device\n"
+      "- shapes whose ids or distances differ between the two: " +
+      std::to_string(mismatches) + "\n\n" + table;
+  std::printf("%s", report.c_str());
+  if (md)
+    if (FILE* f = std::fopen(md, "w")) {
+      std::fputs(report.c_str(), f);
+      std::fclose(f);
+    }
+  return mismatches ? 2 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "sweep") {
+    auto devices = gknn::list_devices();
+    if (devices.empty() || !gknn::load_cublas()) {
+      std::fprintf(stderr, "needs a GPU and libcublas\n");
+      return 1;
+    }
+    return sweep(argc > 2 ? argv[2] : nullptr, devices[0].name);
+  }
   const std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
   const std::int64_t nq = argc > 2 ? std::atoll(argv[2]) : 10000;
   const char* md = argc > 3 ? argv[3] : nullptr;

@@ -184,7 +184,7 @@ struct Gemm {
 
 }  // namespace
 
-void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
   validate(req);
   const Cublas* blas = load_cublas();
   const std::int64_t margin = std::max<std::int64_t>(32, req.k / 2);
@@ -302,7 +302,7 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
   std::vector<double> sub_dist(again.nq * k);
   if (req.precision != GemmPrecision::Fp32) {
     again.precision = GemmPrecision::Fp32;
-    exact_knn_gpu(again, device, sub_ids.data(), sub_dist.data());
+    exact_knn_gpu_gemm(again, device, sub_ids.data(), sub_dist.data());
   } else {
     exact_knn_gpu_bruteforce(again, device, sub_ids.data(), sub_dist.data());
   }

@@ -13,6 +13,15 @@
 // the paper. The last kernel (FINAL) runs one block that merges down to K
 // words, sorts them ascending and writes the first k, decoded.
 //
+// The paper's shared-memory optimisations: 16 words per thread; the first
+// runs sorted in registers before the tile is touched again; combined steps
+// (up to four strides per pass through shared memory, in registers);
+// padding of one word per 128 bytes against bank conflicts; and partition
+// reassignment (after a merge halves the tile, fewer threads each still
+// combine four steps). Chunk permutation is not needed on top of padding:
+// with it, a warp's accesses of a combined step are already conflict-free
+// (a padded stride-16 pattern maps 16 lanes to 16 distinct bank pairs).
+//
 // The input goes through a Loader functor, the paper's fusion hook: it maps
 // an input position to a word, or to the sentinel (all ones, never selected
 // ahead of a real word) when the position is past the end or a filter
@@ -21,12 +30,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
-
 #include <type_traits>
 
 #include "gknn/error.h"
 #include "runtime/cuda_check.h"
+#include "runtime/stream_tools.h"
 #include "select/key_order.cuh"
 
 namespace gknn::select {
@@ -46,40 +56,127 @@ __device__ __forceinline__ Word word_min(const Word& a, const Word& b) {
   return b < a ? b : a;
 }
 
-// One step of a bitonic network over s[0, len): pairs (i, i + stride) inside
-// runs of 2*stride, ascending where bit `dir_bit` of (i + offset) is clear
-// (dir_bit = 0: all ascending).
-template <typename Word, int NT>
-__device__ __forceinline__ void bitonic_step(Word* s, int len, int stride, int dir_bit, int64_t offset) {
-  for (int p = threadIdx.x; p < len / 2; p += NT) {
-    int i = 2 * p - (p & (stride - 1));
-    bool ascending = dir_bit == 0 || (((offset + i) & dir_bit) == 0);
-    Word a = s[i], b = s[i + stride];
-    compare_exchange(a, b, ascending);
-    s[i] = a;
-    s[i + stride] = b;
+// ---- shared-memory layout ----------------------------------------------------
+// Padding (the paper's [n/32][33]): one dead word after every 128 bytes, so
+// the strided accesses of the combined steps (thread t touching words
+// t * 2^C + j) fall into different banks. Plain: no padding, for callers
+// that sort a small array of their own (SampleSelect, the kNN re-rank).
+template <typename Word>
+struct Padded {
+  static constexpr int kShift = sizeof(Word) <= 8 ? 4 : 3;  // 128 bytes of words
+  __device__ __forceinline__ static int at(int i) { return i + (i >> kShift); }
+  static constexpr int words(int n) { return n + (n >> kShift); }
+};
+struct Plain {
+  __device__ __forceinline__ static int at(int i) { return i; }
+};
+
+// Steps a thread can combine in registers (the paper's combined steps): 16
+// words of 8 bytes, 8 of 16 bytes.
+template <typename Word>
+constexpr int kMaxCombined = sizeof(Word) <= 8 ? 4 : 3;
+
+// Combined steps: the bitonic steps of strides 2^(lo+C-1), ..., 2^lo, in
+// registers. A thread owns groups of 2^C words whose indices differ only in
+// bits lo .. lo+C-1, so every compare-exchange of those C steps stays inside
+// its group: one pass through shared memory and one barrier instead of C.
+// Ascending where bit `dir_bit` of (offset + i) is clear (dir_bit = 0: all).
+// When fewer groups than threads remain (after merges), the first threads
+// take them all, each still combining C steps (the paper's partition
+// reassignment).
+template <typename Word, int NT, int C, class Layout>
+__device__ __forceinline__ void combined_steps(Word* s, int len, int lo, int dir_bit, int64_t offset) {
+  constexpr int M = 1 << C;
+  const int groups = len >> C;
+  for (int g = threadIdx.x; g < groups; g += NT) {
+    const int base = ((g >> lo) << (lo + C)) | (g & ((1 << lo) - 1));
+    const bool ascending = dir_bit == 0 || ((offset + base) & dir_bit) == 0;  // dir_bit > 2^(lo+C-1)
+    Word r[M];
+#pragma unroll
+    for (int j = 0; j < M; ++j) r[j] = s[Layout::at(base + (j << lo))];
+#pragma unroll
+    for (int c = C - 1; c >= 0; --c)
+#pragma unroll
+      for (int j = 0; j < M; ++j)
+        if ((j & (1 << c)) == 0) compare_exchange(r[j], r[j | (1 << c)], ascending);
+#pragma unroll
+    for (int j = 0; j < M; ++j) s[Layout::at(base + (j << lo))] = r[j];
   }
   __syncthreads();
 }
 
-// Local sort: sorted runs of length K, ascending where (i & K) == 0.
-template <typename Word, int K, int NT>
+// The steps of strides 2^top, ..., 2, 1 (one bitonic merge of runs of
+// 2^(top+1)), kMaxCombined at a time, largest strides first.
+template <typename Word, int NT, class Layout>
+__device__ void bitonic_merge_steps(Word* s, int len, int top, int dir_bit, int64_t offset) {
+  constexpr int CM = kMaxCombined<Word>;
+  for (int remaining = top + 1; remaining > 0;) {
+    const int c = remaining < CM ? remaining : CM;
+    remaining -= c;
+    if constexpr (CM >= 4) {
+      if (c == 4) {
+        combined_steps<Word, NT, 4, Layout>(s, len, remaining, dir_bit, offset);
+        continue;
+      }
+    }
+    if (c == 3)
+      combined_steps<Word, NT, 3, Layout>(s, len, remaining, dir_bit, offset);
+    else if (c == 2)
+      combined_steps<Word, NT, 2, Layout>(s, len, remaining, dir_bit, offset);
+    else
+      combined_steps<Word, NT, 1, Layout>(s, len, remaining, dir_bit, offset);
+  }
+}
+
+// The first runs of a local sort, in registers ("do work before writing"):
+// each thread sorts 2^CM consecutive words into runs of min(K, 2^CM),
+// alternating direction by run, in one pass through shared memory.
+template <typename Word, int K, int NT, class Layout>
+__device__ void sort_small_runs(Word* s, int len) {
+  constexpr int CM = kMaxCombined<Word>, M = 1 << CM;
+  for (int g = threadIdx.x; g < len / M; g += NT) {
+    const int base = g * M;
+    Word r[M];
+#pragma unroll
+    for (int j = 0; j < M; ++j) r[j] = s[Layout::at(base + j)];
+#pragma unroll
+    for (int size = 2; size <= (K < M ? K : M); size <<= 1)
+#pragma unroll
+      for (int stride = size >> 1; stride > 0; stride >>= 1)
+#pragma unroll
+        for (int j = 0; j < M; ++j)
+          if ((j & stride) == 0) compare_exchange(r[j], r[j | stride], ((base + j) & size) == 0);
+#pragma unroll
+    for (int j = 0; j < M; ++j) s[Layout::at(base + j)] = r[j];
+  }
+  __syncthreads();
+}
+
+template <int V>
+__host__ __device__ constexpr int log2_of() {
+  return V <= 1 ? 0 : 1 + log2_of<V / 2>();
+}
+
+// Local sort: sorted runs of length K, ascending where (i & K) == 0. `len`
+// is a multiple of 2^kMaxCombined (or of K when smaller).
+template <typename Word, int K, int NT, class Layout = Plain>
 __device__ void local_sort(Word* s, int len) {
-  for (int size = 2; size <= K; size <<= 1)
-    for (int stride = size >> 1; stride > 0; stride >>= 1) bitonic_step<Word, NT>(s, len, stride, size, 0);
+  if (K == 1) return;  // runs of one are sorted
+  sort_small_runs<Word, K, NT, Layout>(s, len);
+  for (int size = 2 << kMaxCombined<Word>; size <= K; size <<= 1)
+    bitonic_merge_steps<Word, NT, Layout>(s, len, (31 - __clz(size)) - 1, size, 0);
 }
 
 // Rebuild: bitonic runs of length K into sorted runs, direction by bit K of
 // (offset + i), or all ascending when `ascending` is set.
-template <typename Word, int K, int NT>
+template <typename Word, int K, int NT, class Layout>
 __device__ void rebuild(Word* s, int len, int64_t offset, bool ascending) {
-  for (int stride = K >> 1; stride > 0; stride >>= 1)
-    bitonic_step<Word, NT>(s, len, stride, ascending ? 0 : K, offset);
+  if (K > 1) bitonic_merge_steps<Word, NT, Layout>(s, len, log2_of<K>() - 1, ascending ? 0 : K, offset);
 }
 
 // Merge: s[0, len) of sorted K-runs -> s[0, len/2) of bitonic K-runs, each
 // the K smallest of a run pair. MAX_PER_THREAD bounds len / 2 / NT.
-template <typename Word, int K, int NT, int MAX_PER_THREAD>
+template <typename Word, int K, int NT, int MAX_PER_THREAD, class Layout>
 __device__ void merge(Word* s, int len) {
   Word kept[MAX_PER_THREAD];
 #pragma unroll
@@ -87,14 +184,14 @@ __device__ void merge(Word* s, int len) {
     int p = threadIdx.x + q * NT;
     if (p < len / 2) {
       int i = 2 * p - (p & (K - 1));
-      kept[q] = word_min(s[i], s[i + K]);
+      kept[q] = word_min(s[Layout::at(i)], s[Layout::at(i + K)]);
     }
   }
   __syncthreads();
 #pragma unroll
   for (int q = 0; q < MAX_PER_THREAD; ++q) {
     int p = threadIdx.x + q * NT;
-    if (p < len / 2) s[p] = kept[q];
+    if (p < len / 2) s[Layout::at(p)] = kept[q];
   }
   __syncthreads();
 }
@@ -158,12 +255,45 @@ struct BitonicShape {
   static_assert(kTile >= 2 * K, "a tile must hold a run pair");
 };
 
+// Merges and rebuilds a tile of sorted K-runs: down to K words, ascending, of
+// which the first `take` go to out (FINAL); or R times, leaving E / R words of
+// alternating runs (direction by bit K of out_base + i) at out + out_base.
+template <typename Word, int K, bool FINAL>
+__device__ __forceinline__ void reduce_tile(Word* s, Word* out, int64_t out_base, int64_t take) {
+  using Shape = BitonicShape<K>;
+  using L = Padded<Word>;
+  constexpr int NT = Shape::kThreads, E = Shape::kTile, R = Shape::kReduce;
+  int len = E;
+  if (FINAL) {
+    while (len > K) {
+      merge<Word, K, NT, Shape::kItems / 2, L>(s, len);
+      len >>= 1;
+      rebuild<Word, K, NT, L>(s, len, 0, len == K);
+    }
+    for (int i = threadIdx.x; i < take; i += NT) out[i] = s[L::at(i)];
+  } else {
+    for (int r = R; r > 1; r >>= 1) {
+      merge<Word, K, NT, Shape::kItems / 2, L>(s, len);
+      len >>= 1;
+      rebuild<Word, K, NT, L>(s, len, out_base, false);
+    }
+    for (int i = threadIdx.x; i < E / R; i += NT) out[out_base + i] = s[L::at(i)];
+  }
+}
+
+template <typename Word, int K>
+constexpr int tile_smem_bytes() {
+  return Padded<Word>::words(BitonicShape<K>::kTile) * int(sizeof(Word));
+}
+
 // SortReducer (SORT_INPUT) / BitonicReducer, or the single-block FINAL kernel
-// that leaves the K smallest ascending and writes the first `take`.
+// that leaves the K smallest ascending and writes the first `take`. Each
+// block reduces the tile of E positions at blockIdx.x * E.
 template <typename Word, int K, bool SORT_INPUT, bool FINAL, typename Loader>
 __global__ void __launch_bounds__(BitonicShape<K>::kThreads)
     bitonic_reducer(Loader load, Word* out, int64_t take) {
   using Shape = BitonicShape<K>;
+  using L = Padded<Word>;
   constexpr int NT = Shape::kThreads, E = Shape::kTile, R = Shape::kReduce;
   extern __shared__ __align__(16) unsigned char smem[];
   Word* s = reinterpret_cast<Word*>(smem);
@@ -171,26 +301,72 @@ __global__ void __launch_bounds__(BitonicShape<K>::kThreads)
 #pragma unroll 4
   for (int j = 0; j < Shape::kItems; ++j) {
     int idx = j * NT + threadIdx.x;
-    s[idx] = load(base + idx);
+    s[L::at(idx)] = load(base + idx);
   }
   __syncthreads();
-  if (SORT_INPUT) local_sort<Word, K, NT>(s, E);
-  int len = E;
-  if (FINAL) {
-    while (len > K) {
-      merge<Word, K, NT, Shape::kItems / 2>(s, len);
-      len >>= 1;
-      rebuild<Word, K, NT>(s, len, 0, len == K);
+  if (SORT_INPUT) local_sort<Word, K, NT, L>(s, E);
+  reduce_tile<Word, K, FINAL>(s, out, int64_t(blockIdx.x) * (E / R), take);
+}
+
+// FusedSortReducer (the paper's buffer filler, SIGMOD'18 §5): the loader
+// rejects a row by returning the sentinel. A block reads NT positions at a
+// time, compacts the kept words into its tile with one block-wide prefix
+// count, and repeats until more than 15/16 of the tile is full (or the input
+// ends); only then does it sort and reduce the tile, so a selective filter
+// shrinks the sorting work instead of sorting sentinels. Blocks are
+// persistent: they take the input in slabs of E positions from cursors[0]
+// and append E / R words per tile at cursors[1], which afterwards holds the
+// number of words written (sorted K-runs, alternating, for a BitonicReducer).
+template <typename Word, int K, typename Loader>
+__global__ void __launch_bounds__(BitonicShape<K>::kThreads)
+    fused_sort_reducer(Loader load, int64_t n, Word* out, unsigned long long* cursors) {
+  using Shape = BitonicShape<K>;
+  using L = Padded<Word>;
+  constexpr int NT = Shape::kThreads, E = Shape::kTile, R = Shape::kReduce, NW = NT / 32;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Word* s = reinterpret_cast<Word*>(smem);
+  __shared__ unsigned long long slab;
+  __shared__ int warp_kept[NW];
+  const Word none = max_word<Word>();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  int64_t pos = 0, end = 0;  // the block's current slab, the same in every thread
+  for (;;) {
+    int fill = 0;
+    while (fill <= E - NT) {
+      if (pos >= end) {
+        if (threadIdx.x == 0) slab = atomicAdd(&cursors[0], static_cast<unsigned long long>(E));
+        __syncthreads();
+        pos = static_cast<int64_t>(slab);
+        end = pos + E < n ? pos + E : n;
+        if (pos >= n) break;
+      }
+      const int64_t i = pos + threadIdx.x;
+      const Word w = i < end ? load(i) : none;
+      const bool keep = !(w == none);
+      const unsigned mask = __ballot_sync(0xffffffffu, keep);
+      if (lane == 0) warp_kept[warp] = __popc(mask);
+      __syncthreads();
+      int before = 0, total = 0;
+#pragma unroll
+      for (int v = 0; v < NW; ++v) {
+        before += v < warp ? warp_kept[v] : 0;
+        total += warp_kept[v];
+      }
+      if (keep) s[L::at(fill + before + __popc(mask & ((1u << lane) - 1u)))] = w;
+      fill += total;
+      pos += NT;
+      __syncthreads();  // warp_kept and slab are rewritten next round
     }
-    for (int i = threadIdx.x; i < take; i += NT) out[i] = s[i];
-  } else {
-    const int64_t out_base = int64_t(blockIdx.x) * (E / R);
-    for (int r = R; r > 1; r >>= 1) {
-      merge<Word, K, NT, Shape::kItems / 2>(s, len);
-      len >>= 1;
-      rebuild<Word, K, NT>(s, len, out_base, false);
-    }
-    for (int i = threadIdx.x; i < E / R; i += NT) out[out_base + i] = s[i];
+    if (fill == 0) return;
+    for (int i = fill + threadIdx.x; i < E; i += NT) s[L::at(i)] = none;
+    __syncthreads();
+    local_sort<Word, K, NT, L>(s, E);
+    if (threadIdx.x == 0) slab = atomicAdd(&cursors[1], static_cast<unsigned long long>(E / R));
+    __syncthreads();
+    const int64_t out_base = static_cast<int64_t>(slab);
+    __syncthreads();
+    reduce_tile<Word, K, false>(s, out, out_base, 0);
+    __syncthreads();
   }
 }
 
@@ -198,7 +374,7 @@ template <typename Word, int K, bool SORT_INPUT, bool FINAL, typename Loader>
 void launch_reducer(Loader load, int64_t blocks, Word* out, int64_t take, cudaStream_t stream) {
   using Shape = BitonicShape<K>;
   auto kernel = bitonic_reducer<Word, K, SORT_INPUT, FINAL, Loader>;
-  const int smem = Shape::kTile * int(sizeof(Word));
+  const int smem = tile_smem_bytes<Word, K>();
   GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kernel<<<static_cast<unsigned>(blocks), Shape::kThreads, smem, stream>>>(load, out, take);
   GKNN_CUDA(cudaGetLastError());
@@ -251,8 +427,8 @@ void with_run_length(int64_t k, Fn&& fn) {
     fn(std::integral_constant<int, v>{}); \
     return;
     GKNN_K(1)
-    GKNN_K(2) GKNN_K(4) GKNN_K(8) GKNN_K(16) GKNN_K(32) GKNN_K(64) GKNN_K(128) GKNN_K(256) GKNN_K(512)
-        GKNN_K(1024)
+    GKNN_K(2)
+    GKNN_K(4) GKNN_K(8) GKNN_K(16) GKNN_K(32) GKNN_K(64) GKNN_K(128) GKNN_K(256) GKNN_K(512) GKNN_K(1024)
 #undef GKNN_K
   }
   throw Error(ErrorCode::InvalidArgument, "bitonic top-k: k above 1024");
@@ -269,6 +445,45 @@ void bitonic_topk(Loader load, int64_t n, int64_t k, Word* out, Word* scratch, c
   const int64_t take = k < n ? k : n;
   with_run_length(k, [&](auto kc) {
     bitonic_pipeline<Word, decltype(kc)::value, SORT_INPUT>(load, n, take, out, scratch, stream);
+  });
+}
+
+// Bitonic top-k straight from a filtering Loader: the FusedSortReducer,
+// then BitonicReducers over the runs it wrote. The smallest `take` words land
+// in out[0, take), ascending; if fewer rows are kept than `take`, sentinels
+// fill the rest (as the plain pipeline would return them).
+template <typename Word, typename Loader>
+void bitonic_topk_fused(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t stream) {
+  const int64_t take = k < n ? k : n;
+  if (take == 0) return;
+  with_run_length(k, [&](auto kc) {
+    constexpr int K = decltype(kc)::value;
+    using Shape = BitonicShape<K>;
+    constexpr int64_t E = Shape::kTile, OUT = Shape::kTile / Shape::kReduce;
+    auto kernel = fused_sort_reducer<Word, K, Loader>;
+    const int smem = tile_smem_bytes<Word, K>();
+    GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int device = 0, sms = 0, per_sm = 0;
+    GKNN_CUDA(cudaGetDevice(&device));
+    GKNN_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    GKNN_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Shape::kThreads, smem));
+    const int64_t grid =
+        std::max<int64_t>(1, std::min<int64_t>(int64_t(sms) * std::max(per_sm, 1), (n + E - 1) / E));
+    // Every tile but a block's last is more than 15/16 full.
+    const int64_t tiles = n / (E - Shape::kThreads + 1) + grid;
+    AsyncBuffer<Word> runs(tiles * OUT, stream);
+    AsyncBuffer<unsigned long long> cursors(2, stream);
+    GKNN_CUDA(cudaMemsetAsync(cursors.get(), 0, 2 * sizeof(unsigned long long), stream));
+    kernel<<<static_cast<unsigned>(grid), Shape::kThreads, smem, stream>>>(load, n, runs.get(),
+                                                                           cursors.get());
+    GKNN_CUDA(cudaGetLastError());
+    unsigned long long written[2] = {0, 0};
+    GKNN_CUDA(cudaMemcpyAsync(written, cursors.get(), sizeof(written), cudaMemcpyDeviceToHost, stream));
+    GKNN_CUDA(cudaStreamSynchronize(stream));
+    const int64_t count = static_cast<int64_t>(written[1]);
+    AsyncBuffer<Word> scratch(scratch_words<K>(count), stream);
+    bitonic_pipeline<Word, K, false>(WordLoader<Word>{runs.get(), count}, count, take, out, scratch.get(),
+                                     stream);
   });
 }
 

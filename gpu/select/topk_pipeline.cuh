@@ -18,6 +18,7 @@
 
 #include <cmath>
 
+#include "gknn/plan.h"
 #include "runtime/stream_tools.h"
 #include "select/bitonic_topk.cuh"
 #include "select/sample_select.cuh"
@@ -56,6 +57,61 @@ struct FilterShape {
   static constexpr int kRound = kFilterThreads * kGroups * 4;  // positions a block reads per round
 };
 
+// Which of the 4 positions from i to keep (bit j: w[j] is real and at most
+// the threshold t; w[j] is only meaningful where its bit is set).
+template <typename Loader, typename Word>
+__device__ __forceinline__ unsigned keep_words(const Loader& load, int64_t i, const Word& t, Word (&w)[4]) {
+  load_group(load, i, w);
+  unsigned m = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) m |= unsigned(w[j] <= t && !(w[j] == max_word<Word>())) << j;
+  return m;
+}
+
+// The generic filter packs every word and compares words.
+template <typename Loader, typename Word>
+struct GroupFilter {
+  Word t;
+  __device__ GroupFilter(const Loader&, const Word& threshold) : t(threshold) {}
+  __device__ __forceinline__ unsigned operator()(const Loader& load, int64_t i, Word (&w)[4]) const {
+    return keep_words(load, i, t, w);
+  }
+};
+
+// A plain array of 4-byte keys: packing every element costs more instructions
+// than the SMs can issue at full read bandwidth, so raw keys are compared
+// with the threshold's key first (one compare; a NaN or a tie goes on to the
+// exact word compare) and only the few that may pass are packed.
+template <typename Key, typename Payload, typename Word>
+struct GroupFilter<ArrayLoader<Key, Payload>, Word> {
+  using P = Packing<Key, Payload>;
+  Word t;
+  Key tk;
+  bool largest;
+  __device__ GroupFilter(const ArrayLoader<Key, Payload>& load, const Word& threshold)
+      : t(threshold), tk(P::key(threshold, load.largest)), largest(load.largest) {}
+  __device__ __forceinline__ unsigned operator()(const ArrayLoader<Key, Payload>& load, int64_t i,
+                                                 Word (&w)[4]) const {
+    if constexpr (sizeof(Key) == 4) {
+      if (load.payloads == nullptr && i + 3 < load.n && (reinterpret_cast<uintptr_t>(load.keys) & 15) == 0) {
+        const uint4 v = *reinterpret_cast<const uint4*>(load.keys + i);  // 16-byte load
+        const uint32_t lanes[4] = {v.x, v.y, v.z, v.w};
+        unsigned m = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const Key key = bit_cast<Key>(lanes[j]);
+          if (largest ? !(key < tk) : !(key > tk)) {
+            w[j] = P::pack(key, static_cast<Payload>(i + j), largest);
+            m |= unsigned(w[j] <= t) << j;
+          }
+        }
+        return m;
+      }
+    }
+    return keep_words(load, i, t, w);
+  }
+};
+
 template <typename Word>
 __device__ __forceinline__ void flush_slice(const Word* slice, int staged, Word* out,
                                             unsigned long long* count, int64_t cap, int lane) {
@@ -76,21 +132,17 @@ __global__ void __launch_bounds__(kFilterThreads)
   const int lane = threadIdx.x & 31;
   Word* slice = stage[threadIdx.x / 32];
   int staged = 0;  // the same in every lane of the warp
-  const Word t = *threshold, none = max_word<Word>();
+  const GroupFilter<Loader, Word> keep(load, *threshold);
   // Groups of 4 consecutive positions; the loop bound is the same for the
   // whole warp (warp collectives inside).
   const int64_t groups = (n + 3) / 4, stride = int64_t(gridDim.x) * kFilterThreads;
   for (int64_t block_base = int64_t(blockIdx.x) * kFilterThreads; block_base < groups;
        block_base += stride * Shape::kGroups) {
     Word w[Shape::kGroups][4];
-#pragma unroll
-    for (int g = 0; g < Shape::kGroups; ++g)
-      load_group(load, 4 * (block_base + threadIdx.x + g * stride), w[g]);
     unsigned mine = 0;
 #pragma unroll
     for (int g = 0; g < Shape::kGroups; ++g)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) mine |= unsigned(w[g][j] <= t && !(w[g][j] == none)) << (4 * g + j);
+      mine |= keep(load, 4 * (block_base + threadIdx.x + g * stride), w[g]) << (4 * g);
     if (!__any_sync(0xffffffffu, mine != 0)) continue;  // most rounds keep nothing
 #pragma unroll
     for (int g = 0; g < Shape::kGroups; ++g)
@@ -142,14 +194,17 @@ template <typename Word, typename Loader>
 void smallest_words(Loader load, int64_t n, int64_t k, Word* out, cudaStream_t stream) {
   const int64_t take = k < n ? k : n;
   auto finish = [&](const Word* words, int64_t count) {
-    if (k <= kMaxBitonicK) {
+    if (choose_topk(count, k).algo == TopkAlgo::Bitonic) {
       AsyncBuffer<Word> scratch(bitonic_scratch_words(count, k), stream);
       bitonic_topk<Word, true>(WordLoader<Word>{words, count}, count, k, out, scratch.get(), stream);
     } else {
       sample_select_smallest<Word>(words, count, take, out, stream);
     }
   };
+  // Everything the loader yields: the fused filling SortReducer (rows a
+  // filter rejects are never sorted), or packed words for SampleSelect.
   auto everything = [&] {
+    if (choose_topk(n, k).algo == TopkAlgo::Bitonic) return bitonic_topk_fused<Word>(load, n, k, out, stream);
     AsyncBuffer<Word> all(n, stream);
     pack_words<<<grid_for(n, 256), 256, 0, stream>>>(load, n, all.get());
     GKNN_CUDA(cudaGetLastError());

@@ -11,6 +11,7 @@
 
 #include "gknn/error.h"
 #include "gknn/knn.h"
+#include "gknn/plan.h"
 #include "gpu_env.h"
 #include "runtime/cublas_loader.h"
 
@@ -102,7 +103,7 @@ TEST_P(KnnCases, GpuMatchesCpu) {
     std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
     std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
     gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
-    gknn::exact_knn_gpu(r, 0, gpu_ids.data(), gpu_d.data());
+    gknn::exact_knn_gpu_gemm(r, 0, gpu_ids.data(), gpu_d.data());
     expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
   }
 }
@@ -132,9 +133,68 @@ TEST(Knn, GemmPathMatchesCpuOnContinuousData) {
       std::vector<std::int64_t> cpu_ids(nq * k), gpu_ids(nq * k);
       std::vector<double> cpu_d(nq * k), gpu_d(nq * k);
       gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
-      gknn::exact_knn_gpu(r, 0, gpu_ids.data(), gpu_d.data());
+      gknn::exact_knn_gpu_gemm(r, 0, gpu_ids.data(), gpu_d.data());
       expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
     }
+}
+
+// The fused distance + selection kernel: ties everywhere (integer
+// coordinates), awkward sizes, every metric, queue buckets from 32 to 2048,
+// one query (the base split over many parts) and many.
+TEST_P(KnnCases, FusedMatchesCpu) {
+  GKNN_NEED_GPU();
+  auto [metric, k] = GetParam();
+  for (auto [n, nq, dim] : {std::tuple<std::int64_t, std::int64_t, int>{1, 3, 5},
+                            {1003, 17, 13},
+                            {70001, 1, 8},
+                            {20011, 37, 31},
+                            {5000, 9, 100}}) {
+    Data d = make_data(n, nq, dim, unsigned(n + k));
+    auto r = request(d, k, metric);
+    std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
+    std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
+    gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
+    gknn::exact_knn_gpu_fused(r, 0, gpu_ids.data(), gpu_d.data());
+    SCOPED_TRACE("n=" + std::to_string(n) + " nq=" + std::to_string(nq) + " dim=" + std::to_string(dim));
+    expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+  }
+}
+
+TEST(Knn, FusedLargeK) {
+  GKNN_NEED_GPU();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int k : {500, 1024, 2048}) {
+    Data d = make_data(30011, 5, 16, unsigned(k));
+    for (auto& x : d.base) x = g(rng);
+    auto r = request(d, k, Metric::L2);
+    std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
+    std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
+    gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
+    gknn::exact_knn_gpu_fused(r, 0, gpu_ids.data(), gpu_d.data());
+    expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+  }
+}
+
+// The chooser: small dimensions and L1 go to the fused kernel, larger
+// dimensions to the GEMM when cuBLAS is there, what nothing else holds to
+// brute force.
+TEST(Knn, ChooserPicksByShape) {
+  using gknn::KnnAlgo;
+  auto pick = [](std::int64_t n, std::int64_t nq, int dim, int k, Metric m, bool blas, bool fits) {
+    return gknn::choose_knn(n, nq, dim, k, m, blas, fits).algo;
+  };
+  EXPECT_EQ(pick(1000000, 1, 128, 100, Metric::L2, true, true), KnnAlgo::Fused);
+  EXPECT_EQ(pick(1000000, gknn::kFusedMaxQueries, 16, 10, Metric::Cosine, true, true), KnnAlgo::Fused);
+  EXPECT_EQ(pick(1000000, 10000, 16, 100, Metric::L2, true, true), KnnAlgo::Gemm);
+  EXPECT_EQ(pick(1000000, 10000, 128, 100, Metric::L2, false, true), KnnAlgo::Fused);
+  EXPECT_EQ(pick(1000000, 10000, 128, 100, Metric::L1, true, true), KnnAlgo::Fused);
+  EXPECT_EQ(pick(1000000, 10000, 784, 100, Metric::L1, true, false), KnnAlgo::BruteForce);
+  EXPECT_EQ(pick(1000000, 10000, 128, 1500, Metric::L2, true, true), KnnAlgo::Fused);  // k + margin > 2048
+  EXPECT_EQ(pick(1000000, 10000, 128, 3000, Metric::L2, true, true), KnnAlgo::BruteForce);
+  EXPECT_EQ(pick(300, 10000, 128, 100, Metric::L2, true, true), KnnAlgo::Fused);  // base too small for GEMM
+  EXPECT_EQ(gknn::choose_topk(1 << 20, 1024).algo, gknn::TopkAlgo::Bitonic);
+  EXPECT_EQ(gknn::choose_topk(1 << 20, 1025).algo, gknn::TopkAlgo::SampleSelect);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllMetrics, KnnCases,

@@ -28,9 +28,15 @@ struct KnnRequest {
 // Outputs are nq x k, row-major. A row with fewer than k base vectors is
 // padded with id -1 and distance NaN. Distances are the SQL operator values.
 void exact_knn_cpu(const KnnRequest& req, std::int64_t* ids, double* distances);
-// The GPU path: cuBLAS GEMM + k-select + exact re-rank where cuBLAS loads and
-// the metric is a dot-product one; the brute-force kernel otherwise.
+// The GPU path: the algorithm choose_knn (gknn/plan.h) picks for the shape.
 void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+// cuBLAS GEMM on augmented rows + k-select + certified exact re-rank (L2, inner
+// product, cosine; falls back to brute force where it cannot run).
+void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+// Distance and k-selection fused in one kernel (k <= 2048; small dimensions).
+void exact_knn_gpu_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+// Whether the fused kernel's shared memory for (dim, k) fits the device.
+bool exact_knn_gpu_fused_fits(int dim, int k, int device);
 // Distance kernel + segmented sort: the exact baseline and the fallback.
 void exact_knn_gpu_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
 

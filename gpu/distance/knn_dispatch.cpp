@@ -1,0 +1,22 @@
+// exact_knn_gpu: the algorithm the chooser (gknn/plan.h) picks.
+#include "gknn/knn.h"
+#include "gknn/plan.h"
+#include "runtime/cublas_loader.h"
+
+namespace gknn {
+
+void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+  validate(req);
+  const KnnChoice c = choose_knn(req.n, req.nq, req.dim, req.k, req.metric, load_cublas() != nullptr,
+                                 exact_knn_gpu_fused_fits(req.dim, req.k, device));
+  switch (c.algo) {
+    case KnnAlgo::Fused:
+      return exact_knn_gpu_fused(req, device, ids, distances);
+    case KnnAlgo::Gemm:
+      return exact_knn_gpu_gemm(req, device, ids, distances);
+    case KnnAlgo::BruteForce:
+      return exact_knn_gpu_bruteforce(req, device, ids, distances);
+  }
+}
+
+}  // namespace gknn

@@ -1,0 +1,49 @@
+// The chooser: see gknn/plan.h.
+#include "gknn/plan.h"
+
+#include "gknn/select.h"
+
+namespace gknn {
+
+// Shapes the GEMM path takes (knn_gemm.cu): a dot-product metric, a candidate
+// list (k plus a margin) the batched selection and the re-rank can hold, and
+// a base several times the candidate list.
+static bool gemm_can_run(std::int64_t n, int k, Metric metric) {
+  const std::int64_t kk = k + (k / 2 > 32 ? k / 2 : 32);
+  return metric != Metric::L1 && kk <= kMaxRowK && kk <= 4096 && n >= 4 * kk &&
+         n < (std::int64_t(1) << 32) - 1;
+}
+
+KnnChoice choose_knn(std::int64_t n, std::int64_t nq, int dim, int k, Metric metric, bool have_cublas,
+                     bool fused_fits) {
+  (void)dim;  // the measured crossover did not depend on the dimension (see plan.h)
+  const bool fused_ok = fused_fits && k <= kFusedMaxK && n < (std::int64_t(1) << 32) - 1;
+  const bool gemm_ok = have_cublas && gemm_can_run(n, k, metric);
+  if (fused_ok && (nq <= kFusedMaxQueries || !gemm_ok))
+    return {KnnAlgo::Fused, nq <= kFusedMaxQueries ? "few queries: fused distance and selection"
+                                                   : "GEMM path unavailable for this shape or metric"};
+  if (gemm_ok) return {KnnAlgo::Gemm, "GEMM with fused norms, batched k-selection, exact re-rank"};
+  return {KnnAlgo::BruteForce, "no selection kernel holds this k and dimension"};
+}
+
+TopkChoice choose_topk(std::int64_t n, std::int64_t k) {
+  (void)n;
+  if (k <= kMaxBitonicK) return {TopkAlgo::Bitonic, "k <= 1024: sampled threshold + bitonic top-k"};
+  return {TopkAlgo::SampleSelect, "k > 1024: SampleSelect"};
+}
+
+const char* algo_name(KnnAlgo a) {
+  switch (a) {
+    case KnnAlgo::Fused:
+      return "fused";
+    case KnnAlgo::Gemm:
+      return "gemm";
+    case KnnAlgo::BruteForce:
+      return "bruteforce";
+  }
+  return "?";
+}
+
+const char* algo_name(TopkAlgo a) { return a == TopkAlgo::Bitonic ? "bitonic" : "sampleselect"; }
+
+}  // namespace gknn
