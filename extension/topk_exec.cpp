@@ -63,7 +63,14 @@ void begin_scan(CustomScanState* node, EState* estate, int eflags) {
   (void)eflags;
   TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
   PlanState* ps = &node->ss.ps;
-  if (!s->quals_compiled) s->residual = ExecInitQual(s->quals, ps);
+  if (!s->quals_compiled) {
+    // The residual quals read the heap slot of the scan, not the node's
+    // virtual scan slot: let them deform whatever slot they are given.
+    bool fixed = ps->scanopsfixed;
+    ps->scanopsfixed = false;
+    s->residual = ExecInitQual(s->quals, ps);
+    ps->scanopsfixed = fixed;
+  }
   s->limit_state = ExecInitExpr(s->limit, ps);
   s->offset_state = ExecInitExpr(s->offset, ps);
   s->fetch_slot = table_slot_create(node->ss.ss_currentRelation, &estate->es_tupleTable);
