@@ -16,7 +16,11 @@ OBJS = \
 	extension/vector_cast.o \
 	extension/vector_ops.o \
 	extension/vector_cmp.o \
-	extension/vector_agg.o
+	extension/vector_agg.o \
+	extension/topk_compile.o \
+	extension/topk_planner.o \
+	extension/topk_exec.o \
+	extension/topk_explain.o
 DATA = extension/gknn--$(EXTVERSION).sql
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --load-extension=gknn

@@ -3,6 +3,7 @@
 #include "device.h"
 #include "gknn/runtime.h"
 #include "pg.h"
+#include "topk.h"
 
 extern "C" {
 #include "utils/guc.h"
@@ -28,7 +29,16 @@ void _PG_init(void) {
       &gknn_device_mode, GKNN_DEVICE_AUTO, device_options, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("gknn.gpu_id", "Ordinal of the GPU gknn uses (as in gknn_devices()).", nullptr,
                           &gknn_gpu_id, 0, 0, 1023, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("gknn.enable_topk",
+                           "Lets the planner use GpuTopK for ORDER BY ... LIMIT over one table.", nullptr,
+                           &gknn_enable_topk, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("gknn.topk_min_rows",
+                          "Tables with fewer rows (planner estimate) never use GpuTopK.", nullptr,
+                          &gknn_topk_min_rows, 10000, 0, INT_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("gknn.max_k", "GpuTopK is not planned when LIMIT + OFFSET is above this.", nullptr,
+                          &gknn_max_k, 100000, 0, INT_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("gknn");
+  gknn_topk_register();
 }
 
 PG_FUNCTION_INFO_V1(gknn_version);

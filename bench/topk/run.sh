@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# GpuTopK benchmark: the SIGMOD'18 §6.8 top-k queries on a synthetic tweets
+# table, and exact vector search, each timed with gknn's plan and with
+# PostgreSQL's own (gknn.enable_topk = off, parallel workers = the host's
+# cores), side by side in one run. Needs a running server with gknn
+# installed, given by PGHOST/PGPORT/PGUSER/PGDATABASE (on the GPU host:
+# ../shared/gpu-host/start-postgres.sh, then `. /tmp/gknn-pg.env`).
+#
+#   bench/topk/run.sh [ROWS...]      default: 10000000 100000000
+#
+# Environment: GKNN_DEVICE (auto), REPS (3, the median is reported),
+# VEC_ROWS (1000000), VEC_DIM (128), KEEP=1 keeps the tables between runs.
+# Writes bench/results/topk-<device>-<date>.md and prints it.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROWS=("${@:-10000000 100000000}")
+read -r -a ROWS <<<"${ROWS[*]}"
+REPS=${REPS:-3}
+DEVICE=${GKNN_DEVICE:-auto}
+CORES=$(nproc)
+VEC_ROWS=${VEC_ROWS:-1000000}
+VEC_DIM=${VEC_DIM:-128}
+q() { psql -X -qAt -v ON_ERROR_STOP=1 "$@"; }
+
+q -c 'CREATE EXTENSION IF NOT EXISTS gknn'
+device=$(q -c "SET gknn.device = '$DEVICE'; SELECT gknn_current_device()")
+out=bench/results/topk-$(echo "$device" | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//')-$(date +%F).md
+
+# Median wall time (ms) of a query under the given settings, from
+# EXPLAIN ANALYZE's execution time, and the top plan node.
+time_query() {
+  local settings=$1 sql=$2 times=() plan='' i
+  for ((i = 0; i < REPS; i++)); do
+    local res
+    res=$(q -c "SET gknn.device = '$DEVICE'; SET max_parallel_workers_per_gather = $CORES; SET gknn.topk_min_rows = 0; $settings" \
+      -c "EXPLAIN (ANALYZE, FORMAT JSON) $sql")
+    times+=("$(echo "$res" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Execution Time"])')")
+    plan=$(echo "$res" | python3 -c 'import json,sys; p=json.load(sys.stdin)[0]["Plan"]; print(p.get("Custom Plan Provider") or p["Node Type"])')
+  done
+  printf '%s %s\n' "$(printf '%s\n' "${times[@]}" | sort -g | sed -n "$(((REPS + 1) / 2))p")" "$plan"
+}
+
+make_tweets() {
+  local n=$1
+  if [ "${KEEP:-0}" = 1 ] && [ "$(q -c "SELECT count(*) FROM pg_class WHERE relname = 'tweets_$n'")" = 1 ]; then return; fi
+  q -c "DROP TABLE IF EXISTS tweets_$n" \
+    -c "CREATE UNLOGGED TABLE tweets_$n (id bigint, tweet_time timestamp, retweet_count int4, likes_count int4, lang int2, uid int8)" \
+    -c "INSERT INTO tweets_$n SELECT g, timestamp '2020-01-01' + (g * 3) * interval '1 second',
+          (random() ^ 8 * 100000)::int4, (random() ^ 6 * 500000)::int4, (random() * 40)::int2, (random() * 1e8)::int8
+        FROM generate_series(1, $n) g" \
+    -c "VACUUM ANALYZE tweets_$n"
+}
+
+row() {  # label, query
+  local a b
+  a=$(time_query "SET gknn.enable_topk = on" "$2")
+  b=$(time_query "SET gknn.enable_topk = off" "$2")
+  printf '| %s | %s | %s | %s | %s | %.2f |\n' "$1" "${a#* }" "${a%% *}" "${b#* }" "${b%% *}" \
+    "$(python3 -c "print(${b%% *} / max(${a%% *}, 1e-9))")" | tee -a "$out"
+}
+
+{
+  echo "# GpuTopK benchmark, $(date +%F)"
+  echo
+  echo "Device: $device. Host cores: $CORES (max_parallel_workers_per_gather). Median of $REPS runs, EXPLAIN ANALYZE execution time."
+  echo "lang is an int2 code (0..40); 'en' and 'es' are codes 1 and 2."
+  echo
+  echo "| query | gknn plan | gknn ms | PostgreSQL plan | PostgreSQL ms | speedup |"
+  echo "|---|---|---|---|---|---|"
+} >"$out"
+
+for n in "${ROWS[@]}"; do
+  make_tweets "$n"
+  t=tweets_$n
+  for sel in 0.1 0.25 0.5 0.75 1; do
+    cut=$(q -c "SELECT timestamp '2020-01-01' + ($sel * $n * 3) * interval '1 second'")
+    row "$n Q1 sel=$sel" "SELECT id FROM $t WHERE tweet_time < '$cut' ORDER BY retweet_count DESC LIMIT 50"
+  done
+  for k in 10 50 500; do
+    row "$n Q2 k=$k" "SELECT id FROM $t ORDER BY retweet_count + 0.5 * likes_count DESC LIMIT $k"
+    row "$n Q3 k=$k" "SELECT id FROM $t WHERE lang IN (1, 2) ORDER BY retweet_count DESC LIMIT $k"
+  done
+  [ "${KEEP:-0}" = 1 ] || q -c "DROP TABLE $t"
+done
+
+q -c "DROP TABLE IF EXISTS vecs" \
+  -c "CREATE UNLOGGED TABLE vecs (id int, emb vector($VEC_DIM))" \
+  -c "INSERT INTO vecs SELECT g, (SELECT array_agg(random()::real) FROM generate_series(1, $VEC_DIM) WHERE g > 0)::vector FROM generate_series(1, $VEC_ROWS) g" \
+  -c "VACUUM ANALYZE vecs"
+qv=$(q -c "SELECT emb FROM vecs WHERE id = 1")
+row "vector $VEC_ROWS x $VEC_DIM k=10" "SELECT id FROM vecs ORDER BY emb <-> '$qv' LIMIT 10"
+[ "${KEEP:-0}" = 1 ] || q -c "DROP TABLE vecs"
+echo "results: $out"

@@ -1,0 +1,232 @@
+// The GpuTopK path: for `SELECT ... FROM one_table WHERE ... ORDER BY keys
+// LIMIT n [OFFSET m]`, a CustomScan that returns the final rows itself (scan,
+// quals, ranking, top-k and projection), added beside PostgreSQL's own final
+// paths (Limit over Sort, Limit over an ordered index scan, Gather Merge...)
+// by create_upper_paths_hook at UPPERREL_FINAL, so add_path keeps whichever
+// costs less. The path's parent is the base relation, so create_plan builds
+// it as a scan of that relation with the final target list.
+//
+// Offered only where the result cannot change: one plain table, no
+// grouping/aggregates/windows/DISTINCT/SRFs/locking/sublinks, every ORDER BY
+// key compiles with its type's default ordering, and every target-list
+// expression PostgreSQL would compute below its Sort compiles (its errors
+// then count for every passing row, as they do in PostgreSQL).
+#include <cmath>
+
+#include "device.h"
+#include "topk.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "utils/syscache.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/clauses.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
+#include "optimizer/planner.h"
+#include "optimizer/restrictinfo.h"
+#include "optimizer/tlist.h"
+#include "parser/parsetree.h"
+#include "utils/lsyscache.h"
+}
+
+bool gknn_enable_topk = true;
+int gknn_topk_min_rows = 10000;
+int gknn_max_k = 100000;
+
+extern CustomScanMethods gknn_topk_scan_methods;  // topk_exec.cpp
+
+namespace {
+
+create_upper_paths_hook_type prev_upper_hook = nullptr;
+
+Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlist, List* clauses,
+                List* custom_plans);
+
+const CustomPathMethods path_methods = {"GpuTopK", plan_topk, nullptr};
+
+RelOptInfo* single_base_rel(PlannerInfo* root) {
+  RelOptInfo* found = nullptr;
+  for (int i = 1; i < root->simple_rel_array_size; ++i) {
+    RelOptInfo* r = root->simple_rel_array[i];
+    if (r == nullptr) continue;
+    if (r->reloptkind != RELOPT_BASEREL || found) return nullptr;
+    found = r;
+  }
+  if (!found || found->rtekind != RTE_RELATION || IS_DUMMY_REL(found)) return nullptr;
+  RangeTblEntry* rte = planner_rt_fetch(found->relid, root);
+  if (rte->inh || rte->tablesample || (rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_MATVIEW))
+    return nullptr;
+  // Heap only: the executor's slots and TIDs are the heap's.
+  HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(rte->relid));
+  if (!HeapTupleIsValid(tup)) return nullptr;
+  Oid am = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relam;
+  ReleaseSysCache(tup);
+  return am == HEAP_TABLE_AM_OID ? found : nullptr;
+}
+
+bool query_shape_ok(Query* q) {
+  return q->commandType == CMD_SELECT && !q->hasAggs && !q->hasWindowFuncs && !q->hasTargetSRFs &&
+         !q->hasSubLinks && !q->hasForUpdate && q->rowMarks == NIL && q->groupClause == NIL &&
+         q->groupingSets == NIL && q->havingQual == nullptr && q->distinctClause == NIL &&
+         q->setOperations == nullptr && q->sortClause != NIL && q->limitCount != nullptr &&
+         q->limitOption == LIMIT_OPTION_COUNT && !q->hasModifyingCTE;
+}
+
+// LIMIT and OFFSET: computable before the scan (constants, parameters).
+bool limit_expr_ok(Node* n) {
+  return n == nullptr || (!contain_var_clause(n) && !contain_volatile_functions(n) && !contain_subplans(n));
+}
+
+// k to plan for: limit + offset when constant, else the planner's estimate.
+double planned_k(Query* q, FinalPathExtraData* fx) {
+  double limit = fx->count_est > 0 ? fx->count_est : 100, offset = fx->offset_est > 0 ? fx->offset_est : 0;
+  if (q->limitCount && IsA(q->limitCount, Const)) {
+    Const* c = reinterpret_cast<Const*>(q->limitCount);
+    limit = c->constisnull ? -1 : static_cast<double>(DatumGetInt64(c->constvalue));
+  }
+  return limit < 0 ? -1 : limit + offset;
+}
+
+List* actual_quals(RelOptInfo* rel) { return extract_actual_clauses(rel->baserestrictinfo, false); }
+
+// The target-list entries that PostgreSQL computes below its Sort and
+// that are not plain columns, constants or ORDER BY keys: they must compile
+// (their errors are checked on every passing row). Volatile ones are
+// postponed above the Limit by PostgreSQL, as GpuTopK computes them.
+bool tlist_checks(PlannerInfo* root, Index relid, List* tlist, List** checks) {
+  ListCell* lc;
+  *checks = NIL;
+  foreach (lc, tlist) {
+    TargetEntry* te = static_cast<TargetEntry*>(lfirst(lc));
+    Node* e = reinterpret_cast<Node*>(te->expr);
+    if (IsA(e, Var) || IsA(e, Const) || te->ressortgroupref != 0 || contain_volatile_functions(e)) continue;
+    if (!topk_expr_compiles(relid, te->expr)) return false;
+    *checks = lappend(*checks, e);
+  }
+  (void)root;
+  return true;
+}
+
+// Cost: the heap scan PostgreSQL would do, one pass of the compiled program
+// per row (cheap on a GPU, about PostgreSQL's own expression cost on the
+// CPU), PostgreSQL's cost for quals that did not compile, and k fetches.
+void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, bool quals_compiled, int ops,
+               bool gpu) {
+  Cost scan = seq_page_cost * rel->pages + cpu_tuple_cost * rel->tuples;
+  double per_row_ops = gpu ? 0.02 * ops : 0.5 * ops;
+  Cost eval = cpu_operator_cost * per_row_ops * rel->tuples;
+  if (!quals_compiled) {
+    QualCost qc;
+    cost_qual_eval(&qc, rel->baserestrictinfo, root);
+    eval += qc.startup + qc.per_tuple * rel->tuples;
+  }
+  double rows = k < 0 ? rel->rows : Min(k, rel->rows);
+  Cost fetch = rows * (cpu_tuple_cost + seq_page_cost * 0.1);
+  p->path.rows = clamp_row_est(rows);
+  p->path.startup_cost = scan + eval + fetch;
+  p->path.total_cost = p->path.startup_cost + rows * cpu_tuple_cost;
+}
+
+void add_topk_path(PlannerInfo* root, RelOptInfo* final_rel, FinalPathExtraData* fx) {
+  Query* q = root->parse;
+  if (!fx->limit_needed || !query_shape_ok(q) || !limit_expr_ok(q->limitCount) ||
+      !limit_expr_ok(q->limitOffset))
+    return;
+  RelOptInfo* rel = single_base_rel(root);
+  if (!rel || rel->tuples < gknn_topk_min_rows) return;
+  const double k = planned_k(q, fx);
+  if (k > gknn_max_k || k < 0) return;
+
+  // ORDER BY keys.
+  TopKEmitter em;
+  topk_emitter_init(&em, rel->relid, nullptr, nullptr);
+  ListCell* lc;
+  foreach (lc, q->sortClause) {
+    SortGroupClause* s = static_cast<SortGroupClause*>(lfirst(lc));
+    TargetEntry* te = get_sortgroupclause_tle(s, root->processed_tlist);
+    bool desc = false;
+    if (!topk_sortop_direction(s->sortop, exprType(reinterpret_cast<Node*>(te->expr)), &desc) ||
+        contain_volatile_functions(reinterpret_cast<Node*>(te->expr)) ||
+        !topk_compile_key(&em, te->expr, desc, s->nulls_first))
+      return;
+  }
+  List* quals = actual_quals(rel);
+  bool quals_compiled =
+      !contain_volatile_functions(reinterpret_cast<Node*>(quals)) && topk_compile_quals(&em, quals);
+  List* checks = NIL;
+  if (!tlist_checks(root, rel->relid, root->processed_tlist, &checks)) return;
+
+  CustomPath* p = makeNode(CustomPath);
+  p->path.pathtype = T_CustomScan;
+  p->path.parent = rel;
+  p->path.pathtarget = root->upper_targets[UPPERREL_FINAL];
+  p->path.param_info = nullptr;
+  p->path.parallel_aware = false;
+  p->path.parallel_safe = false;
+  p->path.pathkeys = root->sort_pathkeys;
+  p->flags = 0;
+  p->methods = &path_methods;
+  p->custom_private = list_make1(makeInteger(quals_compiled));
+  cost_topk(root, rel, p, k, quals_compiled, em.ncode + 2, gknn_device_mode != GKNN_DEVICE_CPU);
+  add_path(final_rel, &p->path);
+}
+
+void upper_paths_hook(PlannerInfo* root, UpperRelationKind stage, RelOptInfo* input_rel,
+                      RelOptInfo* output_rel, void* extra) {
+  if (prev_upper_hook) prev_upper_hook(root, stage, input_rel, output_rel, extra);
+  if (stage != UPPERREL_FINAL || !gknn_enable_topk) return;
+  add_topk_path(root, output_rel, static_cast<FinalPathExtraData*>(extra));
+}
+
+// custom_exprs: quals, then ORDER BY expressions, then checks, then LIMIT
+// and OFFSET (a NULL Const when absent). custom_private: counts and flags.
+Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlist, List* clauses,
+                List* custom_plans) {
+  (void)custom_plans;
+  Query* q = root->parse;
+  CustomScan* cs = makeNode(CustomScan);
+  cs->scan.plan.targetlist = tlist;
+  cs->scan.plan.qual = NIL;
+  cs->scan.scanrelid = rel->relid;
+  cs->flags = path->flags;
+  cs->methods = &gknn_topk_scan_methods;
+  List* quals = extract_actual_clauses(clauses, false);
+  List* keys = NIL;
+  List* dirs = NIL;
+  ListCell* lc;
+  foreach (lc, q->sortClause) {
+    SortGroupClause* s = static_cast<SortGroupClause*>(lfirst(lc));
+    TargetEntry* te = get_sortgroupclause_tle(s, root->processed_tlist);
+    bool desc = false;
+    topk_sortop_direction(s->sortop, exprType(reinterpret_cast<Node*>(te->expr)), &desc);
+    keys = lappend(keys, copyObjectImpl(te->expr));
+    dirs = lappend_int(dirs, (desc ? 1 : 0) | (s->nulls_first ? 2 : 0));
+  }
+  List* checks = NIL;
+  tlist_checks(root, rel->relid, root->processed_tlist, &checks);
+  Node* none = reinterpret_cast<Node*>(makeNullConst(INT8OID, -1, InvalidOid));
+  List* exprs = list_concat(list_copy(quals), keys);
+  exprs = list_concat(exprs, list_copy(checks));
+  exprs = lappend(exprs, q->limitCount ? static_cast<Node*>(copyObjectImpl(q->limitCount)) : none);
+  exprs = lappend(exprs, q->limitOffset ? static_cast<Node*>(copyObjectImpl(q->limitOffset)) : none);
+  cs->custom_exprs = exprs;
+  cs->custom_private = list_make2(
+      list_make4(makeInteger(list_length(quals)), makeInteger(list_length(keys)),
+                 makeInteger(list_length(checks)), makeInteger(intVal(linitial(path->custom_private)))),
+      dirs);
+  return &cs->scan.plan;
+}
+
+}  // namespace
+
+void gknn_topk_register(void) {
+  prev_upper_hook = create_upper_paths_hook;
+  create_upper_paths_hook = upper_paths_hook;
+  RegisterCustomScanMethods(&gknn_topk_scan_methods);
+}

@@ -1,0 +1,330 @@
+// GpuTopK on the GPU. Two slots, each a pinned host batch, a device batch,
+// a stream and a result buffer, so the backend fills one batch while the
+// other is copied and ranked. Per batch: the columns are copied to the
+// device; one kernel runs the shared interpreter (interp.cuh) on every row,
+// writing the row's packed word, or the sentinel when the qual is not true
+// (the SIGMOD'18 buffer filler); bitonic top-k selects the batch's k
+// smallest words; they come back and merge on the host into the running
+// top-k. A row that raises records its position (atomicMin: the first in
+// scan order); the host reruns that row on the CPU interpreter for the error
+// and its details.
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "expr/batch_layout.h"
+#include "expr/row_key.cuh"
+#include "expr/selected_order.h"
+#include "gknn/error.h"
+#include "runtime/cuda_check.h"
+#include "runtime/stream_tools.h"
+#include "select/bitonic_topk.cuh"
+
+namespace gknn {
+namespace select {
+
+// Three 64-bit limbs compared lexicographically (two key limbs + row id use U128).
+struct Limbs3 {
+  std::uint64_t w[3];
+  GKNN_HDI bool operator<(const Limbs3& o) const {
+    return w[0] != o.w[0] ? w[0] < o.w[0] : (w[1] != o.w[1] ? w[1] < o.w[1] : w[2] < o.w[2]);
+  }
+  GKNN_HDI bool operator==(const Limbs3& o) const {
+    return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2];
+  }
+  GKNN_HDI bool operator<=(const Limbs3& o) const { return !(o < *this); }
+};
+template <>
+GKNN_HDI Limbs3 max_word<Limbs3>() {
+  return Limbs3{{~0ull, ~0ull, ~0ull}};
+}
+
+}  // namespace select
+
+namespace expr {
+namespace {
+
+using select::Limbs3;
+using select::U128;
+
+__device__ __forceinline__ void to_word(const std::uint64_t* l, U128& w) { w = U128{l[0], l[1]}; }
+__device__ __forceinline__ void to_word(const std::uint64_t* l, Limbs3& w) { w = Limbs3{{l[0], l[1], l[2]}}; }
+inline void from_word(const U128& w, Selected& s) {
+  s.nlimbs = 2;
+  s.limbs[0] = w.hi;
+  s.limbs[1] = w.lo;
+}
+inline void from_word(const Limbs3& w, Selected& s) {
+  s.nlimbs = 3;
+  for (int j = 0; j < 3; ++j) s.limbs[j] = w.w[j];
+}
+
+// The filler: each row's word, or the sentinel. n is the row count.
+template <typename Word>
+__global__ void fill_words(ProgramView p, RowPlan plan, BatchView b, Word* out,
+                           unsigned long long* first_error) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < b.n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    std::uint64_t limbs[kMaxKeyLimbs + 1];
+    bool passed = false;
+    std::int32_t detail[2];
+    Word w = select::max_word<Word>();
+    ErrorKind e = eval_row(p, plan, b, i, passed, limbs, detail);
+    if (e != ErrorKind::None)
+      atomicMin(first_error, static_cast<unsigned long long>(i));
+    else if (passed)
+      to_word(limbs, w);
+    out[i] = w;
+  }
+}
+
+// Counts the rows that passed (sentinels are the rest).
+template <typename Word>
+__global__ void count_passed(const Word* words, std::int64_t n, unsigned long long* count) {
+  unsigned long long mine = 0;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    mine += !(words[i] == select::max_word<Word>());
+  if (mine) atomicAdd(count, mine);
+}
+
+template <typename T>
+T* device_alloc(std::size_t count) {
+  void* p = nullptr;
+  if (count) GKNN_CUDA(cudaMalloc(&p, count * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
+template <typename Word>
+class GpuTopK final : public TopK {
+  struct Slot {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    unsigned char* host = nullptr;    // pinned batch
+    unsigned char* device = nullptr;  // device batch
+    BatchView hview, dview;
+    Word* words = nullptr;  // n words
+    Word* scratch = nullptr;
+    Word* top = nullptr;                          // k words (device)
+    Word* top_host = nullptr;                     // pinned
+    unsigned long long* counters = nullptr;       // [first error position, passed rows] (device)
+    unsigned long long* counters_host = nullptr;  // pinned
+    std::int64_t take = 0;
+    bool pending = false;
+  };
+
+ public:
+  GpuTopK(const Program& program, const std::vector<ColumnSpec>& columns, std::int64_t capacity,
+          std::int64_t k)
+      : program_(program), columns_(columns), capacity_(capacity), k_(k) {}
+
+  // Allocates everything; on a throw the destructor frees what was taken.
+  void init(int device) {
+    validate(program_, columns_);
+    GKNN_CUDA(cudaSetDevice(device));
+    plan_ = row_plan(program_);
+    upload_program();
+    const std::size_t bytes = batch_bytes(columns_, capacity_);
+    const std::int64_t kk = std::max<std::int64_t>(k_, 1);
+    for (Slot& s : slots_) {
+      GKNN_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+      GKNN_CUDA(cudaEventCreate(&s.start));
+      GKNN_CUDA(cudaEventCreate(&s.stop));
+      GKNN_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.host), bytes, cudaHostAllocDefault));
+      s.device = device_alloc<unsigned char>(bytes);
+      layout_batch(s.hview, columns_, capacity_, s.host);
+      layout_batch(s.dview, columns_, capacity_, s.device);
+      s.words = device_alloc<Word>(capacity_);
+      s.scratch = device_alloc<Word>(select::bitonic_scratch_words(capacity_, kk));
+      s.top = device_alloc<Word>(kk);
+      GKNN_CUDA(
+          cudaHostAlloc(reinterpret_cast<void**>(&s.top_host), kk * sizeof(Word), cudaHostAllocDefault));
+      s.counters = device_alloc<unsigned long long>(2);
+      GKNN_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.counters_host), 2 * sizeof(unsigned long long),
+                              cudaHostAllocDefault));
+    }
+  }
+
+  ~GpuTopK() override {
+    for (Slot& s : slots_) {
+      if (s.stream) cudaStreamSynchronize(s.stream);
+      cudaFree(s.device);
+      cudaFree(s.words);
+      cudaFree(s.scratch);
+      cudaFree(s.top);
+      cudaFree(s.counters);
+      cudaFreeHost(s.host);
+      cudaFreeHost(s.top_host);
+      cudaFreeHost(s.counters_host);
+      if (s.start) cudaEventDestroy(s.start);
+      if (s.stop) cudaEventDestroy(s.stop);
+      if (s.stream) cudaStreamDestroy(s.stream);
+    }
+    cudaFree(d_code_);
+    cudaFree(d_consts_);
+    cudaFree(d_const_nulls_);
+    cudaFree(d_vectors_);
+  }
+
+  BatchView& next_batch() override {
+    Slot& s = slots_[next_];
+    complete(s);
+    s.hview.n = 0;
+    return s.hview;
+  }
+
+  bool push(EvalError& error) override {
+    Slot& s = slots_[next_];
+    next_ = 1 - next_;
+    if (failed_.kind != ErrorKind::None) return fail(error);
+    launch(s);
+    return true;
+  }
+
+  bool finish(EvalError& error) override {
+    // In push order: the older slot first.
+    complete(slots_[next_]);
+    complete(slots_[1 - next_]);
+    return failed_.kind == ErrorKind::None || fail(error);
+  }
+
+  std::vector<Selected> result() override { return running_; }
+  const TopKStats& stats() const override { return stats_; }
+  bool on_gpu() const override { return true; }
+
+ private:
+  bool fail(EvalError& error) {
+    error = failed_;
+    return false;
+  }
+
+  template <typename T>
+  T* upload(const std::vector<T>& v) {
+    T* d = device_alloc<T>(v.size());
+    if (!v.empty()) GKNN_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+  }
+
+  void upload_program() {
+    d_code_ = upload(program_.code);
+    d_consts_ = upload(program_.consts);
+    d_const_nulls_ = upload(program_.const_nulls);
+    d_vectors_ = upload(program_.vectors);
+    view_ = ProgramView{d_code_, d_consts_, d_const_nulls_, d_vectors_};
+  }
+
+  void launch(Slot& s) {
+    const std::int64_t n = s.hview.n;
+    s.dview.n = n;
+    GKNN_CUDA(cudaEventRecord(s.start, s.stream));
+    std::int64_t bytes = 0;
+    for_each_filled(columns_, capacity_, n, [&](std::size_t at, std::size_t len) {
+      if (len) GKNN_CUDA(cudaMemcpyAsync(s.device + at, s.host + at, len, cudaMemcpyHostToDevice, s.stream));
+      bytes += static_cast<std::int64_t>(len);
+    });
+    stats_.bytes_to_device += bytes;
+    const unsigned long long init[2] = {~0ull, 0};
+    s.counters_host[0] = init[0];
+    s.counters_host[1] = init[1];
+    GKNN_CUDA(cudaMemcpyAsync(s.counters, s.counters_host, sizeof(init), cudaMemcpyHostToDevice, s.stream));
+    s.take = std::min(k_, n);
+    if (n > 0) {
+      fill_words<Word><<<grid_for(n, 256), 256, 0, s.stream>>>(view_, plan_, s.dview, s.words, s.counters);
+      GKNN_CUDA(cudaGetLastError());
+      count_passed<Word><<<grid_for(n, 256), 256, 0, s.stream>>>(s.words, n, s.counters + 1);
+      GKNN_CUDA(cudaGetLastError());
+      if (s.take > 0) {
+        select::bitonic_topk<Word, true>(select::WordLoader<Word>{s.words, n}, n, k_, s.top, s.scratch,
+                                         s.stream);
+        GKNN_CUDA(
+            cudaMemcpyAsync(s.top_host, s.top, s.take * sizeof(Word), cudaMemcpyDeviceToHost, s.stream));
+      }
+    }
+    GKNN_CUDA(cudaMemcpyAsync(s.counters_host, s.counters, sizeof(init), cudaMemcpyDeviceToHost, s.stream));
+    GKNN_CUDA(cudaEventRecord(s.stop, s.stream));
+    s.pending = true;
+  }
+
+  // Waits for a slot's batch and folds it into the running top-k.
+  void complete(Slot& s) {
+    if (!s.pending) return;
+    s.pending = false;
+    GKNN_CUDA(cudaStreamSynchronize(s.stream));
+    float ms = 0;
+    GKNN_CUDA(cudaEventElapsedTime(&ms, s.start, s.stop));
+    stats_.device_ms += ms;
+    stats_.rows_scanned += s.hview.n;
+    ++stats_.batches;
+    if (failed_.kind != ErrorKind::None) return;
+    if (s.counters_host[0] != ~0ull) return explain_error(s, static_cast<std::int64_t>(s.counters_host[0]));
+    stats_.rows_passed += static_cast<std::int64_t>(s.counters_host[1]);
+    merge(s);
+  }
+
+  void explain_error(Slot& s, std::int64_t row) {
+    bool passed = false;
+    Selected w;
+    std::int32_t detail[2] = {0, 0};
+    ErrorKind e = eval_row_cpu(program_, s.hview, row, passed, w, detail);
+    if (e == ErrorKind::None)
+      throw Error(ErrorCode::DeviceFault, "GpuTopK: a row raised on the GPU but not on the CPU");
+    failed_.kind = e;
+    failed_.row_id = s.hview.row_ids[row];
+    failed_.detail[0] = detail[0];
+    failed_.detail[1] = detail[1];
+  }
+
+  void merge(Slot& s) {
+    const std::size_t before = running_.size();
+    for (std::int64_t j = 0; j < s.take; ++j) {
+      if (s.top_host[j] == select::max_word<Word>()) break;  // fewer rows passed than k
+      Selected w;
+      from_word(s.top_host[j], w);
+      running_.push_back(w);
+    }
+    std::inplace_merge(running_.begin(), running_.begin() + before, running_.end(), selected_less);
+    if (static_cast<std::int64_t>(running_.size()) > k_) running_.resize(k_);
+  }
+
+  Program program_;
+  std::vector<ColumnSpec> columns_;
+  std::int64_t capacity_, k_;
+  RowPlan plan_;
+  ProgramView view_{};
+  Instr* d_code_ = nullptr;
+  Value* d_consts_ = nullptr;
+  std::uint8_t* d_const_nulls_ = nullptr;
+  float* d_vectors_ = nullptr;
+  Slot slots_[2];
+  int next_ = 0;
+  std::vector<Selected> running_;
+  TopKStats stats_;
+  EvalError failed_;
+};
+
+}  // namespace
+
+bool gpu_supports(const Program& program, std::int64_t k) {
+  return program.key_limbs() <= 2 && k <= kMaxBitonicK;
+}
+
+TopK* make_topk_gpu(const Program& program, const std::vector<ColumnSpec>& columns, std::int64_t capacity,
+                    std::int64_t k, int device) {
+  if (!gpu_supports(program, k))
+    throw Error(ErrorCode::InvalidArgument, "GpuTopK: k or ORDER BY keys too wide for the GPU kernels");
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count)
+    throw Error(ErrorCode::NoDevice, "GpuTopK: no such GPU");
+  auto build = [&](auto* tag) -> TopK* {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    std::unique_ptr<T> t(new T(program, columns, capacity, k));
+    t->init(device);
+    return t.release();
+  };
+  if (program.key_limbs() == 1) return build(static_cast<GpuTopK<select::U128>*>(nullptr));
+  return build(static_cast<GpuTopK<select::Limbs3>*>(nullptr));
+}
+
+}  // namespace expr
+}  // namespace gknn

@@ -1,0 +1,228 @@
+// Running top-k over batches: the CPU TopK against a brute-force sort of
+// every row's word, and the GPU TopK against the CPU one (skipped without a
+// GPU), on random columns with NULLs, NaN, infinities, -0 and many ties.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "expr/batch_layout.h"
+#include "expr/selected_order.h"
+#include "expr_builder.h"
+#include "gknn/error.h"
+#include "gpu_env.h"
+
+namespace gknn::test {
+namespace {
+
+// Columns: 0 int4 (few distinct values: ties), 1 float8 (specials), 2 int8, 3 vector(5).
+const std::vector<ColumnSpec> kColumns = {{Type::I32, 0}, {Type::F64, 0}, {Type::I64, 0}, {Type::Vector, 5}};
+
+void fill(BatchView& b, std::int64_t n, std::int64_t first_id, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> small(-5, 5), pct(0, 99);
+  std::normal_distribution<double> normal(0, 100);
+  const double specials[] = {NAN, INFINITY, -INFINITY, -0.0, 0.0};
+  b.n = n;
+  for (std::int64_t r = 0; r < n; ++r) {
+    b.row_ids[r] = make_row_id(static_cast<std::uint32_t>((first_id + r) / 100),
+                               static_cast<std::uint16_t>((first_id + r) % 100 + 1));
+    static_cast<std::int32_t*>(b.column[0].data)[r] = small(rng);
+    double f = pct(rng) < 10 ? specials[pct(rng) % 5] : std::round(normal(rng));
+    static_cast<double*>(b.column[1].data)[r] = f;
+    static_cast<std::int64_t*>(b.column[2].data)[r] =
+        pct(rng) < 5 ? (pct(rng) < 50 ? INT64_MAX : INT64_MIN) : static_cast<std::int64_t>(normal(rng));
+    float* v = static_cast<float*>(b.column[3].data) + r * 5;
+    for (int j = 0; j < 5; ++j) v[j] = static_cast<float>(small(rng));
+    b.column[3].dims[r] = 5;
+    for (int c = 0; c < 4; ++c) b.column[c].nulls[r] = pct(rng) < 8;
+  }
+}
+
+// WHERE c0 >= -3 ORDER BY <key program> [, c2] with the given directions.
+Program make_program(int variant, bool desc, bool nulls_first, bool two_keys) {
+  Asm a;
+  a.col(0, Type::I32).i(-3).op(Op::Ge, Type::I64);
+  a.p.qual = Segment{0, a.here()};
+  SortKey k;
+  k.code.begin = a.here();
+  switch (variant) {
+    case 0:  // c1 (float8 with specials)
+      a.col(1, Type::F64);
+      k.type = Type::F64;
+      break;
+    case 1:  // c0 * 2 + 1 (int4, ties)
+      a.col(0, Type::I32).i(2).op(Op::Mul, Type::I32).i(1).op(Op::Add, Type::I32);
+      k.type = Type::I32;
+      break;
+    case 2:  // c2 (int8: a wide key)
+      a.col(2, Type::I64);
+      k.type = Type::I64;
+      break;
+    default: {  // c3 <-> '[1,1,1,1,1]'
+      Value v;
+      v.i = (std::int64_t(a.p.vectors.size()) << kVectorDimBits) | 5;
+      for (int j = 0; j < 5; ++j) a.p.vectors.push_back(1.0f);
+      int c = a.constant(v);
+      a.emit(Op::VecDist, static_cast<Type>(0), 3, c);
+      k.type = Type::F64;
+    }
+  }
+  k.code.end = a.here();
+  k.descending = desc;
+  k.nulls_first = nulls_first;
+  a.p.keys.push_back(k);
+  if (two_keys) {
+    SortKey k2;
+    k2.code.begin = a.here();
+    a.col(0, Type::I32);
+    k2.code.end = a.here();
+    k2.type = Type::I32;
+    k2.descending = !desc;
+    a.p.keys.push_back(k2);
+  }
+  return a.p;
+}
+
+std::vector<Selected> run_topk(TopK& t, std::int64_t batches, std::int64_t rows, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  EvalError err;
+  for (std::int64_t i = 0; i < batches; ++i) {
+    BatchView& b = t.next_batch();
+    fill(b, rows - i * 7, i * rows, rng);  // ragged batch sizes
+    EXPECT_TRUE(t.push(err));
+  }
+  EXPECT_TRUE(t.finish(err));
+  return t.result();
+}
+
+// Every row evaluated alone, sorted: the contract itself.
+std::vector<Selected> brute_force(const Program& p, std::int64_t batches, std::int64_t rows, std::int64_t k,
+                                  std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<unsigned char> storage(batch_bytes(kColumns, rows));
+  BatchView b;
+  layout_batch(b, kColumns, rows, storage.data());
+  std::vector<Selected> all;
+  for (std::int64_t i = 0; i < batches; ++i) {
+    fill(b, rows - i * 7, i * rows, rng);
+    for (std::int64_t r = 0; r < b.n; ++r) {
+      bool passed = false;
+      Selected w;
+      std::int32_t d[2];
+      EXPECT_EQ(eval_row_cpu(p, b, r, passed, w, d), ErrorKind::None);
+      if (passed) all.push_back(w);
+    }
+  }
+  std::sort(all.begin(), all.end(), selected_less);
+  if (static_cast<std::int64_t>(all.size()) > k) all.resize(k);
+  return all;
+}
+
+void expect_same(const std::vector<Selected>& a, const std::vector<Selected>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t j = 0; j < a.size(); ++j) {
+    ASSERT_EQ(a[j].nlimbs, b[j].nlimbs);
+    for (int l = 0; l < a[j].nlimbs; ++l)
+      ASSERT_EQ(a[j].limbs[l], b[j].limbs[l]) << "row " << j << " limb " << l;
+  }
+}
+
+TEST(ExprTopK, CpuMatchesBruteForce) {
+  for (int variant = 0; variant < 4; ++variant)
+    for (int dir = 0; dir < 4; ++dir)
+      for (std::int64_t k : {0, 1, 7, 100, 5000}) {
+        SCOPED_TRACE(::testing::Message() << "variant " << variant << " dir " << dir << " k " << k);
+        Program p = make_program(variant, dir & 1, dir & 2, variant == 1);
+        std::unique_ptr<TopK> t(make_topk_cpu(p, kColumns, 1000, k));
+        std::uint64_t seed = 1000 + variant * 10 + dir;
+        expect_same(run_topk(*t, 3, 1000, seed), brute_force(p, 3, 1000, k, seed));
+        EXPECT_EQ(t->stats().rows_scanned, 1000 + 993 + 986);
+      }
+}
+
+TEST(ExprTopK, FirstErrorInScanOrder) {
+  // ORDER BY 100 / (c0 - 2): rows with c0 = 2 divide by zero.
+  Asm a;
+  SortKey k;
+  k.code.begin = 0;
+  a.i(100).col(0, Type::I32).i(2).op(Op::Sub, Type::I32).op(Op::Div, Type::I32);
+  k.code.end = a.here();
+  k.type = Type::I32;
+  a.p.keys.push_back(k);
+  std::unique_ptr<TopK> t(make_topk_cpu(a.p, kColumns, 100, 10));
+  std::mt19937_64 rng(7);
+  BatchView& b = t->next_batch();
+  fill(b, 100, 0, rng);
+  std::int64_t first = -1;
+  for (std::int64_t r = 0; r < b.n && first < 0; ++r)
+    if (!b.column[0].nulls[r] && static_cast<std::int32_t*>(b.column[0].data)[r] == 2) first = r;
+  ASSERT_GE(first, 0);
+  const std::uint64_t id = b.row_ids[first];
+  EvalError err;
+  EXPECT_FALSE(t->push(err));
+  EXPECT_EQ(err.kind, ErrorKind::DivisionByZero);
+  EXPECT_EQ(err.row_id, id);
+  EXPECT_EQ(error_message(err), "division by zero");
+}
+
+TEST(ExprTopK, VectorDimensionMismatchNamesBothDimensions) {
+  Program p = make_program(3, false, false, false);
+  std::unique_ptr<TopK> t(make_topk_cpu(p, kColumns, 10, 3));
+  std::mt19937_64 rng(3);
+  BatchView& b = t->next_batch();
+  fill(b, 10, 0, rng);
+  for (int r = 0; r < 10; ++r) b.column[0].nulls[r] = 0, static_cast<std::int32_t*>(b.column[0].data)[r] = 0;
+  b.column[3].nulls[4] = 0;
+  b.column[3].dims[4] = 3;
+  EvalError err;
+  EXPECT_FALSE(t->push(err));
+  EXPECT_EQ(error_message(err), "different vector dimensions 3 and 5");
+}
+
+TEST(ExprTopKGpu, GpuMatchesCpu) {
+  GKNN_NEED_GPU();
+  for (int variant = 0; variant < 4; ++variant)
+    for (int dir = 0; dir < 4; ++dir)
+      for (std::int64_t k : {0, 1, 10, 100, 1024}) {
+        SCOPED_TRACE(::testing::Message() << "variant " << variant << " dir " << dir << " k " << k);
+        Program p = make_program(variant, dir & 1, dir & 2, false);
+        ASSERT_TRUE(gpu_supports(p, k));
+        std::unique_ptr<TopK> cpu(make_topk_cpu(p, kColumns, 50000, k));
+        std::unique_ptr<TopK> gpu(make_topk_gpu(p, kColumns, 50000, k, 0));
+        std::uint64_t seed = 2000 + variant * 10 + dir;
+        expect_same(run_topk(*gpu, 5, 50000, seed), run_topk(*cpu, 5, 50000, seed));
+        EXPECT_EQ(gpu->stats().rows_passed, cpu->stats().rows_passed);
+      }
+}
+
+TEST(ExprTopKGpu, GpuReportsTheCpuError) {
+  GKNN_NEED_GPU();
+  Asm a;
+  SortKey k;
+  a.i(100).col(0, Type::I32).i(2).op(Op::Sub, Type::I32).op(Op::Div, Type::I32);
+  k.code.end = a.here();
+  k.type = Type::I32;
+  a.p.keys.push_back(k);
+  std::unique_ptr<TopK> cpu(make_topk_cpu(a.p, kColumns, 5000, 10));
+  std::unique_ptr<TopK> gpu(make_topk_gpu(a.p, kColumns, 5000, 10, 0));
+  EvalError ec, eg;
+  for (TopK* t : {cpu.get(), gpu.get()}) {
+    std::mt19937_64 rng(11);
+    EvalError& e = t == cpu.get() ? ec : eg;
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; ++i) {
+      BatchView& b = t->next_batch();
+      fill(b, 5000, i * 5000, rng);
+      ok = t->push(e);
+    }
+    if (ok) ok = t->finish(e);
+    EXPECT_FALSE(ok);
+  }
+  EXPECT_EQ(eg.kind, ec.kind);
+  EXPECT_EQ(eg.row_id, ec.row_id);
+}
+
+}  // namespace
+}  // namespace gknn::test

@@ -1,0 +1,67 @@
+-- GpuTopK: plan shapes, EXPLAIN, GUCs, errors with PostgreSQL's SQLSTATEs.
+SET gknn.device = cpu;
+SET gknn.topk_min_rows = 0;
+CREATE TABLE tk (id int, a int4, b float8, c int8, s text, e vector(3));
+INSERT INTO tk SELECT i, (i * 7) % 13 - 6,
+  CASE WHEN i % 11 = 0 THEN 'NaN' WHEN i % 17 = 0 THEN NULL ELSE (i % 23) / 3.0 END,
+  i * 1000, 'x' || i, ARRAY[i % 5, i % 3, 1]::vector
+FROM generate_series(1, 2000) i;
+ANALYZE tk;
+
+-- the path, its keys and where the quals run
+EXPLAIN (COSTS OFF, VERBOSE) SELECT id, b FROM tk WHERE a > 0 ORDER BY b DESC, id LIMIT 5;
+SELECT id, b FROM tk WHERE a > 0 ORDER BY b DESC, id LIMIT 5;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY e <-> '[1,1,1]', id LIMIT 3 OFFSET 2;
+SELECT id, e <-> '[1,1,1]' AS d FROM tk ORDER BY e <-> '[1,1,1]', id LIMIT 3 OFFSET 2;
+SET enable_sort = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id FROM tk WHERE b < 2 ORDER BY a NULLS FIRST, id DESC LIMIT 4;
+-- a qual that does not compile runs in PostgreSQL during the scan
+SET enable_sort = off;
+EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE s LIKE 'x1%' ORDER BY b, id LIMIT 3;
+SELECT id FROM tk WHERE s LIKE 'x1%' ORDER BY b, id LIMIT 3;
+RESET enable_sort;
+
+-- not offered: no LIMIT, FOR UPDATE, an ORDER BY that does not compile, grouping
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY b;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY b LIMIT 3 FOR UPDATE;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY s LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT a, count(*) FROM tk GROUP BY a ORDER BY a LIMIT 3;
+
+-- GUCs
+SET gknn.enable_topk = off;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY b, id LIMIT 3;
+RESET gknn.enable_topk;
+SET gknn.max_k = 2;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY b, id LIMIT 3;
+RESET gknn.max_k;
+SET gknn.topk_min_rows = 100000;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY b, id LIMIT 3;
+SET gknn.topk_min_rows = 0;
+
+-- LIMIT as a parameter of a generic plan, LIMIT 0, LIMIT above the row count
+PREPARE q(int, vector) AS SELECT id FROM tk ORDER BY e <-> $2, id LIMIT $1;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE q(2, '[0,0,1]');
+EXECUTE q(2, '[0,0,1]');
+EXECUTE q(0, '[0,0,1]');
+SELECT count(*) FROM (SELECT id FROM tk WHERE a = 3 ORDER BY c DESC LIMIT 100000) x;
+RESET plan_cache_mode;
+
+-- errors: PostgreSQL's SQLSTATEs and messages
+\set VERBOSITY sqlstate
+SELECT id FROM tk ORDER BY 100 / a LIMIT 3;
+SELECT id FROM tk ORDER BY a * 2147483647 LIMIT 3;
+SELECT id FROM tk ORDER BY c * 9223372036854775 LIMIT 3;
+SELECT id FROM tk ORDER BY sqrt(a) LIMIT 3;
+SELECT id FROM tk ORDER BY ln(a + 6) LIMIT 3;
+SELECT id FROM tk ORDER BY b * 1e308 LIMIT 3;
+SELECT id FROM tk ORDER BY e <-> '[1,2]' LIMIT 3;
+SELECT id FROM tk ORDER BY b LIMIT -1;
+SELECT id FROM tk ORDER BY b LIMIT 1 OFFSET -1;
+\set VERBOSITY default
+SELECT id FROM tk ORDER BY 100 / a LIMIT 3;
+SELECT id FROM tk ORDER BY e <-> '[1,2]' LIMIT 3;
+-- false AND (error) does not raise, as in PostgreSQL
+SELECT id FROM tk WHERE a <> 0 AND 100 / a > 50 ORDER BY id LIMIT 3;
+DROP TABLE tk;
