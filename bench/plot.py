@@ -1,0 +1,54 @@
+"""Plots of one experiment's results (matplotlib, Debian's python3-matplotlib):
+recall@k against QPS (one line per engine through its GUC sweep, at the
+largest client count) and p50/p99 latency against clients (each engine at
+its most accurate setting)."""
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _point_key(run):
+    return tuple(sorted(run.get("settings", {}).items()))
+
+
+def _best_setting(runs):
+    """The sweep point with the highest recall, ties to the higher QPS."""
+    best = max(runs, key=lambda r: ((r.get("recall") or {}).get("mean", 0), r.get("qps", 0)))
+    return _point_key(best)
+
+
+def plot(doc, path):
+    fig, (ax_recall, ax_latency) = plt.subplots(1, 2, figsize=(12, 4.8))
+    k = doc["k"]
+    for e in doc["engines"]:
+        runs = [r for r in e.get("runs", []) if not r.get("errors") and r.get("qps")]
+        if not runs:
+            continue
+        top = max(r["clients"] for r in runs)
+        curve = sorted((r for r in runs if r["clients"] == top), key=lambda r: r["qps"])
+        ax_recall.plot([(r.get("recall") or {}).get("mean", 0) for r in curve], [r["qps"] for r in curve],
+                       marker="o", label=f"{e['engine']} ({top} clients)")
+        best = _best_setting(runs)
+        line = sorted((r for r in runs if _point_key(r) == best), key=lambda r: r["clients"])
+        clients = [r["clients"] for r in line]
+        p50 = ax_latency.plot(clients, [r["latency_ms"]["p50"] for r in line], marker="o", label=f"{e['engine']} p50")
+        ax_latency.plot(clients, [r["latency_ms"]["p99"] for r in line], marker="x", linestyle="--",
+                        color=p50[0].get_color(), label=f"{e['engine']} p99")
+    ax_recall.set_xlabel(f"recall@{k}")
+    ax_recall.set_ylabel("queries per second")
+    ax_recall.set_yscale("log")
+    ax_recall.set_title("recall vs throughput")
+    ax_recall.grid(True, which="both", alpha=0.3)
+    ax_recall.legend(fontsize=8)
+    ax_latency.set_xlabel("concurrent clients")
+    ax_latency.set_ylabel("latency, ms")
+    ax_latency.set_title("latency vs clients")
+    ax_latency.grid(True, alpha=0.3)
+    ax_latency.legend(fontsize=8)
+    env, ds = doc["environment"], doc["dataset"]
+    fig.suptitle(f"{doc['experiment']}: {ds['base_rows']:,} x {ds['dim']} ({ds['metric']}), "
+                 f"{env['device']}, {doc['date']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
