@@ -6,10 +6,16 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 
 def _point_key(run):
     return tuple(sorted(run.get("settings", {}).items()))
+
+
+def _sweep_text(run, engine):
+    names = engine.get("sweep_names", [])
+    return ",".join(f"{n.split('.')[-1][:12]}={v}" for n, v in run.get("settings", {}).items() if n in names)
 
 
 def _best_setting(runs):
@@ -21,23 +27,33 @@ def _best_setting(runs):
 def plot(doc, path):
     fig, (ax_recall, ax_latency) = plt.subplots(1, 2, figsize=(12, 4.8))
     k = doc["k"]
+    recalls = []
     for e in doc["engines"]:
         runs = [r for r in e.get("runs", []) if not r.get("errors") and r.get("qps")]
         if not runs:
             continue
         top = max(r["clients"] for r in runs)
         curve = sorted((r for r in runs if r["clients"] == top), key=lambda r: r["qps"])
-        ax_recall.plot([(r.get("recall") or {}).get("mean", 0) for r in curve], [r["qps"] for r in curve],
-                       marker="o", label=f"{e['engine']} ({top} clients)")
+        xs = [(r.get("recall") or {}).get("mean", 0) for r in curve]
+        ax_recall.plot(xs, [r["qps"] for r in curve], marker="o", label=f"{e['engine']} ({top} clients)")
+        recalls.extend(xs)
+        for x, r in zip(xs, curve):  # which sweep point each marker is
+            ax_recall.annotate(_sweep_text(r, e), (x, r["qps"]), fontsize=7, xytext=(4, 2),
+                               textcoords="offset points")
         best = _best_setting(runs)
         line = sorted((r for r in runs if _point_key(r) == best), key=lambda r: r["clients"])
         clients = [r["clients"] for r in line]
         p50 = ax_latency.plot(clients, [r["latency_ms"]["p50"] for r in line], marker="o", label=f"{e['engine']} p50")
         ax_latency.plot(clients, [r["latency_ms"]["p99"] for r in line], marker="x", linestyle="--",
                         color=p50[0].get_color(), label=f"{e['engine']} p99")
+    low = min(recalls, default=0.0)
+    ax_recall.set_xlim(max(0.0, min(low - 0.05, 0.9)), 1.02)
+    ax_latency.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax_recall.set_xlabel(f"recall@{k}")
     ax_recall.set_ylabel("queries per second")
     ax_recall.set_yscale("log")
+    ax_recall.yaxis.set_major_formatter(ticker.ScalarFormatter())  # after set_yscale, which resets it
+    ax_recall.yaxis.set_minor_formatter(ticker.ScalarFormatter())
     ax_recall.set_title("recall vs throughput")
     ax_recall.grid(True, which="both", alpha=0.3)
     ax_recall.legend(fontsize=8)

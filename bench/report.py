@@ -51,13 +51,17 @@ def markdown(doc):
     env, ds = doc["environment"], doc["dataset"]
     gt = ds.get("ground_truth", {})
     k = doc["k"]
+    if gt.get("cpu_checked_queries"):
+        gt_check = (f"GPU result checked against the CPU reference on {gt['cpu_checked_queries']} queries, "
+                    f"{gt.get('cpu_mismatches', 0)} differ")
+    else:
+        gt_check = "computed by the CPU reference itself"
     lines = [f"# {doc['experiment']} on {env['device']}, {doc['date']}", "",
              doc.get("description", ""), "",
              f"- dataset: {ds['name']}, {ds['base_rows']:,} x {ds['dim']}, metric {ds['metric']}; "
              f"{doc['queries']:,} query vectors; source: {ds.get('source', '')}",
-             f"- ground truth: exact top {gt.get('k')} by {gt.get('device')} in {fmt(gt.get('seconds'))} s; "
-             f"GPU result checked against the CPU reference on {gt.get('cpu_checked_queries', 0)} queries, "
-             f"{gt.get('cpu_mismatches', 0)} differ",
+             f"- ground truth: exact top {gt.get('k')} of {gt.get('queries')} queries by {gt.get('device')} "
+             f"in {fmt(gt.get('seconds'))} s; {gt_check}",
              f"- server: {env['server']}",
              f"- gknn {env['gknn'].get('version', '-')}, gknn.device = {env['gknn'].get('device_setting', '-')}, "
              f"GPUs: {env['gknn'].get('gpus') or 'none'}; host CPU: {env['cpu']}",
@@ -82,10 +86,11 @@ def markdown(doc):
     lines += [""] + skipped
     tc = doc.get("timing_check")
     if tc:
-        lines += ["", f"Latency check ({tc['samples']} queries, 1 client, no parallel workers): gknn-loadgen "
-                      f"p50 {fmt(tc['loadgen_p50_ms'], 2)} ms, mean {fmt(tc['loadgen_mean_ms'], 2)} ms; psql \\timing "
-                      f"p50 {fmt(tc['psql_timing_p50_ms'], 2)} ms, mean {fmt(tc['psql_timing_mean_ms'], 2)} ms "
-                      "(psql sends the vector as text)."]
+        rounds = "; ".join(f"{fmt(r['loadgen_p50_ms'], 2)} / {fmt(r['psql_p50_ms'], 2)}" for r in tc["rounds"])
+        lines += ["", f"Latency check: the same {tc['samples']} queries, 1 client, no parallel workers, "
+                      f"{len(tc['rounds'])} alternating rounds. Median p50: gknn-loadgen {fmt(tc['loadgen_p50_ms'], 2)} ms, "
+                      f"psql \\timing {fmt(tc['psql_p50_ms'], 2)} ms (ratio {fmt(tc['ratio'], 2)}); "
+                      f"per round loadgen / psql p50 ms: {rounds}. psql sends the vector as text, loadgen in binary."]
     lines += ["", f"Plot: `{os.path.basename(doc.get('plot') or '-')}`. Reproduce: see bench/README.md."]
     return "\n".join(lines) + "\n"
 

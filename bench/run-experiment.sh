@@ -81,7 +81,11 @@ main() {
   install_packages
   build
   start_server
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) python3 bench/run_experiment.py "$EXPERIMENT" "$@"
+  # Debian's python3 first: python3-matplotlib is installed for it (a python3
+  # earlier on PATH, e.g. pyenv's, would not see it).
+  local python=python3
+  [ -x /usr/bin/python3 ] && python=/usr/bin/python3
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) "$python" bench/run_experiment.py "$EXPERIMENT" "$@"
 }
 
 main "$@"

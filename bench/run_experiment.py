@@ -43,8 +43,11 @@ class Server:
         self.psql = psql
 
     def sql(self, db, statement, check=True):
-        r = subprocess.run([self.psql, "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", statement],
-                           capture_output=True, text=True)
+        """STATEMENT: one string, or a list run one by one (each -c is its
+        own transaction, as VACUUM and CREATE DATABASE need)."""
+        statements = [statement] if isinstance(statement, str) else statement
+        r = subprocess.run([self.psql, "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", db]
+                           + [a for st in statements for a in ("-c", st)], capture_output=True, text=True)
         if check and r.returncode != 0:
             raise RuntimeError(f"{db}: {statement}: {r.stderr.strip()}")
         return r.stdout.strip() if r.returncode == 0 else None
@@ -74,15 +77,15 @@ def load_table(server, db, table, data, meta, tools):
     if server.sql(db, f"SELECT obj_description(to_regclass('{table}'), 'pg_class')") == stamp:
         log(f"{db}.{table}: already loaded")
         return
-    server.sql(db, f"DROP TABLE IF EXISTS {table}; "
-                   f"CREATE TABLE {table} (id int NOT NULL, emb vector({meta['dim']}) NOT NULL)")
+    server.sql(db, [f"DROP TABLE IF EXISTS {table}",
+                    f"CREATE TABLE {table} (id int NOT NULL, emb vector({meta['dim']}) NOT NULL)"])
     log(f"{db}.{table}: loading {meta['base_rows']} x {meta['dim']} by binary COPY")
     start = time.monotonic()
     subprocess.run([os.path.join(tools, "gknn-load"), "--base", os.path.join(data, "base.fvecs"),
                     "--table", table, "--conninfo", f"dbname={db}"], check=True)
     seconds = time.monotonic() - start
-    server.sql(db, f"ALTER TABLE {table} ADD PRIMARY KEY (id); VACUUM ANALYZE {table}; "
-                   f"COMMENT ON TABLE {table} IS '{stamp}'")
+    server.sql(db, [f"ALTER TABLE {table} ADD PRIMARY KEY (id)", f"VACUUM ANALYZE {table}",
+                    f"COMMENT ON TABLE {table} IS '{stamp}'"])
     log(f"{db}.{table}: loaded in {seconds:.1f} s")
 
 
@@ -99,7 +102,7 @@ def missing_requirement(server, engine):
             return f"access method {req['access_method']} does not exist (not built yet)"
     if "setting" in req:
         server.ensure_database(db, ext)
-        if server.sql(db, f"LOAD '{ext}'; SELECT 1 FROM pg_settings WHERE name = '{req['setting']}'",
+        if server.sql(db, [f"LOAD '{ext}'", f"SELECT 1 FROM pg_settings WHERE name = '{req['setting']}'"],
                       check=False) != "1":
             return f"setting {req['setting']} does not exist"
     return None
@@ -123,7 +126,8 @@ def loadgen(args, db, sql_parts, data, settings, clients, label, extra=()):
         for name, value in settings:
             cmd += ["--set", f"{name}={value}"]
         if "--count" not in extra:
-            cmd += ["--duration", str(args.duration), "--warmup", str(args.warmup)]
+            cmd += ["--duration", str(args.duration)]
+        cmd += ["--warmup", str(args.warmup)]
         r = subprocess.run(cmd, text=True, capture_output=True)
         sys.stderr.write(r.stdout + r.stderr)
         with open(out.name) as f:
@@ -141,7 +145,7 @@ def run_engine(server, args, exp, engine, data, meta):
         ddl = engine["index"].format(table=table, opclass=opclass, rows=meta["base_rows"], name="bench_idx")
         log(f"{engine['name']}: {ddl}")
         start = time.monotonic()
-        server.sql(db, f"DROP INDEX IF EXISTS bench_idx; {ddl}")
+        server.sql(db, ["DROP INDEX IF EXISTS bench_idx", ddl])
         result["index"] = {"ddl": ddl, "build_s": round(time.monotonic() - start, 3),
                            "size": server.sql(db, "SELECT pg_size_pretty(pg_relation_size('bench_idx'))")}
     try:
@@ -158,24 +162,42 @@ def run_engine(server, args, exp, engine, data, meta):
     return result
 
 
-def timing_check(server, args, exp, data, meta, samples=20):
-    """Loadgen's latency next to psql's \\timing for the same queries, one
-    client, same statement (psql sends the vector as text, loadgen binary)."""
-    db, table = DATABASES["gknn"], exp["table"]
-    op, _ = OPERATORS[meta["metric"]]
-    run = loadgen(args, db, (table, op, exp["k"]), data, [("max_parallel_workers_per_gather", "0")], 1,
-                  "timing-check", extra=("--count", str(samples), "--query-limit", str(samples)))
-    vectors = report.read_fvecs(os.path.join(data, "query.fvecs"), samples)
+def median(values):
+    v = sorted(values)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
+
+
+def psql_timings(server, db, table, op, k, vectors):
+    """psql's \\timing of EXECUTE for each vector, second of two passes."""
     script = ["SET max_parallel_workers_per_gather = 0;",
-              f"PREPARE knn(vector) AS SELECT id FROM {table} ORDER BY emb {op} $1 LIMIT {exp['k']};", "\\timing on"]
-    script += [f"EXECUTE knn('[{','.join(repr(x) for x in v)}]');" for v in vectors]
+              f"PREPARE knn(vector) AS SELECT id FROM {table} ORDER BY emb {op} $1 LIMIT {k};", "\\timing on"]
+    script += [f"EXECUTE knn('[{','.join(repr(x) for x in v)}]');" for v in vectors] * 2
     r = subprocess.run([server.psql, "-X", "-q", "-d", db, "-o", "/dev/null"], input="\n".join(script),
                        capture_output=True, text=True, check=True)
     times = [float(line.split()[1]) for line in (r.stdout + r.stderr).splitlines() if line.startswith("Time: ")]
-    times = times[-samples:]
-    return {"samples": samples, "loadgen_p50_ms": run["latency_ms"]["p50"], "loadgen_mean_ms": run["latency_ms"]["mean"],
-            "psql_timing_p50_ms": sorted(times)[(len(times) - 1) // 2] if times else None,
-            "psql_timing_mean_ms": sum(times) / len(times) if times else None}
+    return times[-len(vectors):]
+
+
+def timing_check(server, args, exp, data, meta, samples=30, rounds=3):
+    """Loadgen's latency next to psql's \\timing for the same queries: one
+    client, the same prepared statement (psql sends the vector as text,
+    loadgen in binary), both warmed up (loadgen for the warm-up time, psql by
+    a first pass over the sample), in alternating rounds so that a busy
+    machine disturbs both alike."""
+    db, table = DATABASES["gknn"], exp["table"]
+    op, _ = OPERATORS[meta["metric"]]
+    vectors = report.read_fvecs(os.path.join(data, "query.fvecs"), samples)
+    per_round = []
+    for _ in range(rounds):
+        run = loadgen(args, db, (table, op, exp["k"]), data, [("max_parallel_workers_per_gather", "0")], 1,
+                      "timing-check", extra=("--count", str(samples), "--query-limit", str(samples)))
+        times = psql_timings(server, db, table, op, exp["k"], vectors)
+        per_round.append({"loadgen_p50_ms": run["latency_ms"]["p50"], "loadgen_mean_ms": run["latency_ms"]["mean"],
+                          "psql_p50_ms": median(times), "psql_mean_ms": sum(times) / len(times)})
+    loadgen_p50 = median([r["loadgen_p50_ms"] for r in per_round])
+    psql_p50 = median([r["psql_p50_ms"] for r in per_round])
+    return {"samples": samples, "rounds": per_round, "loadgen_p50_ms": loadgen_p50, "psql_p50_ms": psql_p50,
+            "ratio": loadgen_p50 / psql_p50 if psql_p50 else None}
 
 
 def environment(server, args):
@@ -184,7 +206,7 @@ def environment(server, args):
         server.ensure_database(DATABASES["gknn"], "gknn")
         db = DATABASES["gknn"]
         gknn = {"version": server.sql(db, "SELECT gknn_version()"),
-                "device_setting": server.sql(db, "LOAD 'gknn'; SELECT current_setting('gknn.device')"),
+                "device_setting": server.sql(db, ["LOAD 'gknn'", "SELECT current_setting('gknn.device')"]),
                 "gpus": server.sql(db, "SELECT string_agg(name, ', ') FROM gknn_devices()") or ""}
     label = args.device_label or report.device_label(gknn.get("gpus", ""), gknn.get("device_setting", ""))
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
@@ -243,7 +265,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     report.write(doc, base, plot=not args.no_plot)
     failed = sum(r.get("errors", 0) for e in engines for r in e["runs"])
-    log(f"wrote {base}.json, .md" + ("" if args.no_plot else ", .png") + (f"; {failed} query errors" if failed else ""))
+    log(f"wrote {base}.json, .md" + (", .png" if doc["plot"] else "") + (f"; {failed} query errors" if failed else ""))
     return 1 if failed else 0
 
 

@@ -89,7 +89,12 @@ class Progress {
   void update(std::int64_t done, bool final = false) {
     const auto now = Clock::now();
     const int tenth = static_cast<int>(10 * done / std::max<std::int64_t>(total_, 1));
+    if (done == last_done_) {  // shown already; a terminal's bar still needs its line end
+      if (final && tty_) std::fputc('\n', stderr);
+      return;
+    }
     if (!final && (tty_ ? now - last_ < std::chrono::milliseconds(200) : tenth == last_tenth_)) return;
+    last_done_ = done;
     last_ = now;
     last_tenth_ = tenth;
     const double s = std::chrono::duration<double>(now - start_).count();
@@ -107,6 +112,7 @@ class Progress {
   bool tty_;
   Clock::time_point start_, last_;
   int last_tenth_ = -1;
+  std::int64_t last_done_ = -1;
 };
 
 void exec_ok(PGconn* c, const std::string& sql, ExecStatusType want) {

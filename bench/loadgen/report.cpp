@@ -54,14 +54,14 @@ std::string to_json(const Options& o, const RunResult& r) {
 std::string to_table(const Options& o, const RunResult& r) {
   char row[256];
   std::string recall = r.has_recall ? num(r.recall_mean) : "-";
-  std::snprintf(row, sizeof row, "%-24s %7d %9lld %10.1f %9.2f %9.2f %9.2f %9s %6lld\n",
+  std::snprintf(row, sizeof row, "%-40s %7d %9lld %10.1f %9.2f %9.2f %9.2f %9s %6lld\n",
                 o.label.empty() ? "-" : o.label.c_str(), o.clients, static_cast<long long>(r.queries), r.qps,
                 r.latency.p50_ms, r.latency.p95_ms, r.latency.p99_ms, recall.c_str(),
                 static_cast<long long>(r.errors));
   char recall_head[16];
   std::snprintf(recall_head, sizeof recall_head, "recall@%d", o.k);
   char head[256];
-  std::snprintf(head, sizeof head, "%-24s %7s %9s %10s %9s %9s %9s %9s %6s\n", "label", "clients", "queries",
+  std::snprintf(head, sizeof head, "%-40s %7s %9s %10s %9s %9s %9s %9s %6s\n", "label", "clients", "queries",
                 "QPS", "p50 ms", "p95 ms", "p99 ms", recall_head, "errors");
   return std::string(head) + row;
 }
