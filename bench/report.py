@@ -91,7 +91,8 @@ def markdown(doc):
                       f"{len(tc['rounds'])} alternating rounds. Median p50: gknn-loadgen {fmt(tc['loadgen_p50_ms'], 2)} ms, "
                       f"psql \\timing {fmt(tc['psql_p50_ms'], 2)} ms (ratio {fmt(tc['ratio'], 2)}); "
                       f"per round loadgen / psql p50 ms: {rounds}. psql sends the vector as text, loadgen in binary."]
-    lines += ["", f"Plot: `{os.path.basename(doc.get('plot') or '-')}`. Reproduce: see bench/README.md."]
+    lines += ["", f"Plot: `{os.path.basename(doc.get('plot') or '-')}`. Reproduce (bench/README.md): "
+                  f"`{doc.get('command', 'bench/run-experiment.sh')}`"]
     return "\n".join(lines) + "\n"
 
 

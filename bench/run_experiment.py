@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -260,7 +261,8 @@ def main():
     doc = {"experiment": exp["name"], "description": exp.get("description", ""), "date": args.date,
            "environment": env, "dataset": meta, "k": exp["k"], "queries": args.queries,
            "duration_s": args.duration, "warmup_s": args.warmup, "engines": engines, "timing_check": check,
-           "experiment_file": exp}
+           "experiment_file": exp,
+           "command": shlex.join(["bench/run-experiment.sh"] + sys.argv[1:])}
     base = os.path.join(args.out, f"{exp['name']}-{report.slug(env['device'])}-{args.date}")
     os.makedirs(args.out, exist_ok=True)
     report.write(doc, base, plot=not args.no_plot)
