@@ -67,8 +67,8 @@ def markdown(doc):
              f"GPUs: {env['gknn'].get('gpus') or 'none'}; host CPU: {env['cpu']}",
              f"- each point: {doc['duration_s']} s after {doc['warmup_s']} s warm-up per client, "
              "query vectors cycled; latency is client-side (libpq round trip)", "",
-             f"| engine | settings | clients | QPS | p50 ms | p95 ms | p99 ms | recall@{k} | errors |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             f"| engine | settings | clients | QPS | p50 ms | p95 ms | p99 ms | recall@{k} | errors | plan |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     skipped = []
     for e in doc["engines"]:
         if e.get("skipped"):
@@ -79,7 +79,7 @@ def markdown(doc):
             recall = r.get("recall") or {}
             lines.append(f"| {e['engine']} | {settings_text(r, e)} | {r['clients']} | {fmt(r.get('qps'))} | "
                          f"{fmt(lat.get('p50'), 2)} | {fmt(lat.get('p95'), 2)} | {fmt(lat.get('p99'), 2)} | "
-                         f"{fmt(recall.get('mean'), 4)} | {r.get('errors', 0)} |")
+                         f"{fmt(recall.get('mean'), 4)} | {r.get('errors', 0)} | {r.get('plan') or '-'} |")
         if e.get("index"):
             skipped.append(f"- {e['engine']}: index `{e['index']['ddl']}` built in {e['index']['build_s']} s, "
                            f"{e['index']['size']}")

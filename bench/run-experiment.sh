@@ -21,6 +21,12 @@
 #   GKNN_SKIP_APT=1     install no packages
 #   GKNN_SKIP_BUILD=1   use build/bench (and the installed gknn) as they are
 #   GKNN_BENCH_JOBS=N   parallel build jobs (default: nproc)
+#   GKNN_BENCH_PG_TREE=DIR  copy the PostgreSQL server tree into DIR and install
+#                       this checkout's gknn there (make install DESTDIR=DIR),
+#                       leaving the system's installation alone: the results
+#                       are then this checkout's, whatever else is installed
+#                       (a shared machine). DIR must be readable by the server's
+#                       user (e.g. under /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . regress/cluster.sh
@@ -48,11 +54,29 @@ install_packages() {
   ensure_packages "${pkgs[@]}"
 }
 
+# A private copy of the server's bin, lib and share directories (the server
+# finds lib and share relative to its binary) with this checkout's gknn.
+private_tree() {
+  local tree=$1 d
+  make -j"$JOBS" >"$LOGS/make.log" 2>&1 || { tail -n 40 "$LOGS/make.log"; return 1; }
+  for d in "$(pg_config --bindir)" "$(pg_config --pkglibdir)" "$(pg_config --sharedir)"; do
+    [ -d "$tree$d" ] && continue
+    mkdir -p "$tree$(dirname "$d")"
+    cp -a "$d" "$tree$(dirname "$d")/"
+  done
+  make install DESTDIR="$tree" >>"$LOGS/make.log" 2>&1 || { tail -n 20 "$LOGS/make.log"; return 1; }
+  chmod -R a+rX "$tree"
+  GKNN_PG_BIN=$tree$(pg_config --bindir)
+  echo "bench: this checkout's gknn in the private server tree $tree"
+}
+
 # gknn into the server (unless it has it), gknn's core library for the
 # ground-truth tool, and the bench tools.
 build() {
+  [ -z "${GKNN_BENCH_PG_TREE:-}" ] || private_tree "$(realpath -m "$GKNN_BENCH_PG_TREE")"
   [ "${GKNN_SKIP_BUILD:-0}" = 1 ] && return 0
-  if [ "${GKNN_USE_SERVER:-0}" != 1 ] && [ ! -f "$(pg_config --sharedir)/extension/gknn.control" ]; then
+  if [ "${GKNN_USE_SERVER:-0}" != 1 ] && [ -z "${GKNN_BENCH_PG_TREE:-}" ] &&
+    [ ! -f "$(pg_config --sharedir)/extension/gknn.control" ]; then
     echo "bench: building and installing gknn (make; make install)"
     make -j"$JOBS" >"$LOGS/make.log" 2>&1 || { tail -n 40 "$LOGS/make.log"; return 1; }
     as_root make install >>"$LOGS/make.log" 2>&1 || { tail -n 20 "$LOGS/make.log"; return 1; }

@@ -109,12 +109,24 @@ def missing_requirement(server, engine):
     return None
 
 
-def sweep_points(engine):
-    """Every combination of the engine's GUC sweep, as lists of (name, value)."""
+def known_settings(server, db, ext, names):
+    """Those of NAMES the server knows once the extension is loaded."""
+    if not names:
+        return set()
+    listed = ", ".join(f"'{n}'" for n in names)
+    out = server.sql(db, [f"LOAD '{ext}'", f"SELECT name FROM pg_settings WHERE name IN ({listed})"], check=False)
+    return set((out or "").split())
+
+
+def sweep_points(engine, optional=()):
+    """Every combination of the engine's GUC sweep, as lists of (name, value),
+    after its fixed settings and those optional ones the server knows."""
     sweep = engine.get("sweep", {})
     names = list(sweep)
+    fixed = list(engine.get("settings", {}).items())
+    fixed += [(n, str(v)) for n, v in engine.get("settings_if_known", {}).items() if n in optional]
     for values in itertools.product(*(sweep[n] for n in names)):
-        yield list(engine.get("settings", {}).items()) + list(zip(names, (str(v) for v in values)))
+        yield fixed + list(zip(names, (str(v) for v in values)))
 
 
 def loadgen(args, db, sql_parts, data, settings, clients, label, extra=()):
@@ -136,6 +148,27 @@ def loadgen(args, db, sql_parts, data, settings, clients, label, extra=()):
         return json.loads(text) if text.strip() else {"errors": 1, "first_error": r.stderr.strip()}
 
 
+def plan_of(server, db, table, op, k, settings, vector):
+    """The plan a run point gets, as its node names top-down (EXPLAIN of the
+    prepared statement with the first query vector)."""
+    script = [f"SET {name} = '{value}';" for name, value in settings]
+    script += [f"PREPARE knn(vector) AS SELECT id FROM {table} ORDER BY emb {op} $1 LIMIT {k};",
+               f"EXPLAIN (COSTS OFF) EXECUTE knn('[{','.join(repr(x) for x in vector)}]');"]
+    r = subprocess.run([server.psql, "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", db], input="\n".join(script),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    nodes = []
+    for line in r.stdout.splitlines():
+        text = line.strip()
+        if text.startswith("->"):
+            text = text[2:].strip()
+        elif nodes:
+            continue  # a detail line (Sort Key, Workers Planned, ...)
+        nodes.append(text.split("  ")[0].split(" on ")[0].split(" using ")[0])
+    return " > ".join(nodes)
+
+
 def run_engine(server, args, exp, engine, data, meta):
     ext = engine.get("extension", "gknn")
     db, table = DATABASES[ext], exp["table"]
@@ -149,13 +182,16 @@ def run_engine(server, args, exp, engine, data, meta):
         server.sql(db, ["DROP INDEX IF EXISTS bench_idx", ddl])
         result["index"] = {"ddl": ddl, "build_s": round(time.monotonic() - start, 3),
                            "size": server.sql(db, "SELECT pg_size_pretty(pg_relation_size('bench_idx'))")}
+    first_query = report.read_fvecs(os.path.join(data, "query.fvecs"), 1)[0]
     try:
-        for settings in sweep_points(engine):
+        optional = known_settings(server, db, ext, list(engine.get("settings_if_known", {})))
+        for settings in sweep_points(engine, optional):
+            plan = plan_of(server, db, table, op, exp["k"], settings, first_query)
             for clients in engine.get("clients", args.clients):
                 label = engine["name"] + "".join(f" {n.split('.')[-1]}={v}" for n, v in settings
                                                  if n in engine.get("sweep", {}))
                 run = loadgen(args, db, (table, op, exp["k"]), data, settings, clients, label)
-                run.update(engine=engine["name"], settings=dict(settings), clients=clients)
+                run.update(engine=engine["name"], settings=dict(settings), clients=clients, plan=plan)
                 result["runs"].append(run)
     finally:
         if engine.get("index"):

@@ -30,10 +30,18 @@ json_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); prin
 
 check "gknn-synth writes 3000 x 16 base and 40 queries" \
   "$TOOLS/gknn-synth" --n 3000 --nq 40 --dim 16 --clusters 8 --seed 7 --base "$tmp/base.fvecs" --queries "$tmp/q.fvecs"
+check "gknn-synth: the same bytes with 1 and 3 threads" bash -c "'$TOOLS/gknn-synth' --n 3000 --nq 40 --dim 16 \
+  --clusters 8 --seed 7 --threads 1 --base '$tmp/b1.fvecs' --queries '$tmp/q1.fvecs' &&
+  '$TOOLS/gknn-synth' --n 3000 --nq 40 --dim 16 --clusters 8 --seed 7 --threads 3 --base '$tmp/b3.fvecs' \
+  --queries '$tmp/q3.fvecs' && cmp '$tmp/b1.fvecs' '$tmp/b3.fvecs' && cmp '$tmp/base.fvecs' '$tmp/b1.fvecs'"
 if [ -x "$TOOLS/gknn-groundtruth" ]; then
   check "gknn-groundtruth computes exact top 20 on the CPU" \
     "$TOOLS/gknn-groundtruth" --base "$tmp/base.fvecs" --queries "$tmp/q.fvecs" --metric l2 --k 20 --device cpu \
     --ids "$tmp/gt.ivecs" --dist "$tmp/gt-dist.fvecs"
+  check "gknn-groundtruth: the base in chunks of 700 rows gives the same answer" bash -c "'$TOOLS/gknn-groundtruth' \
+    --base '$tmp/base.fvecs' --queries '$tmp/q.fvecs' --metric l2 --k 20 --device cpu --chunk-rows 700 \
+    --ids '$tmp/gt2.ivecs' --dist '$tmp/gt2-dist.fvecs' && cmp '$tmp/gt.ivecs' '$tmp/gt2.ivecs' &&
+    cmp '$tmp/gt-dist.fvecs' '$tmp/gt2-dist.fvecs'"
 else
   echo "ok $((n += 1)) - gknn-groundtruth # SKIP not built (no core library)"
 fi
