@@ -64,7 +64,9 @@ def markdown(doc):
              f"in {fmt(gt.get('seconds'))} s; {gt_check}",
              f"- server: {env['server']}",
              f"- gknn {env['gknn'].get('version', '-')}, gknn.device = {env['gknn'].get('device_setting', '-')}, "
-             f"GPUs: {env['gknn'].get('gpus') or 'none'}; host CPU: {env['cpu']}",
+             f"GPUs: {env['gknn'].get('gpus') or 'none'}; host CPU: {env['cpu']}; load average (1/5/15 min) "
+             f"{' '.join(env.get('loadavg_start', ['-']))} at the start, {' '.join(env.get('loadavg_end', ['-']))} "
+             "at the end (other work on the host slows every engine alike)",
              f"- each point: {doc['duration_s']} s after {doc['warmup_s']} s warm-up per client, "
              "query vectors cycled; latency is client-side (libpq round trip)", "",
              f"| engine | settings | clients | QPS | p50 ms | p95 ms | p99 ms | recall@{k} | errors | plan |",
@@ -87,9 +89,10 @@ def markdown(doc):
     tc = doc.get("timing_check")
     if tc:
         rounds = "; ".join(f"{fmt(r['loadgen_p50_ms'], 2)} / {fmt(r['psql_p50_ms'], 2)}" for r in tc["rounds"])
-        lines += ["", f"Latency check: the same {tc['samples']} queries, 1 client, no parallel workers, "
-                      f"{len(tc['rounds'])} alternating rounds. Median p50: gknn-loadgen {fmt(tc['loadgen_p50_ms'], 2)} ms, "
-                      f"psql \\timing {fmt(tc['psql_p50_ms'], 2)} ms (ratio {fmt(tc['ratio'], 2)}); "
+        lines += ["", f"Latency check against psql's \\timing: the same {tc['samples']} queries, 1 client, no "
+                      f"parallel workers, {len(tc['rounds'])} alternating rounds. Fastest round's p50: gknn-loadgen "
+                      f"{fmt(tc['loadgen_best_p50_ms'], 2)} ms, psql {fmt(tc['psql_best_p50_ms'], 2)} ms "
+                      f"(ratio {fmt(tc['best_ratio'], 2)}); median of the per-round ratios {fmt(tc['median_ratio'], 2)}; "
                       f"per round loadgen / psql p50 ms: {rounds}. psql sends the vector as text, loadgen in binary."]
     lines += ["", f"Plot: `{os.path.basename(doc.get('plot') or '-')}`. Reproduce (bench/README.md): "
                   f"`{doc.get('command', 'bench/run-experiment.sh')}`"]
