@@ -43,9 +43,10 @@ def plot(doc, path):
         best = _best_setting(runs)
         line = sorted((r for r in runs if _point_key(r) == best), key=lambda r: r["clients"])
         clients = [r["clients"] for r in line]
-        p50 = ax_latency.plot(clients, [r["latency_ms"]["p50"] for r in line], marker="o", label=f"{e['engine']} p50")
+        name = f"{e['engine']} {_sweep_text(line[0], e)}".strip()
+        p50 = ax_latency.plot(clients, [r["latency_ms"]["p50"] for r in line], marker="o", label=f"{name} p50")
         ax_latency.plot(clients, [r["latency_ms"]["p99"] for r in line], marker="x", linestyle="--",
-                        color=p50[0].get_color(), label=f"{e['engine']} p99")
+                        color=p50[0].get_color(), label=f"{name} p99")
     low = min(recalls, default=0.0)
     ax_recall.set_xlim(max(0.0, min(low - 0.05, 0.9)), 1.02)
     ax_latency.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
