@@ -8,6 +8,10 @@
 # server, a crashed runner) counts as one failure. Exit status 0 only if
 # nothing failed. Logs go to build/test-logs/.
 #
+# The bench stage builds bench/ (build/bench), runs the load generator's unit
+# tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
+# (TAP): both counted under "bench".
+#
 # pgTAP files run in one fresh database in which `CREATE EXTENSION pgtap` and
 # `CREATE EXTENSION gknn` were already run; each file should wrap itself in
 # BEGIN ... ROLLBACK so that files do not see each other's objects.
@@ -78,7 +82,7 @@ skip_stage() { SUMMARY+=("$(printf '%-10s not run: %s' "$1:" "$2")"); }
 install_prerequisites() {
   [ "${GKNN_SKIP_APT:-0}" = 1 ] && return 0
   step apt ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap \
-    libtap-parser-sourcehandler-pgtap-perl cmake g++ make libgtest-dev
+    libtap-parser-sourcehandler-pgtap-perl cmake g++ make libgtest-dev libpq-dev python3
 }
 
 build_core_tests() {
@@ -227,6 +231,29 @@ run_pgtap() {
   tally pgtap "$rc" "$p" "$f"
 }
 
+# bench/: the load generator's unit tests, then (with a server) its live
+# check; one stage. TAP lines of the live check count like pgTAP's.
+run_bench_tests() {
+  local have_server=$1 rc=0 p f s p2 f2
+  if [ "${GKNN_SKIP_BUILD:-0}" != 1 ] || [ ! -x build/bench/gknn_loadgen_tests ]; then
+    if ! step bench-build cmake -S bench -B build/bench -DCMAKE_BUILD_TYPE=Release ||
+      ! step bench-build cmake --build build/bench -j"$JOBS"; then
+      skip_stage bench 'build failed'
+      return 0
+    fi
+  fi
+  run_logged bench build/bench/gknn_loadgen_tests || rc=$?
+  read -r p f s <<<"$(count_gtest "$(log_path bench)")"
+  if [ "$have_server" = 1 ]; then
+    GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+      run_logged bench-live bench/tests/loadgen-live.sh build/bench || rc=$?
+    read -r p2 f2 <<<"$(count_pgtap "$(log_path bench-live)")"
+    p=$((p + p2))
+    f=$((f + f2))
+  fi
+  tally bench "$rc" "$p" "$f" "$s"
+}
+
 run_sql_suites() {
   if [ -n "${GKNN_DEVICE:-}" ]; then
     export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c gknn.device=$GKNN_DEVICE"
@@ -234,10 +261,12 @@ run_sql_suites() {
   if ! start_server; then
     skip_stage pg_regress 'no server'
     skip_stage pgtap 'no server'
+    run_bench_tests 0
     return 0
   fi
   run_pg_regress
   run_pgtap
+  run_bench_tests 1
   cluster_stop
 }
 
@@ -251,6 +280,7 @@ main() {
     if build_extension; then run_sql_suites; else
       skip_stage pg_regress 'extension build failed'
       skip_stage pgtap 'extension build failed'
+      run_bench_tests 0
     fi
   fi
   echo

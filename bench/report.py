@@ -1,0 +1,124 @@
+"""Results of one experiment run: the JSON document, a Markdown table and
+the plots (bench/plot.py). Used by run_experiment.py; `report.py RESULT.json`
+rewrites the .md and .png of a saved result."""
+import array
+import json
+import os
+import re
+import struct
+import sys
+
+
+def read_fvecs(path, rows):
+    """The first ROWS vectors of an fvecs file, as lists of floats."""
+    out = []
+    with open(path, "rb") as f:
+        for _ in range(rows):
+            head = f.read(4)
+            if len(head) < 4:
+                break
+            dim, = struct.unpack("<i", head)
+            a = array.array("f")
+            a.fromfile(f, dim)
+            out.append(a.tolist())
+    return out
+
+
+def device_label(gpus, device_setting):
+    """'cpu' when gknn runs on the CPU, else the first GPU's short name
+    ('NVIDIA H200' -> 'H200')."""
+    if not gpus or device_setting == "cpu":
+        return "cpu"
+    name = gpus.split(",")[0].strip()
+    return re.sub(r"^NVIDIA\s+", "", name)
+
+
+def slug(text):
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-") or "unknown"
+
+
+def fmt(x, digits=1):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def settings_text(run, engine_doc):
+    sweep = engine_doc.get("sweep_names", [])
+    shown = {n: v for n, v in run.get("settings", {}).items() if not sweep or n in sweep}
+    return ", ".join(f"{n}={v}" for n, v in shown.items()) or "-"
+
+
+def markdown(doc):
+    env, ds = doc["environment"], doc["dataset"]
+    gt = ds.get("ground_truth", {})
+    k = doc["k"]
+    if gt.get("cpu_checked_queries"):
+        gt_check = (f"GPU result checked against the CPU reference on {gt['cpu_checked_queries']} queries, "
+                    f"{gt.get('cpu_mismatches', 0)} differ")
+    else:
+        gt_check = "computed by the CPU reference itself"
+    lines = [f"# {doc['experiment']} on {env['device']}, {doc['date']}", "",
+             doc.get("description", ""), "",
+             f"- dataset: {ds['name']}, {ds['base_rows']:,} x {ds['dim']}, metric {ds['metric']}; "
+             f"{doc['queries']:,} query vectors; source: {ds.get('source', '')}",
+             f"- ground truth: exact top {gt.get('k')} of {gt.get('queries')} queries by {gt.get('device')} "
+             f"in {fmt(gt.get('seconds'))} s; {gt_check}",
+             f"- server: {env['server']}",
+             f"- gknn {env['gknn'].get('version', '-')}, gknn.device = {env['gknn'].get('device_setting', '-')}, "
+             f"GPUs: {env['gknn'].get('gpus') or 'none'}; host CPU: {env['cpu']}; load average (1/5/15 min) "
+             f"{' '.join(env.get('loadavg_start', ['-']))} at the start, {' '.join(env.get('loadavg_end', ['-']))} "
+             "at the end (other work on the host slows every engine alike)",
+             f"- each point: {doc['duration_s']} s after {doc['warmup_s']} s warm-up per client, "
+             "query vectors cycled; latency is client-side (libpq round trip)", "",
+             f"| engine | settings | clients | QPS | p50 ms | p95 ms | p99 ms | recall@{k} | errors | plan |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    skipped = []
+    for e in doc["engines"]:
+        if e.get("skipped"):
+            skipped.append(f"- {e['engine']}: skipped, {e['skipped']}")
+            continue
+        for r in e["runs"]:
+            lat = r.get("latency_ms", {})
+            recall = r.get("recall") or {}
+            lines.append(f"| {e['engine']} | {settings_text(r, e)} | {r['clients']} | {fmt(r.get('qps'))} | "
+                         f"{fmt(lat.get('p50'), 2)} | {fmt(lat.get('p95'), 2)} | {fmt(lat.get('p99'), 2)} | "
+                         f"{fmt(recall.get('mean'), 4)} | {r.get('errors', 0)} | {r.get('plan') or '-'} |")
+        if e.get("index"):
+            skipped.append(f"- {e['engine']}: index `{e['index']['ddl']}` built in {e['index']['build_s']} s, "
+                           f"{e['index']['size']}")
+    lines += [""] + skipped
+    tc = doc.get("timing_check")
+    if tc:
+        rounds = "; ".join(f"{fmt(r['loadgen_p50_ms'], 2)} / {fmt(r['psql_p50_ms'], 2)}" for r in tc["rounds"])
+        lines += ["", f"Latency check against psql's \\timing: the same {tc['samples']} queries, 1 client, no "
+                      f"parallel workers, {len(tc['rounds'])} alternating rounds. Fastest round's p50: gknn-loadgen "
+                      f"{fmt(tc['loadgen_best_p50_ms'], 2)} ms, psql {fmt(tc['psql_best_p50_ms'], 2)} ms "
+                      f"(ratio {fmt(tc['best_ratio'], 2)}); median of the per-round ratios {fmt(tc['median_ratio'], 2)}; "
+                      f"per round loadgen / psql p50 ms: {rounds}. psql sends the vector as text, loadgen in binary."]
+    lines += ["", f"Plot: `{os.path.basename(doc.get('plot') or '-')}`. Reproduce (bench/README.md): "
+                  f"`{doc.get('command', 'bench/run-experiment.sh')}`"]
+    return "\n".join(lines) + "\n"
+
+
+def write(doc, base, plot=True):
+    for e in doc["engines"]:
+        spec = next((x for x in doc["experiment_file"]["engines"] if x["name"] == e["engine"]), {})
+        e["sweep_names"] = list(spec.get("sweep", {}))
+    doc["plot"] = None
+    if plot:
+        try:
+            import plot as plotter  # bench/plot.py, needs matplotlib
+            plotter.plot(doc, base + ".png")
+            doc["plot"] = base + ".png"
+        except ImportError as e:
+            print(f"report: no plot ({e}); apt-get install python3-matplotlib", file=sys.stderr)
+    with open(base + ".json", "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(base + ".md", "w") as f:
+        f.write(markdown(doc))
+
+
+if __name__ == "__main__":
+    path = sys.argv[1]
+    with open(path) as f:
+        saved = json.load(f)
+    write(saved, path[:-len(".json")])

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Run one benchmark experiment against a running PostgreSQL server (the one
+libpq's PGHOST/PGPORT/PGUSER name) and write its results.
+
+  run_experiment.py EXPERIMENT.json [--queries N] [--duration S] [--clients 1,2,4]
+                    [--device-label NAME] [--date YYYY-MM-DD] [--out bench/results]
+
+bench/run-experiment.sh is the one command (packages, build, throwaway
+cluster, then this). The experiment file format is described in
+bench/experiments/README.md. For every engine of the experiment whose
+requirements the server meets (an extension, an access method), and every
+combination of its GUC sweep and client counts, gknn-loadgen runs the kNN
+query for a fixed time; engines the server cannot run are reported as skipped
+with the reason. Results: OUT/<experiment>-<device>-<date>.json, .md and .png.
+"""
+import argparse
+import datetime
+import itertools
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402  (bench/report.py)
+
+OPERATORS = {"l2": ("<->", "vector_l2_ops"), "cosine": ("<=>", "vector_cosine_ops"),
+             "ip": ("<#>", "vector_ip_ops"), "l1": ("<+>", "vector_l1_ops")}
+DATABASES = {"gknn": "bench_gknn", "vector": "bench_pgvector"}
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+class Server:
+    """psql against one database of the server named by the environment."""
+
+    def __init__(self, psql):
+        self.psql = psql
+
+    def sql(self, db, statement, check=True):
+        """STATEMENT: one string, or a list run one by one (each -c is its
+        own transaction, as VACUUM and CREATE DATABASE need)."""
+        statements = [statement] if isinstance(statement, str) else statement
+        r = subprocess.run([self.psql, "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", db]
+                           + [a for st in statements for a in ("-c", st)], capture_output=True, text=True)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{db}: {statement}: {r.stderr.strip()}")
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    def available(self, extension):
+        return self.sql("postgres", f"SELECT 1 FROM pg_available_extensions WHERE name = '{extension}'") == "1"
+
+    def ensure_database(self, db, extension):
+        if self.sql("postgres", f"SELECT 1 FROM pg_database WHERE datname = '{db}'") != "1":
+            self.sql("postgres", f'CREATE DATABASE "{db}"')
+        self.sql(db, f'SET client_min_messages = warning; CREATE EXTENSION IF NOT EXISTS "{extension}"')
+
+
+def prepare_dataset(exp, args):
+    cmd = [sys.executable, os.path.join(args.bench_dir, "datasets", "prepare.py"), exp["dataset"],
+           "--data-dir", args.data_dir, "--tools", args.tools, "--queries", str(args.queries),
+           "--gt-device", args.gt_device]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+    with open(os.path.join(out, "meta.json")) as f:
+        return out, json.load(f)
+
+
+def load_table(server, db, table, data, meta, tools):
+    """The base vectors as TABLE (id int, emb vector(dim)), loaded once: a
+    table whose comment names the same data is reused."""
+    stamp = f"gknn-bench {meta['name']} {meta['base_rows']}x{meta['dim']}"
+    if server.sql(db, f"SELECT obj_description(to_regclass('{table}'), 'pg_class')") == stamp:
+        log(f"{db}.{table}: already loaded")
+        return
+    server.sql(db, [f"DROP TABLE IF EXISTS {table}",
+                    f"CREATE TABLE {table} (id int NOT NULL, emb vector({meta['dim']}) NOT NULL)"])
+    log(f"{db}.{table}: loading {meta['base_rows']} x {meta['dim']} by binary COPY")
+    start = time.monotonic()
+    subprocess.run([os.path.join(tools, "gknn-load"), "--base", os.path.join(data, "base.fvecs"),
+                    "--table", table, "--conninfo", f"dbname={db}"], check=True)
+    seconds = time.monotonic() - start
+    server.sql(db, [f"ALTER TABLE {table} ADD PRIMARY KEY (id)", f"VACUUM ANALYZE {table}",
+                    f"COMMENT ON TABLE {table} IS '{stamp}'"])
+    log(f"{db}.{table}: loaded in {seconds:.1f} s")
+
+
+def missing_requirement(server, engine):
+    """Why the server cannot run ENGINE, or None."""
+    ext = engine.get("extension", "gknn")
+    if not server.available(ext):
+        return f"extension {ext} is not installed on the server"
+    req = engine.get("requires", {})
+    db = DATABASES[ext]
+    if "access_method" in req:
+        server.ensure_database(db, ext)
+        if server.sql(db, f"SELECT 1 FROM pg_am WHERE amname = '{req['access_method']}'") != "1":
+            return f"access method {req['access_method']} does not exist (not built yet)"
+    if "setting" in req:
+        server.ensure_database(db, ext)
+        if server.sql(db, [f"LOAD '{ext}'", f"SELECT 1 FROM pg_settings WHERE name = '{req['setting']}'"],
+                      check=False) != "1":
+            return f"setting {req['setting']} does not exist"
+    return None
+
+
+def known_settings(server, db, ext, names):
+    """Those of NAMES the server knows once the extension is loaded."""
+    if not names:
+        return set()
+    listed = ", ".join(f"'{n}'" for n in names)
+    out = server.sql(db, [f"LOAD '{ext}'", f"SELECT name FROM pg_settings WHERE name IN ({listed})"], check=False)
+    return set((out or "").split())
+
+
+def sweep_points(engine, optional=()):
+    """Every combination of the engine's GUC sweep, as lists of (name, value),
+    after its fixed settings and those optional ones the server knows."""
+    sweep = engine.get("sweep", {})
+    names = list(sweep)
+    fixed = list(engine.get("settings", {}).items())
+    fixed += [(n, str(v)) for n, v in engine.get("settings_if_known", {}).items() if n in optional]
+    for values in itertools.product(*(sweep[n] for n in names)):
+        yield fixed + list(zip(names, (str(v) for v in values)))
+
+
+def loadgen(args, db, sql_parts, data, settings, clients, label, extra=()):
+    table, op, k = sql_parts
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [os.path.join(args.tools, "gknn-loadgen"), "--dbname", db, "--table", table, "--op", op,
+               "--k", str(k), "--queries", os.path.join(data, "query.fvecs"), "--gt", os.path.join(data, "gt.ivecs"),
+               "--gt-dist", os.path.join(data, "gt-dist.fvecs"), "--query-limit", str(args.queries),
+               "--clients", str(clients), "--label", label, "--json", out.name, *extra]
+        for name, value in settings:
+            cmd += ["--set", f"{name}={value}"]
+        if "--count" not in extra:
+            cmd += ["--duration", str(args.duration)]
+        cmd += ["--warmup", str(args.warmup)]
+        r = subprocess.run(cmd, text=True, capture_output=True)
+        sys.stderr.write(r.stdout + r.stderr)
+        with open(out.name) as f:
+            text = f.read()
+        return json.loads(text) if text.strip() else {"errors": 1, "first_error": r.stderr.strip()}
+
+
+def plan_of(server, db, table, op, k, settings, vector):
+    """The plan a run point gets, as its node names top-down (EXPLAIN of the
+    prepared statement with the first query vector)."""
+    script = [f"SET {name} = '{value}';" for name, value in settings]
+    script += [f"PREPARE knn(vector) AS SELECT id FROM {table} ORDER BY emb {op} $1 LIMIT {k};",
+               f"EXPLAIN (COSTS OFF) EXECUTE knn('[{','.join(repr(x) for x in vector)}]');"]
+    r = subprocess.run([server.psql, "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", db], input="\n".join(script),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    nodes = []
+    for line in r.stdout.splitlines():
+        text = line.strip()
+        if text.startswith("->"):
+            text = text[2:].strip()
+        elif nodes:
+            continue  # a detail line (Sort Key, Workers Planned, ...)
+        nodes.append(text.split("  ")[0].split(" on ")[0].split(" using ")[0])
+    return " > ".join(nodes)
+
+
+def run_engine(server, args, exp, engine, data, meta):
+    ext = engine.get("extension", "gknn")
+    db, table = DATABASES[ext], exp["table"]
+    op, opclass = OPERATORS[meta["metric"]]
+    result = {"engine": engine["name"], "extension": ext, "description": engine.get("description", ""),
+              "index": None, "runs": []}
+    if engine.get("index"):
+        ddl = engine["index"].format(table=table, opclass=opclass, rows=meta["base_rows"], name="bench_idx")
+        log(f"{engine['name']}: {ddl}")
+        start = time.monotonic()
+        server.sql(db, ["DROP INDEX IF EXISTS bench_idx", ddl])
+        result["index"] = {"ddl": ddl, "build_s": round(time.monotonic() - start, 3),
+                           "size": server.sql(db, "SELECT pg_size_pretty(pg_relation_size('bench_idx'))")}
+    first_query = report.read_fvecs(os.path.join(data, "query.fvecs"), 1)[0]
+    try:
+        optional = known_settings(server, db, ext, list(engine.get("settings_if_known", {})))
+        for settings in sweep_points(engine, optional):
+            plan = plan_of(server, db, table, op, exp["k"], settings, first_query)
+            for clients in engine.get("clients", args.clients):
+                label = engine["name"] + "".join(f" {n.split('.')[-1]}={v}" for n, v in settings
+                                                 if n in engine.get("sweep", {}))
+                run = loadgen(args, db, (table, op, exp["k"]), data, settings, clients, label)
+                run.update(engine=engine["name"], settings=dict(settings), clients=clients, plan=plan)
+                result["runs"].append(run)
+    finally:
+        if engine.get("index"):
+            server.sql(db, "DROP INDEX IF EXISTS bench_idx")
+    return result
+
+
+def median(values):
+    v = sorted(values)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
+
+
+def psql_timings(server, db, table, op, k, vectors):
+    """psql's \\timing of EXECUTE for each vector, second of two passes."""
+    script = ["SET max_parallel_workers_per_gather = 0;",
+              f"PREPARE knn(vector) AS SELECT id FROM {table} ORDER BY emb {op} $1 LIMIT {k};", "\\timing on"]
+    script += [f"EXECUTE knn('[{','.join(repr(x) for x in v)}]');" for v in vectors] * 2
+    r = subprocess.run([server.psql, "-X", "-q", "-d", db, "-o", "/dev/null"], input="\n".join(script),
+                       capture_output=True, text=True, check=True)
+    times = [float(line.split()[1]) for line in (r.stdout + r.stderr).splitlines() if line.startswith("Time: ")]
+    return times[-len(vectors):]
+
+
+def timing_check(server, args, exp, data, meta, samples=15, rounds=6):
+    """Loadgen's latency next to psql's \\timing for the same queries: one
+    client, the same prepared statement (psql sends the vector as text,
+    loadgen in binary), both warmed up (loadgen for the warm-up time, psql by
+    a first pass over the sample), in short alternating rounds so that a busy
+    machine disturbs both alike. The fastest round of each (the least
+    disturbed) and the median of the per-round ratios are reported."""
+    db, table = DATABASES["gknn"], exp["table"]
+    op, _ = OPERATORS[meta["metric"]]
+    vectors = report.read_fvecs(os.path.join(data, "query.fvecs"), samples)
+    per_round = []
+    for _ in range(rounds):
+        run = loadgen(args, db, (table, op, exp["k"]), data, [("max_parallel_workers_per_gather", "0")], 1,
+                      "timing-check", extra=("--count", str(samples), "--query-limit", str(samples)))
+        times = psql_timings(server, db, table, op, exp["k"], vectors)
+        per_round.append({"loadgen_p50_ms": run["latency_ms"]["p50"], "loadgen_mean_ms": run["latency_ms"]["mean"],
+                          "psql_p50_ms": median(times), "psql_mean_ms": sum(times) / len(times)})
+    loadgen_best = min(r["loadgen_p50_ms"] for r in per_round)
+    psql_best = min(r["psql_p50_ms"] for r in per_round)
+    return {"samples": samples, "rounds": per_round, "loadgen_best_p50_ms": loadgen_best,
+            "psql_best_p50_ms": psql_best, "best_ratio": loadgen_best / psql_best,
+            "median_ratio": median([r["loadgen_p50_ms"] / r["psql_p50_ms"] for r in per_round])}
+
+
+def environment(server, args):
+    gknn = {}
+    if server.available("gknn"):
+        server.ensure_database(DATABASES["gknn"], "gknn")
+        db = DATABASES["gknn"]
+        gknn = {"version": server.sql(db, "SELECT gknn_version()"),
+                "device_setting": server.sql(db, ["LOAD 'gknn'", "SELECT current_setting('gknn.device')"]),
+                "gpus": server.sql(db, "SELECT string_agg(name, ', ') FROM gknn_devices()") or ""}
+    label = args.device_label or report.device_label(gknn.get("gpus", ""), gknn.get("device_setting", ""))
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
+    return {"device": label, "gknn": gknn, "cpu": f"{cpu} ({os.cpu_count()} cores)", "host": platform.node(),
+            "loadavg_start": open("/proc/loadavg").read().split()[:3],
+            "server": server.sql("postgres", "SELECT version()")}
+
+
+def command_line():
+    """How this run was started, with the environment that changes what runs."""
+    env = [f"{n}={shlex.quote(os.environ[n])}" for n in ("GKNN_USE_SERVER", "GKNN_BENCH_PG_TREE")
+           if os.environ.get(n)]
+    return " ".join(env + [shlex.join(["bench/run-experiment.sh"] + sys.argv[1:])])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("experiment")
+    p.add_argument("--queries", type=int, help="query vectors used (ground truth for as many); default: the file's")
+    p.add_argument("--duration", type=float, help="seconds per run point")
+    p.add_argument("--warmup", type=float, help="warm-up seconds per run point")
+    p.add_argument("--clients", help="comma-separated client counts")
+    p.add_argument("--device-label", help="the <device> of the result names (default: GPU name or cpu)")
+    p.add_argument("--date", default=datetime.date.today().isoformat())
+    p.add_argument("--out", default="bench/results")
+    p.add_argument("--data-dir", default="bench/data")
+    p.add_argument("--tools", default="build/bench")
+    p.add_argument("--gt-device", default="auto", choices=["auto", "gpu", "cpu"])
+    p.add_argument("--psql", default=os.environ.get("GKNN_PSQL", "psql"))
+    p.add_argument("--no-plot", action="store_true")
+    args = p.parse_args()
+    args.bench_dir = os.path.dirname(os.path.abspath(__file__))
+    with open(args.experiment) as f:
+        exp = json.load(f)
+    run = exp.get("run", {})
+    args.queries = args.queries or exp.get("queries", 10000)
+    args.duration = args.duration or run.get("duration_s", 10)
+    args.warmup = args.warmup if args.warmup is not None else run.get("warmup_s", 1)
+    args.clients = [int(c) for c in args.clients.split(",")] if args.clients else run.get("clients", [1])
+
+    server = Server(args.psql)
+    env = environment(server, args)
+    log(f"experiment {exp['name']} on {env['device']}")
+    data, meta = prepare_dataset(exp, args)
+    engines, loaded = [], set()
+    for engine in exp["engines"]:
+        why = missing_requirement(server, engine)
+        if why:
+            log(f"{engine['name']}: skipped: {why}")
+            engines.append({"engine": engine["name"], "skipped": why, "runs": []})
+            continue
+        ext = engine.get("extension", "gknn")
+        if ext not in loaded:
+            server.ensure_database(DATABASES[ext], ext)
+            load_table(server, DATABASES[ext], exp["table"], data, meta, args.tools)
+            loaded.add(ext)
+        engines.append(run_engine(server, args, exp, engine, data, meta))
+    check = timing_check(server, args, exp, data, meta) if "gknn" in loaded else None
+    env["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+    doc = {"experiment": exp["name"], "description": exp.get("description", ""), "date": args.date,
+           "environment": env, "dataset": meta, "k": exp["k"], "queries": args.queries,
+           "duration_s": args.duration, "warmup_s": args.warmup, "engines": engines, "timing_check": check,
+           "experiment_file": exp,
+           "command": command_line()}
+    base = os.path.join(args.out, f"{exp['name']}-{report.slug(env['device'])}-{args.date}")
+    os.makedirs(args.out, exist_ok=True)
+    report.write(doc, base, plot=not args.no_plot)
+    failed = sum(r.get("errors", 0) for e in engines for r in e["runs"])
+    log(f"wrote {base}.json, .md" + (", .png" if doc["plot"] else "") + (f"; {failed} query errors" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
