@@ -1,9 +1,10 @@
 // GpuTopK on the GPU. Two slots, each a pinned host batch, a device batch,
 // a stream and a result buffer, so the backend fills one batch while the
 // other is copied and ranked. Per batch: the columns are copied to the
-// device; one kernel runs the shared interpreter (interp.cuh) on every row,
-// writing the row's packed word, or the sentinel when the qual is not true
-// (the SIGMOD'18 buffer filler); bitonic top-k selects the batch's k
+// device; bitonic top-k runs with a Loader that evaluates the shared
+// interpreter (interp.cuh) for each row at the SortReducer's input: the
+// row's packed word, or the sentinel when the qual is not true (filter and
+// ranking fused into the kernel, SIGMOD'18 §5); it selects the batch's k
 // smallest words; they come back and merge on the host into the running
 // top-k. A row that raises records its position (atomicMin: the first in
 // scan order); the host reruns that row on the CPU interpreter for the error
@@ -60,34 +61,46 @@ inline void from_word(const Limbs3& w, Selected& s) {
   for (int j = 0; j < 3; ++j) s.limbs[j] = w.w[j];
 }
 
-// The filler: each row's word, or the sentinel. n is the row count.
+// The SortReducer's Loader (SIGMOD'18 §5): row i's qual and ranking
+// expression run right where the first bitonic kernel reads its input, so
+// no word array is written or read; a row whose qual is not true is the
+// sentinel, which never ranks ahead of a real row. The first bitonic stage
+// calls it exactly once per position, so it also counts the rows that passed
+// (one atomic per warp) and records the first row that raised.
+// Row i's word, or the sentinel; records the first row that raised. Not
+// inlined: the bitonic pipeline instantiates its kernels for every run
+// length, and one copy of the interpreter per word type keeps the build
+// (and the code size) bounded.
 template <typename Word>
-__global__ void fill_words(ProgramView p, RowPlan plan, BatchView b, Word* out,
-                           unsigned long long* first_error) {
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < b.n;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    std::uint64_t limbs[kMaxKeyLimbs + 1];
-    bool passed = false;
-    std::int32_t detail[2];
-    Word w = select::max_word<Word>();
-    ErrorKind e = eval_row(p, plan, b, i, passed, limbs, detail);
-    if (e != ErrorKind::None)
-      atomicMin(first_error, static_cast<unsigned long long>(i));
-    else if (passed)
-      to_word(limbs, w);
-    out[i] = w;
-  }
+__device__ __noinline__ Word row_word(const ProgramView& p, const RowPlan& plan, const BatchView& b,
+                                      std::int64_t i, unsigned long long* first_error) {
+  Word w = select::max_word<Word>();
+  bool passed = false;
+  std::uint64_t limbs[kMaxKeyLimbs + 1];
+  std::int32_t detail[2];
+  const ErrorKind e = eval_row(p, plan, b, i, passed, limbs, detail);
+  if (e != ErrorKind::None)
+    atomicMin(first_error, static_cast<unsigned long long>(i));
+  else if (passed)
+    to_word(limbs, w);
+  return w;
 }
 
-// Counts the rows that passed (sentinels are the rest).
 template <typename Word>
-__global__ void count_passed(const Word* words, std::int64_t n, unsigned long long* count) {
-  unsigned long long mine = 0;
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += std::int64_t(gridDim.x) * blockDim.x)
-    mine += !(words[i] == select::max_word<Word>());
-  if (mine) atomicAdd(count, mine);
-}
+struct RowLoader {
+  ProgramView p;
+  RowPlan plan;
+  BatchView b;
+  unsigned long long* counters;  // [first error position, rows passed]
+  __device__ Word operator()(std::int64_t i) const {
+    const Word w = i < b.n ? row_word<Word>(p, plan, b, i, counters) : select::max_word<Word>();
+    const bool passed = !(w == select::max_word<Word>());
+    const unsigned active = __activemask();
+    const unsigned mask = __ballot_sync(active, passed);
+    if (mask != 0 && (threadIdx.x & 31) == unsigned(__ffs(active) - 1)) atomicAdd(counters + 1, __popc(mask));
+    return w;
+  }
+};
 
 template <typename T>
 T* device_alloc(std::size_t count) {
@@ -104,7 +117,6 @@ class GpuTopK final : public TopK {
     unsigned char* host = nullptr;    // pinned batch
     unsigned char* device = nullptr;  // device batch
     BatchView hview, dview;
-    Word* words = nullptr;  // n words
     Word* scratch = nullptr;
     Word* top = nullptr;                          // k words (device)
     Word* top_host = nullptr;                     // pinned
@@ -135,7 +147,6 @@ class GpuTopK final : public TopK {
       s.device = device_alloc<unsigned char>(bytes);
       layout_batch(s.hview, columns_, capacity_, s.host);
       layout_batch(s.dview, columns_, capacity_, s.device);
-      s.words = device_alloc<Word>(capacity_);
       s.scratch = device_alloc<Word>(select::bitonic_scratch_words(capacity_, kk));
       s.top = device_alloc<Word>(kk);
       GKNN_CUDA(
@@ -150,7 +161,6 @@ class GpuTopK final : public TopK {
     for (Slot& s : slots_) {
       if (s.stream) cudaStreamSynchronize(s.stream);
       cudaFree(s.device);
-      cudaFree(s.words);
       cudaFree(s.scratch);
       cudaFree(s.top);
       cudaFree(s.counters);
@@ -230,13 +240,9 @@ class GpuTopK final : public TopK {
     GKNN_CUDA(cudaMemcpyAsync(s.counters, s.counters_host, sizeof(init), cudaMemcpyHostToDevice, s.stream));
     s.take = std::min(k_, n);
     if (n > 0) {
-      fill_words<Word><<<grid_for(n, 256), 256, 0, s.stream>>>(view_, plan_, s.dview, s.words, s.counters);
-      GKNN_CUDA(cudaGetLastError());
-      count_passed<Word><<<grid_for(n, 256), 256, 0, s.stream>>>(s.words, n, s.counters + 1);
-      GKNN_CUDA(cudaGetLastError());
       if (s.take > 0) {
-        select::bitonic_topk<Word, true>(select::WordLoader<Word>{s.words, n}, n, k_, s.top, s.scratch,
-                                         s.stream);
+        select::bitonic_topk<Word, true>(RowLoader<Word>{view_, plan_, s.dview, s.counters}, n, k_, s.top,
+                                         s.scratch, s.stream);
         GKNN_CUDA(
             cudaMemcpyAsync(s.top_host, s.top, s.take * sizeof(Word), cudaMemcpyDeviceToHost, s.stream));
       }
