@@ -240,12 +240,13 @@ class GpuTopK final : public TopK {
     GKNN_CUDA(cudaMemcpyAsync(s.counters, s.counters_host, sizeof(init), cudaMemcpyHostToDevice, s.stream));
     s.take = std::min(k_, n);
     if (n > 0) {
-      if (s.take > 0) {
-        select::bitonic_topk<Word, true>(RowLoader<Word>{view_, plan_, s.dview, s.counters}, n, k_, s.top,
-                                         s.scratch, s.stream);
+      // Every row is evaluated even for k = 0 (as on the CPU): the counts and
+      // the errors a row raises must not depend on k.
+      select::bitonic_topk<Word, true>(RowLoader<Word>{view_, plan_, s.dview, s.counters}, n,
+                                       std::max<std::int64_t>(k_, 1), s.top, s.scratch, s.stream);
+      if (s.take > 0)
         GKNN_CUDA(
             cudaMemcpyAsync(s.top_host, s.top, s.take * sizeof(Word), cudaMemcpyDeviceToHost, s.stream));
-      }
     }
     GKNN_CUDA(cudaMemcpyAsync(s.counters_host, s.counters, sizeof(init), cudaMemcpyDeviceToHost, s.stream));
     GKNN_CUDA(cudaEventRecord(s.stop, s.stream));
