@@ -9,7 +9,10 @@
 #   bench/topk/run.sh [ROWS...]      default: 10000000 100000000
 #
 # Environment: GKNN_DEVICE (auto), REPS (3, the median is reported),
-# VEC_ROWS (1000000), VEC_DIM (128), KEEP=1 keeps the tables between runs.
+# VEC_ROWS (1000000), VEC_DIM (128), KEEP=1 keeps the tables between runs,
+# GKNN_WORKERS (the host's cores): max_parallel_workers_per_gather on gknn's
+# side; 0 measures GpuTopK itself where the planner would prefer PostgreSQL's
+# parallel plan (GpuTopK is not parallel-aware yet).
 # Writes bench/results/topk-<device>-<date>.md and prints it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,10 +32,10 @@ out=bench/results/topk-$(echo "$device" | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//
 # Median wall time (ms) of a query under the given settings, from
 # EXPLAIN ANALYZE's execution time, and the top plan node.
 time_query() {
-  local settings=$1 sql=$2 times=() plan='' i
+  local settings=$1 sql=$2 times=() plan='' i workers=${3:-$CORES}
   for ((i = 0; i < REPS; i++)); do
     local res
-    res=$(q -c "SET gknn.device = '$DEVICE'; SET max_parallel_workers_per_gather = $CORES; SET gknn.topk_min_rows = 0; $settings" \
+    res=$(q -c "SET gknn.device = '$DEVICE'; SET max_parallel_workers_per_gather = $workers; SET gknn.topk_min_rows = 0; $settings" \
       -c "EXPLAIN (ANALYZE, FORMAT JSON) $sql")
     times+=("$(echo "$res" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Execution Time"])')")
     plan=$(echo "$res" | python3 -c 'import json,sys; p=json.load(sys.stdin)[0]["Plan"]; print(p.get("Custom Plan Provider") or p["Node Type"])')
@@ -53,7 +56,7 @@ make_tweets() {
 
 row() {  # label, query
   local a b
-  a=$(time_query "SET gknn.enable_topk = on" "$2")
+  a=$(time_query "SET gknn.enable_topk = on" "$2" "${GKNN_WORKERS:-$CORES}")
   b=$(time_query "SET gknn.enable_topk = off" "$2")
   printf '| %s | %s | %s | %s | %s | %.2f |\n' "$1" "${a#* }" "${a%% *}" "${b#* }" "${b%% *}" \
     "$(python3 -c "print(${b%% *} / max(${a%% *}, 1e-9))")" | tee -a "$out"
@@ -62,7 +65,7 @@ row() {  # label, query
 {
   echo "# GpuTopK benchmark, $(date +%F)"
   echo
-  echo "Device: $device. Host cores: $CORES (max_parallel_workers_per_gather). Median of $REPS runs, EXPLAIN ANALYZE execution time."
+  echo "Device: $device. Host cores: $CORES (max_parallel_workers_per_gather: PostgreSQL $CORES, gknn ${GKNN_WORKERS:-$CORES}). Median of $REPS runs, EXPLAIN ANALYZE execution time."
   echo "lang is an int2 code (0..40); 'en' and 'es' are codes 1 and 2."
   echo
   echo "| query | gknn plan | gknn ms | PostgreSQL plan | PostgreSQL ms | speedup |"
