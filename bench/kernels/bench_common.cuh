@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -95,6 +96,16 @@ inline std::string today() {
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   return date;
+}
+
+// Prints the report and, when a path is given, saves it there.
+inline void publish(const std::string& report, const char* md) {
+  std::printf("%s", report.c_str());
+  if (md == nullptr) return;
+  if (FILE* f = std::fopen(md, "w")) {
+    std::fputs(report.c_str(), f);
+    std::fclose(f);
+  }
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "gknn/runtime.h"
 #include "runtime/cublas_loader.h"
 #include "runtime/cuda_check.h"
+#include "bench_common.cuh"
 
 namespace {
 
@@ -46,18 +47,25 @@ double median_ms(Fn fn, int reps) {
   return t[t.size() / 2];
 }
 
-// Gaussian mixture rows: 1000 centres (spread 4), unit noise.
-std::vector<float> mixture(std::int64_t rows, int dim, std::mt19937& rng) {
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> centres(1000 * dim), v(rows * dim);
-  std::mt19937 crng(123);
-  for (auto& c : centres) c = 4.0f * g(crng);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* c = &centres[(rng() % 1000) * dim];
-    for (int i = 0; i < dim; ++i) v[r * dim + i] = c[i] + g(rng);
+// Gaussian mixture: 1000 centres (spread 4) drawn once, rows = a random
+// centre + unit noise. One normal distribution serves centres and rows, so a
+// caller drawing everything from one generator gets one reproducible stream.
+struct Mixture {
+  int dim;
+  std::normal_distribution<float> g{0.0f, 1.0f};
+  std::vector<float> centres;
+  Mixture(int d, std::mt19937& rng) : dim(d), centres(1000 * d) {
+    for (auto& c : centres) c = 4.0f * g(rng);
   }
-  return v;
-}
+  std::vector<float> rows(std::int64_t n, std::mt19937& rng) {
+    std::vector<float> v(n * dim);
+    for (std::int64_t r = 0; r < n; ++r) {
+      const float* c = &centres[(rng() % 1000) * dim];
+      for (int i = 0; i < dim; ++i) v[r * dim + i] = c[i] + g(rng);
+    }
+    return v;
+  }
+};
 
 // Fused kernel vs GEMM path, 1M base vectors, k = 100, L2: where the chooser's
 // kFusedMaxQueries comes from. Both calls include the same host-to-device copy.
@@ -69,10 +77,11 @@ int sweep(const char* md, const std::string& device) {
   char line[256];
   int mismatches = 0;
   for (int dim : {4, 8, 16, 32, 48, 64, 128}) {
-    std::mt19937 rng(dim);
-    const std::vector<float> base = mixture(n, dim, rng);
+    std::mt19937 rng(dim), centre_rng(123);
+    Mixture mix(dim, centre_rng);
+    const std::vector<float> base = mix.rows(n, rng);
     for (std::int64_t nq : {1, 100, 10000}) {
-      const std::vector<float> queries = mixture(nq, dim, rng);
+      const std::vector<float> queries = mix.rows(nq, rng);
       gknn::KnnRequest req;
       req.base = base.data();
       req.n = n;
@@ -92,22 +101,14 @@ int sweep(const char* md, const std::string& device) {
       table += line;
     }
   }
-  char date[32];
-  std::time_t t = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&t));
   std::string report =
       "# Chooser: fused distance+select vs GEMM path, base 1M (Gaussian mixture), k = 100, L2\n\n"
       "- device: " +
-      device + "\n- date: " + date +
+      device + "\n- date: " + today() +
       "\n- command: gknn_bench_knn sweep\n- both include the base and query copy to the device\n"
       "- shapes whose ids or distances differ between the two: " +
       std::to_string(mismatches) + "\n\n" + table;
-  std::printf("%s", report.c_str());
-  if (md)
-    if (FILE* f = std::fopen(md, "w")) {
-      std::fputs(report.c_str(), f);
-      std::fclose(f);
-    }
+  publish(report, md);
   return mismatches ? 2 : 0;
 }
 
@@ -132,19 +133,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "needs a GPU and libcublas\n");
     return 1;
   }
-  // Gaussian mixture: 1000 centres, unit spread.
   std::mt19937 rng(123);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> centres(1000 * dim), base(n * dim), queries(nq * dim);
-  for (auto& c : centres) c = 4.0f * g(rng);
-  auto fill = [&](std::vector<float>& v, std::int64_t rows) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* c = &centres[(rng() % 1000) * dim];
-      for (int i = 0; i < dim; ++i) v[r * dim + i] = c[i] + g(rng);
-    }
-  };
-  fill(base, n);
-  fill(queries, nq);
+  Mixture mix(dim, rng);
+  const std::vector<float> base = mix.rows(n, rng), queries = mix.rows(nq, rng);
 
   gknn::KnnRequest req;
   req.base = base.data();
@@ -224,23 +215,15 @@ int main(int argc, char** argv) {
   for (std::int64_t i = 0; i < sample * k; ++i)
     cpu_mismatch += cpu_ids[i] != ref_ids[i] || cpu_d[i] != ref_d[i];
 
-  char date[32];
-  std::time_t t = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&t));
   std::string report;
   std::snprintf(
       line, sizeof line,
       "# Exact kNN, base %lld x %d (Gaussian mixture), %lld queries, k = %d, L2\n\n- device: %s\n- date: %s\n"
       "- command: gknn_bench_knn %lld %lld\n- CPU reference on %lld queries: %d mismatching entries; "
       "precision modes differing from fp32: %d\n\n",
-      (long long)n, dim, (long long)nq, k, devices[0].name.c_str(), date, (long long)n, (long long)nq,
-      (long long)sample, cpu_mismatch, mismatched_modes);
+      (long long)n, dim, (long long)nq, k, devices[0].name.c_str(), today().c_str(), (long long)n,
+      (long long)nq, (long long)sample, cpu_mismatch, mismatched_modes);
   report = line + table;
-  std::printf("%s", report.c_str());
-  if (md)
-    if (FILE* f = std::fopen(md, "w")) {
-      std::fputs(report.c_str(), f);
-      std::fclose(f);
-    }
+  publish(report, md);
   return cpu_mismatch || mismatched_modes ? 2 : 0;
 }

@@ -121,11 +121,6 @@ int main(int argc, char** argv) {
       "- rows checked against the CPU reference: 8 per shape; shapes with a mismatch: %d\n\n",
       read_gbs, mismatches);
   report += line + table;
-  std::printf("%s", report.c_str());
-  if (md)
-    if (FILE* f = std::fopen(md, "w")) {
-      std::fputs(report.c_str(), f);
-      std::fclose(f);
-    }
+  publish(report, md);
   return mismatches ? 2 : 0;
 }

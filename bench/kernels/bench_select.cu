@@ -136,9 +136,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no GPU\n");
     return 1;
   }
-  char date[32];
-  std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  const std::string date = today();
 
   DeviceBuffer<float> keys(n), sink(1);
   DeviceBuffer<float> out_k(1 << 20);
@@ -242,17 +240,10 @@ int main(int argc, char** argv) {
                 "- floor: one read of %.2f GB at %.0f GB/s measured in this run = %.3f ms\n"
                 "- sort+take: CUB DeviceRadixSort::SortPairs of (key, id), %.3f ms for every k\n"
                 "- result check against gknn (bitonic-only and radix select): %d mismatches\n\n",
-                log2n, devices[0].name.c_str(), devices[0].cc_major, devices[0].cc_minor, date, log2n,
+                log2n, devices[0].name.c_str(), devices[0].cc_major, devices[0].cc_minor, date.c_str(), log2n,
                 bytes / 1e9, read_gbs, floor_ms, sort_ms, failures);
   report += line;
   report += "## 7a: k sweep, uniform input\n\n" + table + "\n## 7c: input distributions (gknn)\n\n" + robust;
-  std::printf("%s", report.c_str());
-  if (md) {
-    FILE* f = std::fopen(md, "w");
-    if (f) {
-      std::fputs(report.c_str(), f);
-      std::fclose(f);
-    }
-  }
+  publish(report, md);
   return failures ? 2 : 0;
 }

@@ -227,19 +227,32 @@ __device__ __forceinline__ void load_group(const Loader& load, int64_t i, Word (
   for (int j = 0; j < 4; ++j) w[j] = load(i + j);
 }
 
+// The raw 4-byte keys at positions i .. i+3 with one 16-byte load, where the
+// array allows it (4-byte keys, no payload array, aligned, not the tail).
+template <typename Key, typename Payload>
+__device__ __forceinline__ bool load_keys4(const ArrayLoader<Key, Payload>& load, int64_t i, Key (&keys)[4]) {
+  if constexpr (sizeof(Key) == 4) {
+    if (load.payloads == nullptr && i + 3 < load.n && (reinterpret_cast<uintptr_t>(load.keys) & 15) == 0) {
+      const uint4 v = *reinterpret_cast<const uint4*>(load.keys + i);
+      keys[0] = bit_cast<Key>(v.x);
+      keys[1] = bit_cast<Key>(v.y);
+      keys[2] = bit_cast<Key>(v.z);
+      keys[3] = bit_cast<Key>(v.w);
+      return true;
+    }
+  }
+  return false;
+}
+
 template <typename Key, typename Payload>
 __device__ __forceinline__ void load_group(const ArrayLoader<Key, Payload>& load, int64_t i,
                                            typename ArrayLoader<Key, Payload>::Word (&w)[4]) {
   using P = typename ArrayLoader<Key, Payload>::P;
-  if constexpr (sizeof(Key) == 4) {
-    if (load.payloads == nullptr && i + 3 < load.n && (reinterpret_cast<uintptr_t>(load.keys) & 15) == 0) {
-      const uint4 v = *reinterpret_cast<const uint4*>(load.keys + i);  // 16-byte load
-      const uint32_t lanes[4] = {v.x, v.y, v.z, v.w};
+  Key keys[4];
+  if (load_keys4(load, i, keys)) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        w[j] = P::pack(bit_cast<Key>(lanes[j]), static_cast<Payload>(i + j), load.largest);
-      return;
-    }
+    for (int j = 0; j < 4; ++j) w[j] = P::pack(keys[j], static_cast<Payload>(i + j), load.largest);
+    return;
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) w[j] = load(i + j);

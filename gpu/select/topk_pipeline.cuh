@@ -92,21 +92,17 @@ struct GroupFilter<ArrayLoader<Key, Payload>, Word> {
       : t(threshold), tk(P::key(threshold, load.largest)), largest(load.largest) {}
   __device__ __forceinline__ unsigned operator()(const ArrayLoader<Key, Payload>& load, int64_t i,
                                                  Word (&w)[4]) const {
-    if constexpr (sizeof(Key) == 4) {
-      if (load.payloads == nullptr && i + 3 < load.n && (reinterpret_cast<uintptr_t>(load.keys) & 15) == 0) {
-        const uint4 v = *reinterpret_cast<const uint4*>(load.keys + i);  // 16-byte load
-        const uint32_t lanes[4] = {v.x, v.y, v.z, v.w};
-        unsigned m = 0;
+    Key keys[4];
+    if (load_keys4(load, i, keys)) {
+      unsigned m = 0;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const Key key = bit_cast<Key>(lanes[j]);
-          if (largest ? !(key < tk) : !(key > tk)) {
-            w[j] = P::pack(key, static_cast<Payload>(i + j), largest);
-            m |= unsigned(w[j] <= t) << j;
-          }
+      for (int j = 0; j < 4; ++j) {
+        if (largest ? !(keys[j] < tk) : !(keys[j] > tk)) {
+          w[j] = P::pack(keys[j], static_cast<Payload>(i + j), largest);
+          m |= unsigned(w[j] <= t) << j;
         }
-        return m;
       }
+      return m;
     }
     return keep_words(load, i, t, w);
   }

@@ -52,31 +52,19 @@ __device__ __forceinline__ unsigned lanemask_lt() {
 }
 
 // ---- shuffles of words ------------------------------------------------------
+// 64-bit words use the intrinsics' own 64-bit overloads; W96 shuffles its key
+// and its column.
 __device__ __forceinline__ std::uint64_t shfl_xor_w(std::uint64_t v, int m) {
-  unsigned lo = unsigned(v), hi = unsigned(v >> 32);
-  lo = __shfl_xor_sync(kFullMask, lo, m);
-  hi = __shfl_xor_sync(kFullMask, hi, m);
-  return (std::uint64_t(hi) << 32) | lo;
-}
-__device__ __forceinline__ W96 shfl_xor_w(const W96& v, int m) {
-  W96 r;
-  r.key = shfl_xor_w(v.key, m);
-  r.col = __shfl_xor_sync(kFullMask, v.col, m);
-  r.pad = 0;
-  return r;
+  return __shfl_xor_sync(kFullMask, static_cast<unsigned long long>(v), m);
 }
 __device__ __forceinline__ std::uint64_t shfl_w(std::uint64_t v, int src) {
-  unsigned lo = unsigned(v), hi = unsigned(v >> 32);
-  lo = __shfl_sync(kFullMask, lo, src);
-  hi = __shfl_sync(kFullMask, hi, src);
-  return (std::uint64_t(hi) << 32) | lo;
+  return __shfl_sync(kFullMask, static_cast<unsigned long long>(v), src);
+}
+__device__ __forceinline__ W96 shfl_xor_w(const W96& v, int m) {
+  return W96{shfl_xor_w(v.key, m), __shfl_xor_sync(kFullMask, v.col, m), 0};
 }
 __device__ __forceinline__ W96 shfl_w(const W96& v, int src) {
-  W96 r;
-  r.key = shfl_w(v.key, src);
-  r.col = __shfl_sync(kFullMask, v.col, src);
-  r.pad = 0;
-  return r;
+  return W96{shfl_w(v.key, src), __shfl_sync(kFullMask, v.col, src), 0};
 }
 
 // ---- the device network policy (see merge_network.cuh) ---------------------

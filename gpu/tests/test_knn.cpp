@@ -90,6 +90,16 @@ void expect_same(const std::vector<std::int64_t>& a_ids, const std::vector<doubl
   }
 }
 
+// A GPU path's ids and distances against the CPU reference's.
+using GpuKnn = void (*)(const gknn::KnnRequest&, int, std::int64_t*, double*);
+void expect_matches_cpu(const gknn::KnnRequest& r, GpuKnn gpu) {
+  std::vector<std::int64_t> cpu_ids(r.nq * r.k), gpu_ids(r.nq * r.k);
+  std::vector<double> cpu_d(r.nq * r.k), gpu_d(r.nq * r.k);
+  gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
+  gpu(r, 0, gpu_ids.data(), gpu_d.data());
+  expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+}
+
 // Small integer coordinates: many exact ties, so most queries cannot be
 // certified from the GEMM and take the brute-force fallback; both paths and
 // every GEMM precision must give the CPU's answer.
@@ -100,11 +110,7 @@ TEST_P(KnnCases, GpuMatchesCpu) {
   for (auto precision : {gknn::GemmPrecision::Fp32, gknn::GemmPrecision::Tf32, gknn::GemmPrecision::Bf16}) {
     auto r = request(d, k, metric);
     r.precision = precision;
-    std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
-    std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
-    gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
-    gknn::exact_knn_gpu_gemm(r, 0, gpu_ids.data(), gpu_d.data());
-    expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+    expect_matches_cpu(r, gknn::exact_knn_gpu_gemm);
   }
 }
 
@@ -130,11 +136,7 @@ TEST(Knn, GemmPathMatchesCpuOnContinuousData) {
       r.k = k;
       r.metric = metric;
       r.precision = precision;
-      std::vector<std::int64_t> cpu_ids(nq * k), gpu_ids(nq * k);
-      std::vector<double> cpu_d(nq * k), gpu_d(nq * k);
-      gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
-      gknn::exact_knn_gpu_gemm(r, 0, gpu_ids.data(), gpu_d.data());
-      expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+      expect_matches_cpu(r, gknn::exact_knn_gpu_gemm);
     }
 }
 
@@ -151,12 +153,8 @@ TEST_P(KnnCases, FusedMatchesCpu) {
                             {5000, 9, 100}}) {
     Data d = make_data(n, nq, dim, unsigned(n + k));
     auto r = request(d, k, metric);
-    std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
-    std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
-    gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
-    gknn::exact_knn_gpu_fused(r, 0, gpu_ids.data(), gpu_d.data());
     SCOPED_TRACE("n=" + std::to_string(n) + " nq=" + std::to_string(nq) + " dim=" + std::to_string(dim));
-    expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+    expect_matches_cpu(r, gknn::exact_knn_gpu_fused);
   }
 }
 
@@ -168,11 +166,7 @@ TEST(Knn, FusedLargeK) {
     Data d = make_data(30011, 5, 16, unsigned(k));
     for (auto& x : d.base) x = g(rng);
     auto r = request(d, k, Metric::L2);
-    std::vector<std::int64_t> cpu_ids(r.nq * k), gpu_ids(r.nq * k);
-    std::vector<double> cpu_d(r.nq * k), gpu_d(r.nq * k);
-    gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
-    gknn::exact_knn_gpu_fused(r, 0, gpu_ids.data(), gpu_d.data());
-    expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+    expect_matches_cpu(r, gknn::exact_knn_gpu_fused);
   }
 }
 
