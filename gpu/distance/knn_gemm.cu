@@ -184,13 +184,20 @@ struct Gemm {
 
 }  // namespace
 
+// The candidate list: k plus a margin for the re-rank.
+static std::int64_t candidates_for(std::int64_t k) { return k + std::max<std::int64_t>(32, k / 2); }
+
+bool exact_knn_gpu_gemm_fits(std::int64_t n, int k, Metric metric) {
+  const std::int64_t kk = candidates_for(k);
+  return metric != Metric::L1 && kk <= kMaxRowK && kk <= kRerankSlots && n >= 4 * kk &&
+         n < (std::int64_t(1) << 32) - 1;
+}
+
 void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
   validate(req);
   const Cublas* blas = load_cublas();
-  const std::int64_t margin = std::max<std::int64_t>(32, req.k / 2);
-  const std::int64_t kk = req.k + margin;
-  if (!blas || req.metric == Metric::L1 || kk > kMaxRowK || kk > kRerankSlots || req.n < 4 * kk ||
-      req.n >= (std::int64_t(1) << 32) - 1 || req.k == 0 || req.nq == 0)
+  const std::int64_t kk = candidates_for(req.k);
+  if (!blas || !exact_knn_gpu_gemm_fits(req.n, req.k, req.metric) || req.k == 0 || req.nq == 0)
     return exact_knn_gpu_bruteforce(req, device, ids, distances);
   GKNN_CUDA(cudaSetDevice(device));
 

@@ -1,24 +1,16 @@
 // The chooser: see gknn/plan.h.
 #include "gknn/plan.h"
 
+#include "gknn/knn.h"
 #include "gknn/select.h"
 
 namespace gknn {
-
-// Shapes the GEMM path takes (knn_gemm.cu): a dot-product metric, a candidate
-// list (k plus a margin) the batched selection and the re-rank can hold, and
-// a base several times the candidate list.
-static bool gemm_can_run(std::int64_t n, int k, Metric metric) {
-  const std::int64_t kk = k + (k / 2 > 32 ? k / 2 : 32);
-  return metric != Metric::L1 && kk <= kMaxRowK && kk <= 4096 && n >= 4 * kk &&
-         n < (std::int64_t(1) << 32) - 1;
-}
 
 KnnChoice choose_knn(std::int64_t n, std::int64_t nq, int dim, int k, Metric metric, bool have_cublas,
                      bool fused_fits) {
   (void)dim;  // the measured crossover did not depend on the dimension (see plan.h)
   const bool fused_ok = fused_fits && k <= kFusedMaxK && n < (std::int64_t(1) << 32) - 1;
-  const bool gemm_ok = have_cublas && gemm_can_run(n, k, metric);
+  const bool gemm_ok = have_cublas && exact_knn_gpu_gemm_fits(n, k, metric);
   if (fused_ok && (nq <= kFusedMaxQueries || !gemm_ok))
     return {KnnAlgo::Fused, nq <= kFusedMaxQueries ? "few queries: fused distance and selection"
                                                    : "GEMM path unavailable for this shape or metric"};

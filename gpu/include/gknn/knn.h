@@ -33,6 +33,10 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
 // cuBLAS GEMM on augmented rows + k-select + certified exact re-rank (L2, inner
 // product, cosine; falls back to brute force where it cannot run).
 void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+// Whether the GEMM path takes this shape (a dot-product metric, a candidate
+// list of k plus a margin that the batched selection and the re-rank hold, a
+// base several times that list); otherwise exact_knn_gpu_gemm runs brute force.
+bool exact_knn_gpu_gemm_fits(std::int64_t n, int k, Metric metric);
 // Distance and k-selection fused in one kernel (k <= 2048; small dimensions).
 void exact_knn_gpu_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
 // Whether the fused kernel's shared memory for (dim, k) fits the device.
