@@ -27,6 +27,8 @@ inline int sqlstate_for(gknn::ErrorCode code) {
       return ERRCODE_OUT_OF_MEMORY;
     case gknn::ErrorCode::DeviceFault:
       return ERRCODE_SYSTEM_ERROR;
+    case gknn::ErrorCode::Cancelled:
+      return ERRCODE_QUERY_CANCELED;
   }
   return ERRCODE_INTERNAL_ERROR;
 }

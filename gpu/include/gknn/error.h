@@ -12,6 +12,7 @@ enum class ErrorCode {
   NoDevice,         // a GPU was required and none is usable
   OutOfMemory,      // host or device allocation failed
   DeviceFault,      // any other CUDA failure
+  Cancelled,        // a progress callback asked to stop (query cancel)
 };
 
 class Error : public std::runtime_error {
