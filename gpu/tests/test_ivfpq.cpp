@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -268,6 +269,10 @@ struct RecallCase {
   int m;
   double floor;
 };
+void PrintTo(const RecallCase& c, std::ostream* os) {
+  *os << metric_name(c.metric) << " m " << c.m << " floor " << c.floor;
+}
+
 class IvfpqRecall : public ::testing::TestWithParam<RecallCase> {};
 
 TEST_P(IvfpqRecall, ClusteredData) {
