@@ -18,9 +18,9 @@
 // (up to four strides per pass through shared memory, in registers);
 // padding of one word per 128 bytes against bank conflicts; and partition
 // reassignment (after a merge halves the tile, fewer threads each still
-// combine four steps). Chunk permutation is not needed on top of padding:
-// with it, a warp's accesses of a combined step are already conflict-free
-// (a padded stride-16 pattern maps 16 lanes to 16 distinct bank pairs).
+// combine four steps). Chunk permutation where padding leaves conflicts:
+// the merge of short runs (merge_rows). Measured with ncu
+// (bench/kernels/ncu-layouts.sh): padded combined steps are conflict-free.
 //
 // The input goes through a Loader functor, the paper's fusion hook: it maps
 // an input position to a word, or to the sentinel (all ones, never selected
@@ -199,14 +199,14 @@ __device__ void rebuild(Word* s, int len, int64_t offset, bool ascending) {
   if (K > 1) bitonic_merge_steps<Word, NT, Layout>(s, len, log2_of<K>() - 1, ascending ? 0 : K, offset);
 }
 
-// Merge of short runs (2K words fit in one 128-byte row), with the paper's
+// Merge of runs of 8 (a run pair is one 128-byte row), with the paper's
 // chunk permutation: a thread takes a whole padded row (R = 2^kShift input
 // words, R/2 outputs) instead of every NT-th output. Lane t then starts at
 // column t mod 16 of its row, so a warp's reads hit distinct banks, where the
 // plain mapping (lanes on consecutive outputs, i.e. on runs 2K apart, padded
 // rows 17 words apart) overlaps 2-4 ways (measured with ncu: 20-27 % of the
 // shared-memory wavefronts of the K <= 8 reducers were conflicts; with rows,
-// 1 %: bench/results/bitonic-layouts-H200-2026-11-21.md).
+// 1-8 %: bench/results/bitonic-layouts-H200-2026-11-21.md).
 template <typename Word, int K, int NT>
 __device__ void merge_rows(Word* s, int len) {
   using L = Padded<Word>;
@@ -233,10 +233,11 @@ __device__ void merge_rows(Word* s, int len) {
 // the K smallest of a run pair. MAX_PER_THREAD bounds len / 2 / NT.
 template <typename Word, int K, int NT, int MAX_PER_THREAD, class Layout>
 __device__ void merge(Word* s, int len) {
-  // 8-byte words only: a 16-byte word's row (8 words) would give a thread two rows.
-  if constexpr (std::is_same_v<Layout, Padded<Word>> && sizeof(Word) <= 8 && 2 * K <= 16) {
-    // Only while at least half the threads get a row: on a smaller tile the
-    // serial row loop costs more latency than the conflicts did (measured).
+  // K = 8 with 8-byte words only (a run pair is one row): measured faster
+  // there; for K = 1 ... 4 the conflicts go too, but the kernels got slower.
+  if constexpr (std::is_same_v<Layout, Padded<Word>> && sizeof(Word) <= 8 && 2 * K == 16) {
+    // Only while at least half the threads get a row (a smaller tile leaves
+    // too few threads to hide the latency).
     if (len / (1 << Padded<Word>::kShift) >= NT / 2) return merge_rows<Word, K, NT>(s, len);
   }
   Word kept[MAX_PER_THREAD];
