@@ -17,6 +17,8 @@ extern "C" {
 extern bool gknn_enable_topk;
 extern int gknn_topk_min_rows;
 extern int gknn_max_k;
+extern double gknn_topk_gpu_setup_cost;
+extern double gknn_topk_gpu_worker_setup_cost;
 
 void gknn_topk_register(void);  // _PG_init: hook and CustomScan methods
 

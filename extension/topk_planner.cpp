@@ -38,6 +38,8 @@ extern "C" {
 bool gknn_enable_topk = true;
 int gknn_topk_min_rows = 10000;
 int gknn_max_k = 100000;
+double gknn_topk_gpu_setup_cost = 5000;
+double gknn_topk_gpu_worker_setup_cost = 25000;
 
 extern CustomScanMethods gknn_topk_scan_methods;  // topk_exec.cpp
 
@@ -113,13 +115,34 @@ bool tlist_checks(PlannerInfo* root, Index relid, List* tlist, List** checks) {
   return true;
 }
 
-// Cost: the heap scan PostgreSQL would do, one pass of the compiled program
-// per row (cheap on a GPU, about PostgreSQL's own expression cost on the
-// CPU), PostgreSQL's cost for quals that did not compile, and k fetches.
-// A partial path (one participant of a parallel scan) divides the per-row
-// CPU work by the parallel divisor, as cost_seqscan does; the pages are not
-// divided (cost_seqscan: I/O does not parallelize); every participant
-// fetches and returns its own k rows.
+// Cost, in PostgreSQL's units, so that add_path compares it with
+// PostgreSQL's own plans:
+//   pages      seq_page_cost per heap page (as cost_seqscan; a parallel plan
+//              does not divide it, as cost_seqscan does not)
+//   rows       cpu_tuple_cost per heap row: the scan, deforming the program's
+//              columns and filling the batch (the CPU side, also on a GPU)
+//   program    cpu_operator_cost x ops x 0.5 per row on the CPU (ops: the
+//              bytecode length + 2), x 0.02 on a GPU (overlapped with the scan)
+//   quals      PostgreSQL's cost for quals that did not compile
+//   fetch      k x (cpu_tuple_cost + 0.1 seq_page_cost): the k rows by TID
+//   GPU setup  gknn.topk_gpu_setup_cost per query (pinned batches, device
+//              buffers); in a parallel plan every participant pays it and
+//              gknn.topk_gpu_worker_setup_cost (a worker is a new process:
+//              CUDA context), concurrently, so once in the participant's cost
+// A partial path is one participant: rows, program and quals are divided by
+// the parallel divisor (get_parallel_divisor's rule), and it fetches and
+// returns its own k rows.
+//
+// Measured on the CPU path (bench/topk/calibrate.sh, 2M-row tweets table and
+// 200K x 128 vectors, 2 cores shared with other work, medians of 5): the
+// estimated cost per measured ms is about the same for GpuTopK's plans as for
+// PostgreSQL's own plans of the same query (0.0025-0.0044 ms per cost unit
+// for GpuTopK serial and parallel, 0.0033-0.0065 for PostgreSQL's Sort and
+// Gather Merge plans; PostgreSQL underprices its numeric arithmetic, Q2 at
+// 0.0064-0.0126), i.e. GpuTopK is, if anything, slightly overpriced on the
+// CPU. The GPU setup costs are not measured yet (no GPU here): the defaults
+// (5000 and 25000 units, about 20 and 100 ms at 0.004 ms per unit) are to be
+// checked with calibrate.sh on the GPU host.
 double parallel_divisor(int workers) {
   double divisor = workers;
   if (parallel_leader_participation) {
@@ -132,20 +155,21 @@ double parallel_divisor(int workers) {
 void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, bool quals_compiled, int ops,
                bool gpu, int workers) {
   const double divisor = workers > 0 ? parallel_divisor(workers) : 1.0;
-  Cost pages = seq_page_cost * rel->pages;
+  Cost startup = seq_page_cost * rel->pages;
   Cost cpu = cpu_tuple_cost * rel->tuples;
   double per_row_ops = gpu ? 0.02 * ops : 0.5 * ops;
   cpu += cpu_operator_cost * per_row_ops * rel->tuples;
   if (!quals_compiled) {
     QualCost qc;
     cost_qual_eval(&qc, rel->baserestrictinfo, root);
-    pages += qc.startup;
+    startup += qc.startup;
     cpu += qc.per_tuple * rel->tuples;
   }
+  if (gpu) startup += gknn_topk_gpu_setup_cost + (workers > 0 ? gknn_topk_gpu_worker_setup_cost : 0);
   double rows = k < 0 ? rel->rows / divisor : Min(k, rel->rows / divisor);
   Cost fetch = rows * (cpu_tuple_cost + seq_page_cost * 0.1);
   p->path.rows = clamp_row_est(rows);
-  p->path.startup_cost = pages + cpu / divisor + fetch;
+  p->path.startup_cost = startup + cpu / divisor + fetch;
   p->path.total_cost = p->path.startup_cost + rows * cpu_tuple_cost;
 }
 

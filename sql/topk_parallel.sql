@@ -8,6 +8,7 @@ SET min_parallel_table_scan_size = 0;
 SET max_parallel_workers_per_gather = 2;
 SET parallel_leader_participation = on;
 SET enable_sort = off;  -- PostgreSQL's own Gather Merge over Sort loses
+SET gknn.topk_gpu_worker_setup_cost = 0;  -- as parallel_setup_cost: parallel plans on a small table
 CREATE TABLE tp (id int, a int4, b float8, s text, e vector(3));
 INSERT INTO tp SELECT i, (i * 7) % 13 - 6,
   CASE WHEN i % 11 = 0 THEN 'NaN' WHEN i % 17 = 0 THEN NULL ELSE (i % 23) / 3.0 END,

@@ -39,11 +39,14 @@ out=bench/results/topk-$(echo "$device" | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//
 
 # Median wall time (ms) of a query under the given settings, from
 # EXPLAIN ANALYZE's execution time, and the plan's shape below the Limit.
+# Each psql session LOADs gknn first: GpuTopK's planner hook exists only once
+# the library is loaded, and a query without a gknn type or function (Q1-Q3)
+# does not load it (before 2026-11-22 those rows never had GpuTopK offered).
 time_query() {
   local settings=$1 sql=$2 times=() plan='' i workers=${3:-$CORES}
   for ((i = 0; i < REPS; i++)); do
     local res
-    res=$(q -c "SET gknn.device = '$DEVICE'; SET max_parallel_workers_per_gather = $workers; SET gknn.topk_min_rows = 0; $settings" \
+    res=$(q -c "LOAD 'gknn'; SET gknn.device = '$DEVICE'; SET max_parallel_workers_per_gather = $workers; SET gknn.topk_min_rows = 0; $settings" \
       -c "EXPLAIN (ANALYZE, FORMAT JSON) $sql")
     times+=("$(echo "$res" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Execution Time"])')")
     plan=$(echo "$res" | python3 -c '
