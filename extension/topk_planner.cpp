@@ -134,15 +134,16 @@ bool tlist_checks(PlannerInfo* root, Index relid, List* tlist, List** checks) {
 // returns its own k rows.
 //
 // Measured on the CPU path (bench/topk/calibrate.sh, 2M-row tweets table and
-// 200K x 128 vectors, 2 cores shared with other work, medians of 5): the
-// estimated cost per measured ms is about the same for GpuTopK's plans as for
-// PostgreSQL's own plans of the same query (0.0025-0.0044 ms per cost unit
-// for GpuTopK serial and parallel, 0.0033-0.0065 for PostgreSQL's Sort and
-// Gather Merge plans; PostgreSQL underprices its numeric arithmetic, Q2 at
-// 0.0064-0.0126), i.e. GpuTopK is, if anything, slightly overpriced on the
-// CPU. The GPU setup costs are not measured yet (no GPU here): the defaults
-// (5000 and 25000 units, about 20 and 100 ms at 0.004 ms per unit) are to be
-// checked with calibrate.sh on the GPU host.
+// 200K x 128 vectors, 2 cores, medians of 5;
+// bench/results/topk-calibrate-cpu-2026-11-21.md): the estimated cost per
+// measured ms is about the same for GpuTopK's plans as for PostgreSQL's own
+// plans of the same query: 0.0023-0.0041 ms per cost unit for GpuTopK serial
+// and parallel, 0.0028-0.0039 for PostgreSQL's Sort and Gather Merge plans
+// (PostgreSQL underprices its numeric arithmetic: Q2 at 0.0056-0.0061). So
+// the CPU constants stand as they were; GpuTopK is, if anything, slightly
+// overpriced. The GPU setup costs are not measured yet (no GPU here): the
+// defaults (5000 and 25000 units, about 15 and 80 ms at 0.003 ms per unit)
+// are to be checked with calibrate.sh on the GPU host.
 double parallel_divisor(int workers) {
   double divisor = workers;
   if (parallel_leader_participation) {
