@@ -22,6 +22,9 @@ static const struct config_enum_entry device_options[] = {{"auto", GKNN_DEVICE_A
                                                           {"cpu", GKNN_DEVICE_CPU, false},
                                                           {nullptr, 0, false}};
 
+static const struct config_enum_entry parallel_device_options[] = {
+    {"same", GKNN_TOPK_PARALLEL_SAME, false}, {"cpu", GKNN_TOPK_PARALLEL_CPU, false}, {nullptr, 0, false}};
+
 extern "C" {
 
 void _PG_init(void) {
@@ -50,6 +53,12 @@ void _PG_init(void) {
       "per query.",
       nullptr, &gknn_topk_gpu_worker_setup_cost, 25000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr,
       nullptr);
+  DefineCustomEnumVariable("gknn.topk_parallel_device",
+                           "Where the participants of a parallel GpuTopK plan rank rows.",
+                           "same: as gknn.device (each worker opens the GPU itself); cpu: every participant "
+                           "uses the CPU interpreter (no GPU setup per worker).",
+                           &gknn_topk_parallel_device, GKNN_TOPK_PARALLEL_SAME, parallel_device_options,
+                           PGC_USERSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("gknn");
   gknn_topk_register();
 }

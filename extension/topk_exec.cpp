@@ -291,7 +291,9 @@ void run_topk(TopKScanState* s) {
   s->k = k;
   TopKEmitter em;
   compile_program(s, &em);
-  int device = gknn_resolve_device();
+  // gknn.topk_parallel_device = cpu: a parallel plan's participants never
+  // open the GPU.
+  int device = s->partial && gknn_topk_parallel_device == GKNN_TOPK_PARALLEL_CPU ? -1 : gknn_resolve_device();
   const int64 cap_gpu = batch_capacity(&em, true), cap_cpu = batch_capacity(&em, false);
   gknn_pg::core_call([&] {
     gknn::expr::Program p;

@@ -40,6 +40,7 @@ int gknn_topk_min_rows = 10000;
 int gknn_max_k = 100000;
 double gknn_topk_gpu_setup_cost = 5000;
 double gknn_topk_gpu_worker_setup_cost = 25000;
+int gknn_topk_parallel_device = GKNN_TOPK_PARALLEL_SAME;
 
 extern CustomScanMethods gknn_topk_scan_methods;  // topk_exec.cpp
 
@@ -211,7 +212,9 @@ void add_partial_topk_path(PlannerInfo* root, RelOptInfo* rel, RelOptInfo* final
   const int workers = compute_parallel_worker(rel, rel->pages, -1, max_parallel_workers_per_gather);
   if (workers <= 0) return;
   CustomPath* p = make_topk_path(rel, target, root->sort_pathkeys, quals_compiled, workers);
-  cost_topk(root, rel, p, k, quals_compiled, ops, gknn_device_mode != GKNN_DEVICE_CPU, workers);
+  const bool gpu =
+      gknn_device_mode != GKNN_DEVICE_CPU && gknn_topk_parallel_device == GKNN_TOPK_PARALLEL_SAME;
+  cost_topk(root, rel, p, k, quals_compiled, ops, gpu, workers);
   double rows = p->path.rows * parallel_divisor(workers);
   GatherMergePath* gm =
       create_gather_merge_path(root, rel, &p->path, target, root->sort_pathkeys, nullptr, &rows);

@@ -81,6 +81,28 @@ SELECT * FROM topk_workers('SELECT id FROM tp WHERE a > 0 ORDER BY b DESC, id LI
 SELECT id, b FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5;
 RESET max_parallel_workers;
 
+-- gknn.topk_parallel_device = cpu: no participant opens the GPU, even with
+-- gknn.device = gpu (which fails on a host without one)
+SET gknn.topk_parallel_device = cpu;
+SET gknn.device = gpu;
+CREATE FUNCTION topk_devices(q text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE
+  plan json;
+  node json;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON, TIMING OFF) ' || q INTO plan;
+  node := plan -> 0 -> 'Plan' -> 'Plans' -> 0 -> 'Plans' -> 0;
+  RETURN (SELECT string_agg(DISTINCT d, ',') FROM (
+    SELECT node ->> 'Device' AS d
+    UNION ALL SELECT w ->> 'Device' FROM json_array_elements(node -> 'GpuTopK Workers') w) x);
+END
+$f$;
+SELECT topk_devices('SELECT id FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5');
+SELECT id, b FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5;
+DROP FUNCTION topk_devices(text);
+RESET gknn.device;
+RESET gknn.topk_parallel_device;
+
 -- LIMIT as a parameter of a generic plan; LIMIT 0
 PREPARE q(int, int) AS SELECT id FROM tp ORDER BY a DESC, b, id LIMIT $1 OFFSET $2;
 SET plan_cache_mode = force_generic_plan;

@@ -17,6 +17,8 @@
 #   serial    GpuTopK forced (enable_sort = off), no workers: one backend scans
 #   parallel  GpuTopK forced (enable_sort = off), GKNN_WORKERS workers: Limit
 #             over Gather Merge over a partial GpuTopK in every participant
+#   parallel-cpu  as parallel, with gknn.topk_parallel_device = cpu (the
+#             participants rank on the CPU: no CUDA context per worker)
 # ("forced" only where the planner offers GpuTopK at all; the plan column
 # says what ran: GM(n) = Gather Merge with n workers launched).
 # Writes bench/results/topk-<device>-<date>.md and prints it.
@@ -83,6 +85,7 @@ row() {  # label, query
       auto) r=$(time_query "SET gknn.enable_topk = on" "$2" "$WORKERS") ;;
       serial) r=$(time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" 0) ;;
       parallel) r=$(time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" "$WORKERS") ;;
+      parallel-cpu) r=$(time_query "SET gknn.enable_topk = on; SET enable_sort = off; SET gknn.topk_parallel_device = cpu" "$2" "$WORKERS") ;;
       *) echo "unknown configuration $c" >&2; exit 1 ;;
     esac
     cells+=$(printf ' %s | %s | %.2f |' "${r#* }" "${r%% *}" "$(python3 -c "print(${b%% *} / max(${r%% *}, 1e-9))")")
