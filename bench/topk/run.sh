@@ -11,7 +11,7 @@
 # Environment: GKNN_DEVICE (auto), REPS (3, the median is reported),
 # VEC_ROWS (1000000), VEC_DIM (128), KEEP=1 keeps the tables between runs,
 # GKNN_WORKERS (the host's cores): max_parallel_workers_per_gather on gknn's
-# side, CONFIGS (default "auto serial parallel"): which gknn configurations
+# side, CONFIGS (default "auto serial parallel parallel-cpu"): which gknn configurations
 # each query is timed under, beside PostgreSQL's own plan:
 #   auto      gknn.enable_topk = on, GKNN_WORKERS workers: the planner's choice
 #   serial    GpuTopK forced (enable_sort = off), no workers: one backend scans
@@ -30,7 +30,7 @@ REPS=${REPS:-3}
 DEVICE=${GKNN_DEVICE:-auto}
 CORES=$(nproc)
 WORKERS=${GKNN_WORKERS:-$CORES}
-read -r -a CONFIGS <<<"${CONFIGS:-auto serial parallel}"
+read -r -a CONFIGS <<<"${CONFIGS:-auto serial parallel parallel-cpu}"
 VEC_ROWS=${VEC_ROWS:-1000000}
 VEC_DIM=${VEC_DIM:-128}
 q() { psql -X -qAt -v ON_ERROR_STOP=1 "$@"; }
