@@ -4,7 +4,9 @@
 // paths (Limit over Sort, Limit over an ordered index scan, Gather Merge...)
 // by create_upper_paths_hook at UPPERREL_FINAL, so add_path keeps whichever
 // costs less. The path's parent is the base relation, so create_plan builds
-// it as a scan of that relation with the final target list.
+// it as a scan of that relation with the final target list. Where the scan
+// can run in parallel, a second path: Limit over Gather Merge over a partial
+// GpuTopK (every participant returns its own best LIMIT + OFFSET rows).
 //
 // Offered only where the result cannot change: one plain table, no
 // grouping/aggregates/windows/DISTINCT/SRFs/locking/sublinks, every ORDER BY
