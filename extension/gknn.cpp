@@ -1,5 +1,7 @@
 // Module entry: GUCs and version. _PG_init runs in the postmaster when the
 // library is preloaded, so it must not touch CUDA.
+#include <cfloat>
+
 #include "device.h"
 #include "gknn/runtime.h"
 #include "pg.h"
@@ -20,6 +22,9 @@ static const struct config_enum_entry device_options[] = {{"auto", GKNN_DEVICE_A
                                                           {"cpu", GKNN_DEVICE_CPU, false},
                                                           {nullptr, 0, false}};
 
+static const struct config_enum_entry parallel_device_options[] = {
+    {"same", GKNN_TOPK_PARALLEL_SAME, false}, {"cpu", GKNN_TOPK_PARALLEL_CPU, false}, {nullptr, 0, false}};
+
 extern "C" {
 
 void _PG_init(void) {
@@ -37,6 +42,23 @@ void _PG_init(void) {
                           &gknn_topk_min_rows, 10000, 0, INT_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomIntVariable("gknn.max_k", "GpuTopK is not planned when LIMIT + OFFSET is above this.", nullptr,
                           &gknn_max_k, 100000, 0, INT_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomRealVariable(
+      "gknn.topk_gpu_setup_cost",
+      "Planner's cost of setting up GpuTopK on a GPU in one process (pinned batches, device "
+      "buffers), per query.",
+      nullptr, &gknn_topk_gpu_setup_cost, 5000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomRealVariable(
+      "gknn.topk_gpu_worker_setup_cost",
+      "Planner's cost of opening the GPU in a parallel worker (a new process: CUDA context), "
+      "per query.",
+      nullptr, &gknn_topk_gpu_worker_setup_cost, 25000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr,
+      nullptr);
+  DefineCustomEnumVariable("gknn.topk_parallel_device",
+                           "Where the participants of a parallel GpuTopK plan rank rows.",
+                           "same: as gknn.device (each worker opens the GPU itself); cpu: every participant "
+                           "uses the CPU interpreter (no GPU setup per worker).",
+                           &gknn_topk_parallel_device, GKNN_TOPK_PARALLEL_SAME, parallel_device_options,
+                           PGC_USERSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("gknn");
   gknn_topk_register();
 }

@@ -7,6 +7,7 @@
 //
 // The emitter lives in palloc'd arrays: catalog lookups here may raise, and
 // no C++ object may own resources across them.
+#include <cmath>
 #include <cstring>
 
 #include "topk.h"
@@ -22,6 +23,8 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/date.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
+#include "utils/fmgrprotos.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/typcache.h"
@@ -256,6 +259,15 @@ bool internal_function(const char* s, FnInfo* f) {
       f->kind = m.kind, f->op = m.op, f->type = Type::F64;
       return true;
     }
+  // numeric comparisons: their arguments compile only where float8 is exact
+  // (compile_numeric), so comparing the doubles is comparing the numerics.
+  const char* cmp = nullptr;
+  if (starts(s, "numeric_", &cmp))
+    for (const OpName& o : kCompareOps)
+      if (strcmp(cmp, o.suffix) == 0) {
+        f->kind = FnKind::Compare, f->op = o.op, f->type = Type::F64;
+        return true;
+      }
   // The longest prefix first: int48pl must not read as int4 + "8pl".
   for (int pass = 0; pass < 2; ++pass)
     for (const Named& p : kArithPrefixes) {
@@ -535,9 +547,200 @@ bool compile_in_list(TopKEmitter* em, ScalarArrayOpExpr* s, Type* out) {
   return true;
 }
 
+// ---- numeric, where float8 is exact ----
+//
+// A numeric expression compiles only where evaluating it in float8 gives
+// exactly PostgreSQL's numeric value at every step, so that its order,
+// comparisons and ties are PostgreSQL's: integer columns (int2, int4) cast to
+// numeric, numeric constants that are dyadic (m / 2^e, e.g. 0.5, 0.25, 3,
+// but not 0.1), and + - * unary minus/plus and abs over them. Every
+// subexpression is a multiple of 2^-e with |value| * 2^e <= B; while
+// B <= 2^53 the value is a double, so IEEE arithmetic on exact operands is
+// exact (numeric's + - * are exact too: their result scale is the inputs').
+// int8, numeric columns, parameters, division and anything else do not
+// compile. The output values themselves are PostgreSQL's: GpuTopK projects
+// the fetched tuples with the original target list.
+struct NumBound {
+  int e = 0;                // binary digits after the point
+  unsigned __int128 B = 0;  // |value| * 2^e <= B
+  int dscale = 0;           // numeric's display scale of the result
+};
+
+constexpr unsigned __int128 kExactMax = static_cast<unsigned __int128>(1) << 53;
+constexpr int kMaxBinaryScale = 1000;  // 2^-1000 and its multiples below 2^53 are normal doubles
+
+enum class NumFn { None, Add, Sub, Mul, Neg, Plus, Abs, FromI16, FromI32, FromI64 };
+
+NumFn numeric_function(Oid fn) {
+  char name[NAMEDATALEN * 2];
+  bool is_gknn = false;
+  if (!function_symbol(fn, name, sizeof(name), &is_gknn) || is_gknn) return NumFn::None;
+  const struct {
+    const char* name;
+    NumFn fn;
+  } fns[] = {
+      {"numeric_add", NumFn::Add},      {"numeric_sub", NumFn::Sub},      {"numeric_mul", NumFn::Mul},
+      {"numeric_uminus", NumFn::Neg},   {"numeric_uplus", NumFn::Plus},   {"numeric_abs", NumFn::Abs},
+      {"int2_numeric", NumFn::FromI16}, {"int4_numeric", NumFn::FromI32}, {"int8_numeric", NumFn::FromI64}};
+  for (const auto& f : fns)
+    if (strcmp(name, f.name) == 0) return f.fn;
+  return NumFn::None;
+}
+
+// A finite numeric constant as m / 2^e (m < 2^53), from its decimal text.
+bool numeric_const_dyadic(Datum d, bool* negative, unsigned __int128* m, int* e, int* dscale) {
+  const char* s = DatumGetCString(DirectFunctionCall1(numeric_out, d));
+  *negative = *s == '-';
+  if (*negative) ++s;
+  unsigned __int128 n = 0;
+  int digits = 0, scale = 0;
+  bool point = false;
+  for (; *s; ++s) {
+    if (*s == '.' && !point) {
+      point = true;
+      continue;
+    }
+    if (*s < '0' || *s > '9') return false;  // NaN, Infinity
+    if (n != 0 || *s != '0') ++digits;
+    if (digits > 37) return false;
+    n = n * 10 + (*s - '0');
+    scale += point;
+  }
+  if (scale > kMaxBinaryScale) return false;
+  for (int i = 0; i < scale; ++i) {  // n / 10^scale = (n / 5^scale) / 2^scale
+    if (n % 5 != 0) return false;
+    n /= 5;
+  }
+  int bin = scale;
+  while (bin > 0 && n % 2 == 0 && n != 0) n /= 2, --bin;
+  if (n == 0) bin = 0;
+  if (n > kExactMax) return false;
+  *m = n;
+  *e = bin;
+  *dscale = scale;
+  return true;
+}
+
+bool numeric_bound(Node* node, NumBound* b) {
+  check_stack_depth();
+  if (IsA(node, Const)) {
+    Const* c = reinterpret_cast<Const*>(node);
+    if (c->consttype != NUMERICOID || c->constisnull) {
+      *b = NumBound();  // NULL: no value
+      return c->consttype == NUMERICOID;
+    }
+    bool neg;
+    return numeric_const_dyadic(c->constvalue, &neg, &b->B, &b->e, &b->dscale);
+  }
+  Oid fn = InvalidOid;
+  List* args = NIL;
+  if (IsA(node, OpExpr) && !reinterpret_cast<OpExpr*>(node)->opretset) {
+    OpExpr* o = reinterpret_cast<OpExpr*>(node);
+    fn = o->opfuncid ? o->opfuncid : get_opcode(o->opno);
+    args = o->args;
+  } else if (IsA(node, FuncExpr) && !reinterpret_cast<FuncExpr*>(node)->funcretset) {
+    fn = reinterpret_cast<FuncExpr*>(node)->funcid;
+    args = reinterpret_cast<FuncExpr*>(node)->args;
+  } else {
+    return false;
+  }
+  NumFn f = numeric_function(fn);
+  NumBound x, y;
+  switch (f) {
+    case NumFn::FromI16:
+    case NumFn::FromI32:
+      if (list_length(args) != 1) return false;
+      b->e = 0;
+      b->B = static_cast<unsigned __int128>(1) << (f == NumFn::FromI16 ? 15 : 31);
+      b->dscale = 0;
+      return true;
+    case NumFn::Neg:
+    case NumFn::Plus:
+    case NumFn::Abs:
+      return list_length(args) == 1 && numeric_bound(static_cast<Node*>(linitial(args)), b);
+    case NumFn::Add:
+    case NumFn::Sub:
+    case NumFn::Mul:
+      if (list_length(args) != 2 || !numeric_bound(static_cast<Node*>(linitial(args)), &x) ||
+          !numeric_bound(static_cast<Node*>(lsecond(args)), &y))
+        return false;
+      if (f == NumFn::Mul) {
+        b->e = x.e + y.e;
+        b->B = x.B * y.B;  // both <= 2^53: no overflow
+        b->dscale = x.dscale + y.dscale;
+      } else {
+        b->e = Max(x.e, y.e);
+        const int sx = b->e - x.e, sy = b->e - y.e;
+        if ((x.B != 0 && sx > 53) || (y.B != 0 && sy > 53)) return false;
+        b->B = (x.B << (x.B ? sx : 0)) + (y.B << (y.B ? sy : 0));
+        b->dscale = Max(x.dscale, y.dscale);
+      }
+      return b->B <= kExactMax && b->e <= kMaxBinaryScale && b->dscale <= kMaxBinaryScale;
+    default:  // int8 (up to 2^63), division, anything else
+      return false;
+  }
+}
+
+bool compile_numeric(TopKEmitter* em, Node* node, Type* out) {
+  NumBound b;
+  if (!numeric_bound(node, &b)) return false;
+  *out = Type::F64;
+  if (IsA(node, Const)) {
+    Const* c = reinterpret_cast<Const*>(node);
+    Value v{0};
+    if (!c->constisnull) {
+      bool neg;
+      unsigned __int128 m;
+      int e, dscale;
+      numeric_const_dyadic(c->constvalue, &neg, &m, &e, &dscale);
+      v.f = std::ldexp(static_cast<double>(m), -e);  // m < 2^53: exact
+      if (neg) v.f = -v.f;
+    }
+    emit(em, Op::Const, Type::F64, add_const(em, v, c->constisnull));
+    return true;
+  }
+  List* args =
+      IsA(node, OpExpr) ? reinterpret_cast<OpExpr*>(node)->args : reinterpret_cast<FuncExpr*>(node)->args;
+  NumFn f = numeric_function(IsA(node, OpExpr) ? (reinterpret_cast<OpExpr*>(node)->opfuncid
+                                                      ? reinterpret_cast<OpExpr*>(node)->opfuncid
+                                                      : get_opcode(reinterpret_cast<OpExpr*>(node)->opno))
+                                               : reinterpret_cast<FuncExpr*>(node)->funcid);
+  Type t;
+  ListCell* lc;
+  foreach (lc, args)
+    if (!compile(em, static_cast<Node*>(lfirst(lc)), &t)) return false;
+  switch (f) {
+    case NumFn::FromI16:
+    case NumFn::FromI32:
+      if (t != (f == NumFn::FromI16 ? Type::I16 : Type::I32)) return false;
+      emit(em, Op::Cast, Type::F64, 0, static_cast<int>(t));
+      return true;
+    case NumFn::Neg:
+      emit(em, Op::Neg, Type::F64);
+      return true;
+    case NumFn::Abs:
+      emit(em, Op::Abs, Type::F64);
+      return true;
+    case NumFn::Plus:
+      return true;
+    case NumFn::Add:
+      emit(em, Op::Add, Type::F64);
+      return true;
+    case NumFn::Sub:
+      emit(em, Op::Sub, Type::F64);
+      return true;
+    case NumFn::Mul:
+      emit(em, Op::Mul, Type::F64);
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool compile(TopKEmitter* em, Node* node, Type* out) {
   if (node == nullptr) return false;
   check_stack_depth();
+  if (exprType(node) == NUMERICOID) return compile_numeric(em, node, out);
   switch (nodeTag(node)) {
     case T_Var: {
       if (!is_our_var(em, node) || !value_type(exprType(node), out)) return false;

@@ -3,6 +3,14 @@
 // program reads into the core's batches; the core keeps the k best rows
 // (keys + TIDs) across batches on the GPU or the CPU; then the k tuples are
 // fetched by TID in order and projected.
+//
+// In a parallel plan (Limit over Gather Merge over this node) every
+// participant runs the same node over its share of the heap (a parallel
+// table scan in the node's DSM chunk), returns its own best LIMIT + OFFSET
+// rows in order, and leaves OFFSET and LIMIT to the Limit above. Each
+// participant opens the GPU itself, lazily, when its scan starts; errors in
+// a worker (SQL or core) are ordinary errors there, which PostgreSQL
+// re-raises in the leader.
 #include <cstring>
 
 #include "core_call.h"
@@ -11,6 +19,7 @@
 #include "vector.h"
 
 extern "C" {
+#include "access/parallel.h"
 #include "access/tableam.h"
 #include "miscadmin.h"
 #include "utils/date.h"
@@ -30,10 +39,14 @@ void begin_scan(CustomScanState* node, EState* estate, int eflags);
 TupleTableSlot* exec_scan(CustomScanState* node);
 void end_scan(CustomScanState* node);
 void rescan(CustomScanState* node);
+Size estimate_dsm(CustomScanState* node, ParallelContext* pcxt);
+void initialize_dsm(CustomScanState* node, ParallelContext* pcxt, void* coordinate);
+void reinitialize_dsm(CustomScanState* node, ParallelContext* pcxt, void* coordinate);
+void initialize_worker(CustomScanState* node, shm_toc* toc, void* coordinate);
 
-const CustomExecMethods exec_methods = {"GpuTopK", begin_scan, exec_scan,        end_scan, rescan,
-                                        nullptr,   nullptr,    nullptr,          nullptr,  nullptr,
-                                        nullptr,   nullptr,    gknn_topk_explain};
+const CustomExecMethods exec_methods = {
+    "GpuTopK",    begin_scan,     exec_scan,        end_scan,          rescan,  nullptr,          nullptr,
+    estimate_dsm, initialize_dsm, reinitialize_dsm, initialize_worker, nullptr, gknn_topk_explain};
 
 Node* create_state(CustomScan* cscan) {
   TopKScanState* s = static_cast<TopKScanState*>(palloc0(sizeof(TopKScanState)));
@@ -43,6 +56,7 @@ Node* create_state(CustomScan* cscan) {
   const int nquals = intVal(list_nth(counts, 0)), nkeys = intVal(list_nth(counts, 1)),
             nchecks = intVal(list_nth(counts, 2));
   s->quals_compiled = intVal(list_nth(counts, 3)) != 0;
+  s->partial = list_length(counts) > 4 && intVal(list_nth(counts, 4)) != 0;
   s->dirs = static_cast<List*>(lsecond(cscan->custom_private));
   List* e = cscan->custom_exprs;
   s->quals = list_copy_head(e, nquals);
@@ -229,7 +243,10 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em) {
   AttrNumber max_attno = 0;
   for (int c = 0; c < em->ncolumns; ++c) max_attno = Max(max_attno, em->attnos[c]);
   TupleTableSlot* slot = table_slot_create(rel, nullptr);
-  TableScanDesc scan = table_beginscan(rel, estate->es_snapshot, 0, nullptr);
+  // A parallel plan's participant takes blocks from the shared scan; run
+  // alone (no DSM: parallel mode was not available), it scans everything.
+  TableScanDesc scan = s->pscan ? table_beginscan_parallel(rel, s->pscan)
+                                : table_beginscan(rel, estate->es_snapshot, 0, nullptr);
   gknn::expr::BatchView* b = nullptr;
   gknn_pg::core_call([&] { b = &s->topk->next_batch(); });
   while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
@@ -254,9 +271,18 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em) {
   ExecDropSingleTupleTableSlot(slot);
 }
 
+void add_stats(gknn::expr::TopKStats* to, const gknn::expr::TopKStats& from) {
+  to->rows_scanned += from.rows_scanned;
+  to->rows_passed += from.rows_passed;
+  to->batches += from.batches;
+  to->bytes_to_device += from.bytes_to_device;
+  to->device_ms += from.device_ms;
+}
+
 void run_topk(TopKScanState* s) {
   s->done = true;
   s->ran = true;
+  const int64 heap_rows_before = s->heap_rows;
   int64 count = 0, offset = 0;
   bool no_count = false;
   eval_limits(s, &count, &offset, &no_count);
@@ -265,7 +291,9 @@ void run_topk(TopKScanState* s) {
   s->k = k;
   TopKEmitter em;
   compile_program(s, &em);
-  int device = gknn_resolve_device();
+  // gknn.topk_parallel_device = cpu: a parallel plan's participants never
+  // open the GPU.
+  int device = s->partial && gknn_topk_parallel_device == GKNN_TOPK_PARALLEL_CPU ? -1 : gknn_resolve_device();
   const int64 cap_gpu = batch_capacity(&em, true), cap_cpu = batch_capacity(&em, false);
   gknn_pg::core_call([&] {
     gknn::expr::Program p;
@@ -283,11 +311,14 @@ void run_topk(TopKScanState* s) {
   int64 n = 0;
   uint64* ids = nullptr;
   std::vector<gknn::expr::Selected>* rows = nullptr;
+  gknn::expr::TopKStats run_stats;
   gknn_pg::core_call([&] {
     ok = s->topk->finish(err);
     if (ok) rows = new std::vector<gknn::expr::Selected>(s->topk->result());
-    s->stats = s->topk->stats();
+    run_stats = s->topk->stats();
   });
+  // EXPLAIN ANALYZE's numbers are totals over the node's runs (rescans).
+  add_stats(&s->stats, run_stats);
   if (!ok) raise_eval_error(err);
   n = static_cast<int64>(rows->size());
   ids =
@@ -302,7 +333,14 @@ void run_topk(TopKScanState* s) {
   if (!ids) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
   s->row_ids = ids;
   s->nrows = n;
-  s->next = Min(offset, n);
+  s->next = s->partial ? 0 : Min(offset, n);
+  if (s->shared && IsParallelWorker() && ParallelWorkerNumber < s->shared->nworkers) {
+    TopKWorkerStats* w = &s->shared->workers[ParallelWorkerNumber];  // this worker's slot: no lock
+    w->ran = true;
+    w->device = s->device;
+    w->heap_rows += s->heap_rows - heap_rows_before;
+    add_stats(&w->stats, run_stats);
+  }
 }
 
 TupleTableSlot* exec_scan(CustomScanState* node) {
@@ -324,14 +362,103 @@ TupleTableSlot* exec_scan(CustomScanState* node) {
   return node->ss.ps.ps_ProjInfo ? ExecProject(node->ss.ps.ps_ProjInfo) : slot;
 }
 
-void end_scan(CustomScanState* node) { free_topk(node); }
+void copy_worker_stats(dsm_segment* seg, Datum arg);
+
+void end_scan(CustomScanState* node) {
+  TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
+  free_topk(s);
+  // The segment is still attached (its detach would have cleared
+  // detach_seg): the workers' numbers are not needed past this point.
+  if (s->detach_seg) cancel_on_dsm_detach(s->detach_seg, copy_worker_stats, PointerGetDatum(s));
+  s->detach_seg = nullptr;
+  s->shared = nullptr;
+  s->pscan = nullptr;
+}
 
 void rescan(CustomScanState* node) {
   TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
   free_topk(s);
   s->done = false;
   s->nrows = s->next = 0;
-  s->heap_rows = 0;
+}
+
+// ---- parallel execution ----
+
+Size shared_header_size(int nworkers) {
+  return MAXALIGN(offsetof(TopKShared, workers) + sizeof(TopKWorkerStats) * Max(nworkers, 0));
+}
+
+Size estimate_dsm(CustomScanState* node, ParallelContext* pcxt) {
+  return add_size(shared_header_size(pcxt->nworkers),
+                  table_parallelscan_estimate(node->ss.ss_currentRelation, node->ss.ps.state->es_snapshot));
+}
+
+// Called in the leader as the segment detaches (end of the Gather Merge, or
+// error cleanup), while the executor's memory is still there: the workers'
+// numbers are added into the leader's copy for EXPLAIN ANALYZE. No
+// allocation, no error.
+void copy_worker_stats(dsm_segment* seg, Datum arg) {
+  (void)seg;
+  TopKScanState* s = reinterpret_cast<TopKScanState*>(DatumGetPointer(arg));
+  if (s->shared) {
+    const int n = Min(s->shared->nworkers, s->nworker_stats);
+    for (int i = 0; i < n; ++i) {
+      const TopKWorkerStats& from = s->shared->workers[i];
+      TopKWorkerStats& to = s->worker_stats[i];
+      if (!from.ran) continue;
+      to.ran = true;
+      to.device = from.device;
+      to.heap_rows += from.heap_rows;
+      add_stats(&to.stats, from.stats);
+    }
+  }
+  s->detach_seg = nullptr;
+  s->shared = nullptr;
+  s->pscan = nullptr;
+}
+
+void initialize_dsm(CustomScanState* node, ParallelContext* pcxt, void* coordinate) {
+  TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
+  EState* estate = node->ss.ps.state;
+  TopKShared* shared = static_cast<TopKShared*>(coordinate);
+  const Size header = shared_header_size(pcxt->nworkers);
+  memset(static_cast<void*>(shared), 0, header);
+  shared->nworkers = pcxt->nworkers;
+  shared->pscan_offset = header;
+  s->pscan = reinterpret_cast<ParallelTableScanDesc>(static_cast<char*>(coordinate) + header);
+  table_parallelscan_initialize(node->ss.ss_currentRelation, s->pscan, estate->es_snapshot);
+  s->shared = shared;
+  // Room for the workers' numbers, kept across the query's parallel contexts
+  // (a Gather Merge may set one up again after a shutdown).
+  if (pcxt->nworkers > s->nworker_stats) {
+    TopKWorkerStats* more = static_cast<TopKWorkerStats*>(
+        MemoryContextAllocZero(estate->es_query_cxt, sizeof(TopKWorkerStats) * pcxt->nworkers));
+    if (s->nworker_stats > 0) memcpy(more, s->worker_stats, sizeof(TopKWorkerStats) * s->nworker_stats);
+    s->worker_stats = more;
+    s->nworker_stats = pcxt->nworkers;
+  }
+  if (pcxt->seg != nullptr && pcxt->nworkers > 0) {
+    if (s->detach_seg) cancel_on_dsm_detach(s->detach_seg, copy_worker_stats, PointerGetDatum(s));
+    s->detach_seg = pcxt->seg;
+    on_dsm_detach(pcxt->seg, copy_worker_stats, PointerGetDatum(s));
+  }
+}
+
+void reinitialize_dsm(CustomScanState* node, ParallelContext* pcxt, void* coordinate) {
+  (void)pcxt;
+  TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
+  TopKShared* shared = static_cast<TopKShared*>(coordinate);
+  s->shared = shared;
+  s->pscan = reinterpret_cast<ParallelTableScanDesc>(static_cast<char*>(coordinate) + shared->pscan_offset);
+  table_parallelscan_reinitialize(node->ss.ss_currentRelation, s->pscan);
+}
+
+void initialize_worker(CustomScanState* node, shm_toc* toc, void* coordinate) {
+  (void)toc;
+  TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
+  TopKShared* shared = static_cast<TopKShared*>(coordinate);
+  s->shared = shared;
+  s->pscan = reinterpret_cast<ParallelTableScanDesc>(static_cast<char*>(coordinate) + shared->pscan_offset);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // EXPLAIN for GpuTopK: where each qual runs (the compiled program on the
 // device, or PostgreSQL during the scan), the ORDER BY keys, and with
 // ANALYZE the device, k, rows scanned and passing, batches, bytes moved and
-// GPU time.
+// GPU time. In a parallel plan the lines are the leader's own (as Sort
+// reports its method), followed by one line (text) or group per worker.
 #include "topk_state.h"
 
 extern "C" {
@@ -32,15 +33,7 @@ void show_keys(TopKScanState* s, List* ctx, ExplainState* es) {
   ExplainPropertyList("Order By", out, es);
 }
 
-}  // namespace
-
-void gknn_topk_explain(CustomScanState* node, List* ancestors, ExplainState* es) {
-  TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
-  List* ctx = set_deparse_context_plan(es->deparse_cxt, node->ss.ps.plan, ancestors);
-  show_keys(s, ctx, es);
-  show_exprs(s->quals_compiled ? "Compiled Filter" : "Filter", s->quals, ctx, es);
-  if (es->verbose) show_exprs("Compiled Checks", s->checks, ctx, es);
-  if (!es->analyze || !s->ran) return;
+void show_run(TopKScanState* s, ExplainState* es) {
   ExplainPropertyText("Device", s->device >= 0 ? psprintf("gpu %d", s->device) : "cpu", es);
   if (s->k != PG_INT64_MAX) ExplainPropertyInteger("K", nullptr, s->k, es);
   ExplainPropertyInteger("Rows Scanned", nullptr, s->heap_rows, es);
@@ -50,4 +43,56 @@ void gknn_topk_explain(CustomScanState* node, List* ancestors, ExplainState* es)
     ExplainPropertyInteger("Bytes To Device", "bytes", s->stats.bytes_to_device, es);
     if (es->timing) ExplainPropertyFloat("GPU Time", "ms", s->stats.device_ms, 3, es);
   }
+}
+
+void show_worker(int n, const TopKWorkerStats& w, ExplainState* es) {
+  if (es->format == EXPLAIN_FORMAT_TEXT) {
+    appendStringInfoSpaces(es->str, es->indent * 2);
+    appendStringInfo(es->str,
+                     "Worker %d:  Device: %s  Rows Scanned: " INT64_FORMAT "  Rows Passed: " INT64_FORMAT
+                     "  Batches: " INT64_FORMAT,
+                     n, w.device >= 0 ? psprintf("gpu %d", w.device) : "cpu", w.heap_rows,
+                     w.stats.rows_passed, w.stats.batches);
+    if (w.device >= 0) {
+      appendStringInfo(es->str, "  Bytes To Device: " INT64_FORMAT "kB",
+                       (w.stats.bytes_to_device + 1023) / 1024);
+      if (es->timing) appendStringInfo(es->str, "  GPU Time: %.3f ms", w.stats.device_ms);
+    }
+    appendStringInfoChar(es->str, '\n');
+    return;
+  }
+  ExplainOpenGroup("Worker", nullptr, true, es);
+  ExplainPropertyInteger("Worker Number", nullptr, n, es);
+  ExplainPropertyText("Device", w.device >= 0 ? psprintf("gpu %d", w.device) : "cpu", es);
+  ExplainPropertyInteger("Rows Scanned", nullptr, w.heap_rows, es);
+  ExplainPropertyInteger("Rows Passed", nullptr, w.stats.rows_passed, es);
+  ExplainPropertyInteger("Batches", nullptr, w.stats.batches, es);
+  if (w.device >= 0) {
+    ExplainPropertyInteger("Bytes To Device", "bytes", w.stats.bytes_to_device, es);
+    if (es->timing) ExplainPropertyFloat("GPU Time", "ms", w.stats.device_ms, 3, es);
+  }
+  ExplainCloseGroup("Worker", nullptr, true, es);
+}
+
+void show_workers(TopKScanState* s, ExplainState* es) {
+  bool any = false;
+  for (int i = 0; i < s->nworker_stats; ++i) any = any || s->worker_stats[i].ran;
+  if (!any) return;
+  if (es->format != EXPLAIN_FORMAT_TEXT) ExplainOpenGroup("GpuTopK Workers", "GpuTopK Workers", false, es);
+  for (int i = 0; i < s->nworker_stats; ++i)
+    if (s->worker_stats[i].ran) show_worker(i, s->worker_stats[i], es);
+  if (es->format != EXPLAIN_FORMAT_TEXT) ExplainCloseGroup("GpuTopK Workers", "GpuTopK Workers", false, es);
+}
+
+}  // namespace
+
+void gknn_topk_explain(CustomScanState* node, List* ancestors, ExplainState* es) {
+  TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
+  List* ctx = set_deparse_context_plan(es->deparse_cxt, node->ss.ps.plan, ancestors);
+  show_keys(s, ctx, es);
+  show_exprs(s->quals_compiled ? "Compiled Filter" : "Filter", s->quals, ctx, es);
+  if (es->verbose) show_exprs("Compiled Checks", s->checks, ctx, es);
+  if (!es->analyze) return;
+  if (s->ran) show_run(s, es);
+  show_workers(s, es);
 }

@@ -4,7 +4,9 @@
 // paths (Limit over Sort, Limit over an ordered index scan, Gather Merge...)
 // by create_upper_paths_hook at UPPERREL_FINAL, so add_path keeps whichever
 // costs less. The path's parent is the base relation, so create_plan builds
-// it as a scan of that relation with the final target list.
+// it as a scan of that relation with the final target list. Where the scan
+// can run in parallel, a second path: Limit over Gather Merge over a partial
+// GpuTopK (every participant returns its own best LIMIT + OFFSET rows).
 //
 // Offered only where the result cannot change: one plain table, no
 // grouping/aggregates/windows/DISTINCT/SRFs/locking/sublinks, every ORDER BY
@@ -38,6 +40,9 @@ extern "C" {
 bool gknn_enable_topk = true;
 int gknn_topk_min_rows = 10000;
 int gknn_max_k = 100000;
+double gknn_topk_gpu_setup_cost = 5000;
+double gknn_topk_gpu_worker_setup_cost = 25000;
+int gknn_topk_parallel_device = GKNN_TOPK_PARALLEL_SAME;
 
 extern CustomScanMethods gknn_topk_scan_methods;  // topk_exec.cpp
 
@@ -113,24 +118,111 @@ bool tlist_checks(PlannerInfo* root, Index relid, List* tlist, List** checks) {
   return true;
 }
 
-// Cost: the heap scan PostgreSQL would do, one pass of the compiled program
-// per row (cheap on a GPU, about PostgreSQL's own expression cost on the
-// CPU), PostgreSQL's cost for quals that did not compile, and k fetches.
+// Cost, in PostgreSQL's units, so that add_path compares it with
+// PostgreSQL's own plans:
+//   pages      seq_page_cost per heap page (as cost_seqscan; a parallel plan
+//              does not divide it, as cost_seqscan does not)
+//   rows       cpu_tuple_cost per heap row: the scan, deforming the program's
+//              columns and filling the batch (the CPU side, also on a GPU)
+//   program    cpu_operator_cost x ops x 0.5 per row on the CPU (ops: the
+//              bytecode length + 2), x 0.02 on a GPU (overlapped with the scan)
+//   quals      PostgreSQL's cost for quals that did not compile
+//   fetch      k x (cpu_tuple_cost + 0.1 seq_page_cost): the k rows by TID
+//   GPU setup  gknn.topk_gpu_setup_cost per query (pinned batches, device
+//              buffers); in a parallel plan every participant pays it and
+//              gknn.topk_gpu_worker_setup_cost (a worker is a new process:
+//              CUDA context), concurrently, so once in the participant's cost
+// A partial path is one participant: rows, program and quals are divided by
+// the parallel divisor (get_parallel_divisor's rule), and it fetches and
+// returns its own k rows.
+//
+// Measured on the CPU path (bench/topk/calibrate.sh, 2M-row tweets table and
+// 200K x 128 vectors, 2 cores, medians of 5;
+// bench/results/topk-calibrate-cpu-2026-11-21.md): the estimated cost per
+// measured ms is about the same for GpuTopK's plans as for PostgreSQL's own
+// plans of the same query: 0.0023-0.0041 ms per cost unit for GpuTopK serial
+// and parallel, 0.0028-0.0039 for PostgreSQL's Sort and Gather Merge plans
+// (PostgreSQL underprices its numeric arithmetic: Q2 at 0.0056-0.0061). So
+// the CPU constants stand as they were; GpuTopK is, if anything, slightly
+// overpriced. The GPU setup costs are not measured yet (no GPU here): the
+// defaults (5000 and 25000 units, about 15 and 80 ms at 0.003 ms per unit)
+// are to be checked with calibrate.sh on the GPU host.
+double parallel_divisor(int workers) {
+  double divisor = workers;
+  if (parallel_leader_participation) {
+    double leader = 1.0 - 0.3 * workers;
+    if (leader > 0) divisor += leader;
+  }
+  return divisor;
+}
+
 void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, bool quals_compiled, int ops,
-               bool gpu) {
-  Cost scan = seq_page_cost * rel->pages + cpu_tuple_cost * rel->tuples;
+               bool gpu, int workers) {
+  const double divisor = workers > 0 ? parallel_divisor(workers) : 1.0;
+  Cost startup = seq_page_cost * rel->pages;
+  Cost cpu = cpu_tuple_cost * rel->tuples;
   double per_row_ops = gpu ? 0.02 * ops : 0.5 * ops;
-  Cost eval = cpu_operator_cost * per_row_ops * rel->tuples;
+  cpu += cpu_operator_cost * per_row_ops * rel->tuples;
   if (!quals_compiled) {
     QualCost qc;
     cost_qual_eval(&qc, rel->baserestrictinfo, root);
-    eval += qc.startup + qc.per_tuple * rel->tuples;
+    startup += qc.startup;
+    cpu += qc.per_tuple * rel->tuples;
   }
-  double rows = k < 0 ? rel->rows : Min(k, rel->rows);
+  if (gpu) startup += gknn_topk_gpu_setup_cost + (workers > 0 ? gknn_topk_gpu_worker_setup_cost : 0);
+  double rows = k < 0 ? rel->rows / divisor : Min(k, rel->rows / divisor);
   Cost fetch = rows * (cpu_tuple_cost + seq_page_cost * 0.1);
   p->path.rows = clamp_row_est(rows);
-  p->path.startup_cost = scan + eval + fetch;
+  p->path.startup_cost = startup + cpu / divisor + fetch;
   p->path.total_cost = p->path.startup_cost + rows * cpu_tuple_cost;
+}
+
+// workers > 0: a partial path (parallel aware, for a Gather Merge).
+CustomPath* make_topk_path(RelOptInfo* rel, PathTarget* target, List* pathkeys, bool quals_compiled,
+                           int workers) {
+  CustomPath* p = makeNode(CustomPath);
+  p->path.pathtype = T_CustomScan;
+  p->path.parent = rel;
+  p->path.pathtarget = target;
+  p->path.param_info = nullptr;
+  p->path.parallel_aware = workers > 0;
+  p->path.parallel_safe = workers > 0;
+  p->path.parallel_workers = workers;
+  p->path.pathkeys = pathkeys;
+  p->flags = 0;
+  p->methods = &path_methods;
+  p->custom_private = list_make2(makeInteger(quals_compiled), makeInteger(workers > 0));
+  return p;
+}
+
+// The parallel plan: Limit over Gather Merge (by the ORDER BY) over a
+// partial GpuTopK in every participant, each returning its own best
+// LIMIT + OFFSET rows in order; the Limit applies OFFSET and LIMIT. Only
+// where everything the participants evaluate is parallel safe: the quals
+// (rel->consider_parallel), the final target list, LIMIT and OFFSET; and no
+// volatile functions in the target list (PostgreSQL postpones them above
+// its Sort; here each participant would compute them for its k rows).
+void add_partial_topk_path(PlannerInfo* root, RelOptInfo* rel, RelOptInfo* final_rel, FinalPathExtraData* fx,
+                           double k, bool quals_compiled, int ops) {
+  Query* q = root->parse;
+  PathTarget* target = root->upper_targets[UPPERREL_FINAL];
+  if (!rel->consider_parallel || max_parallel_workers_per_gather <= 0 ||
+      contain_volatile_functions(reinterpret_cast<Node*>(target->exprs)) ||
+      !is_parallel_safe(root, reinterpret_cast<Node*>(target->exprs)) ||
+      !is_parallel_safe(root, q->limitCount) || !is_parallel_safe(root, q->limitOffset))
+    return;
+  const int workers = compute_parallel_worker(rel, rel->pages, -1, max_parallel_workers_per_gather);
+  if (workers <= 0) return;
+  CustomPath* p = make_topk_path(rel, target, root->sort_pathkeys, quals_compiled, workers);
+  const bool gpu =
+      gknn_device_mode != GKNN_DEVICE_CPU && gknn_topk_parallel_device == GKNN_TOPK_PARALLEL_SAME;
+  cost_topk(root, rel, p, k, quals_compiled, ops, gpu, workers);
+  double rows = p->path.rows * parallel_divisor(workers);
+  GatherMergePath* gm =
+      create_gather_merge_path(root, rel, &p->path, target, root->sort_pathkeys, nullptr, &rows);
+  LimitPath* limit = create_limit_path(root, final_rel, &gm->path, q->limitOffset, q->limitCount,
+                                       q->limitOption, fx->offset_est, fx->count_est);
+  add_path(final_rel, &limit->path);
 }
 
 void add_topk_path(PlannerInfo* root, RelOptInfo* final_rel, FinalPathExtraData* fx) {
@@ -162,19 +254,12 @@ void add_topk_path(PlannerInfo* root, RelOptInfo* final_rel, FinalPathExtraData*
   List* checks = NIL;
   if (!tlist_checks(root, rel->relid, root->processed_tlist, &checks)) return;
 
-  CustomPath* p = makeNode(CustomPath);
-  p->path.pathtype = T_CustomScan;
-  p->path.parent = rel;
-  p->path.pathtarget = root->upper_targets[UPPERREL_FINAL];
-  p->path.param_info = nullptr;
-  p->path.parallel_aware = false;
-  p->path.parallel_safe = false;
-  p->path.pathkeys = root->sort_pathkeys;
-  p->flags = 0;
-  p->methods = &path_methods;
-  p->custom_private = list_make1(makeInteger(quals_compiled));
-  cost_topk(root, rel, p, k, quals_compiled, em.ncode + 2, gknn_device_mode != GKNN_DEVICE_CPU);
+  const int ops = em.ncode + 2;
+  CustomPath* p =
+      make_topk_path(rel, root->upper_targets[UPPERREL_FINAL], root->sort_pathkeys, quals_compiled, 0);
+  cost_topk(root, rel, p, k, quals_compiled, ops, gknn_device_mode != GKNN_DEVICE_CPU, 0);
   add_path(final_rel, &p->path);
+  add_partial_topk_path(root, rel, final_rel, fx, k, quals_compiled, ops);
 }
 
 void upper_paths_hook(PlannerInfo* root, UpperRelationKind stage, RelOptInfo* input_rel,
@@ -185,7 +270,9 @@ void upper_paths_hook(PlannerInfo* root, UpperRelationKind stage, RelOptInfo* in
 }
 
 // custom_exprs: quals, then ORDER BY expressions, then checks, then LIMIT
-// and OFFSET (a NULL Const when absent). custom_private: counts and flags.
+// and OFFSET (a NULL Const when absent). custom_private: counts and flags
+// (quals compiled; partial: a participant of a parallel plan, which returns
+// its best LIMIT + OFFSET rows and leaves OFFSET to the Limit above).
 Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlist, List* clauses,
                 List* custom_plans) {
   (void)custom_plans;
@@ -217,8 +304,9 @@ Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlis
   exprs = lappend(exprs, q->limitOffset ? static_cast<Node*>(copyObjectImpl(q->limitOffset)) : none);
   cs->custom_exprs = exprs;
   cs->custom_private = list_make2(
-      list_make4(makeInteger(list_length(quals)), makeInteger(list_length(keys)),
-                 makeInteger(list_length(checks)), makeInteger(intVal(linitial(path->custom_private)))),
+      list_make5(makeInteger(list_length(quals)), makeInteger(list_length(keys)),
+                 makeInteger(list_length(checks)), makeInteger(intVal(linitial(path->custom_private))),
+                 makeInteger(intVal(lsecond(path->custom_private)))),
       dirs);
   return &cs->scan.plan;
 }

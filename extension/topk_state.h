@@ -5,8 +5,26 @@
 #include "topk.h"
 
 extern "C" {
+#include "access/relscan.h"
 #include "executor/executor.h"
+#include "storage/dsm.h"
 }
+
+// What one participant of a parallel GpuTopK did, for EXPLAIN ANALYZE.
+struct TopKWorkerStats {
+  bool ran;
+  int device;  // -1: CPU
+  int64 heap_rows;
+  gknn::expr::TopKStats stats;
+};
+
+// The parallel plan's shared memory (the CustomScan's DSM chunk): one stats
+// slot per planned worker, then the table AM's parallel scan descriptor.
+struct TopKShared {
+  int nworkers;
+  Size pscan_offset;
+  TopKWorkerStats workers[FLEXIBLE_ARRAY_MEMBER];
+};
 
 struct TopKScanState {
   CustomScanState css;
@@ -18,6 +36,7 @@ struct TopKScanState {
   Expr* limit;
   Expr* offset;
   bool quals_compiled;
+  bool partial;         // a participant of a parallel plan: no OFFSET (the Limit above applies it)
   ExprState* residual;  // quals PostgreSQL evaluates during the scan (when they did not all compile)
   ExprState* limit_state;
   ExprState* offset_state;
@@ -34,4 +53,10 @@ struct TopKScanState {
   int64 heap_rows;
   int device;  // -1: CPU
   gknn::expr::TopKStats stats;
+  // parallel execution (null when the node runs alone)
+  TopKShared* shared;
+  ParallelTableScanDesc pscan;
+  dsm_segment* detach_seg;  // leader: segment whose detach copies the workers' stats out
+  int nworker_stats;        // leader: the workers' stats, summed over every DSM of the query
+  TopKWorkerStats* worker_stats;
 };

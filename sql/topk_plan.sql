@@ -48,6 +48,22 @@ EXECUTE q(0, '[0,0,1]');
 SELECT count(*) FROM (SELECT id FROM tk WHERE a = 3 ORDER BY c DESC LIMIT 100000) x;
 RESET plan_cache_mode;
 
+-- numeric keys and quals compile where float8 is exact at every step:
+-- int2/int4 columns, dyadic constants (0.5, 1.25; not 0.1), + - * abs
+SET enable_sort = off;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY a + 0.5 * id DESC, id LIMIT 3;
+SELECT id, a + 0.5 * id AS score FROM tk ORDER BY a + 0.5 * id DESC, id LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE a * 1.25 > 2.5 ORDER BY -abs(a - 2.75), id LIMIT 3;
+SELECT id, -abs(a - 2.75) FROM tk WHERE a * 1.25 > 2.5 ORDER BY -abs(a - 2.75), id LIMIT 3;
+-- not exact, so not compiled: 0.1, division, int8, a product above 2^53
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY a + 0.1 * id LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY a / 2.0 LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY c * 0.5 LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM tk ORDER BY a * 1.5 * id * id LIMIT 3;
+-- a qual that does not compile (0.1) runs in PostgreSQL
+EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE a * 0.1 > 0.3 ORDER BY b, id LIMIT 3;
+RESET enable_sort;
+
 -- errors: PostgreSQL's SQLSTATEs and messages
 \set VERBOSITY sqlstate
 SELECT id FROM tk ORDER BY 100 / a LIMIT 3;

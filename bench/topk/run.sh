@@ -11,8 +11,16 @@
 # Environment: GKNN_DEVICE (auto), REPS (3, the median is reported),
 # VEC_ROWS (1000000), VEC_DIM (128), KEEP=1 keeps the tables between runs,
 # GKNN_WORKERS (the host's cores): max_parallel_workers_per_gather on gknn's
-# side; 0 measures GpuTopK itself where the planner would prefer PostgreSQL's
-# parallel plan (GpuTopK is not parallel-aware yet).
+# side, CONFIGS (default "auto serial parallel parallel-cpu"): which gknn configurations
+# each query is timed under, beside PostgreSQL's own plan:
+#   auto      gknn.enable_topk = on, GKNN_WORKERS workers: the planner's choice
+#   serial    GpuTopK forced (enable_sort = off), no workers: one backend scans
+#   parallel  GpuTopK forced (enable_sort = off), GKNN_WORKERS workers: Limit
+#             over Gather Merge over a partial GpuTopK in every participant
+#   parallel-cpu  as parallel, with gknn.topk_parallel_device = cpu (the
+#             participants rank on the CPU: no CUDA context per worker)
+# ("forced" only where the planner offers GpuTopK at all; the plan column
+# says what ran: GM(n) = Gather Merge with n workers launched).
 # Writes bench/results/topk-<device>-<date>.md and prints it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,6 +29,8 @@ read -r -a ROWS <<<"${ROWS[*]}"
 REPS=${REPS:-3}
 DEVICE=${GKNN_DEVICE:-auto}
 CORES=$(nproc)
+WORKERS=${GKNN_WORKERS:-$CORES}
+read -r -a CONFIGS <<<"${CONFIGS:-auto serial parallel parallel-cpu}"
 VEC_ROWS=${VEC_ROWS:-1000000}
 VEC_DIM=${VEC_DIM:-128}
 q() { psql -X -qAt -v ON_ERROR_STOP=1 "$@"; }
@@ -30,15 +40,28 @@ device=$(q -c "SET gknn.device = '$DEVICE'; SELECT gknn_current_device()")
 out=bench/results/topk-$(echo "$device" | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//')-$(date +%F).md
 
 # Median wall time (ms) of a query under the given settings, from
-# EXPLAIN ANALYZE's execution time, and the top plan node.
+# EXPLAIN ANALYZE's execution time, and the plan's shape below the Limit.
+# Each psql session LOADs gknn first: GpuTopK's planner hook exists only once
+# the library is loaded, and a query without a gknn type or function (Q1-Q3)
+# does not load it (before 2026-11-22 those rows never had GpuTopK offered).
 time_query() {
   local settings=$1 sql=$2 times=() plan='' i workers=${3:-$CORES}
   for ((i = 0; i < REPS; i++)); do
     local res
-    res=$(q -c "SET gknn.device = '$DEVICE'; SET max_parallel_workers_per_gather = $workers; SET gknn.topk_min_rows = 0; $settings" \
+    res=$(q -c "LOAD 'gknn'; SET gknn.device = '$DEVICE'; SET max_parallel_workers_per_gather = $workers; SET gknn.topk_min_rows = 0; $settings" \
       -c "EXPLAIN (ANALYZE, FORMAT JSON) $sql")
     times+=("$(echo "$res" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Execution Time"])')")
-    plan=$(echo "$res" | python3 -c 'import json,sys; p=json.load(sys.stdin)[0]["Plan"]; print(p.get("Custom Plan Provider") or p["Node Type"])')
+    plan=$(echo "$res" | python3 -c '
+import json, sys
+def shape(p):
+    name = p.get("Custom Plan Provider") or p["Node Type"]
+    kids = p.get("Plans", [])
+    if name == "Limit" and kids:
+        return shape(kids[0])
+    if name in ("Gather Merge", "Gather") and kids:
+        return "GM(%s)>%s" % (p.get("Workers Launched", 0), shape(kids[0]))
+    return name
+print(shape(json.load(sys.stdin)[0]["Plan"]))')
   done
   printf '%s %s\n' "$(printf '%s\n' "${times[@]}" | sort -g | sed -n "$(((REPS + 1) / 2))p")" "$plan"
 }
@@ -55,21 +78,35 @@ make_tweets() {
 }
 
 row() {  # label, query
-  local a b
-  a=$(time_query "SET gknn.enable_topk = on" "$2" "${GKNN_WORKERS:-$CORES}")
+  local b c r cells=''
   b=$(time_query "SET gknn.enable_topk = off" "$2")
-  printf '| %s | %s | %s | %s | %s | %.2f |\n' "$1" "${a#* }" "${a%% *}" "${b#* }" "${b%% *}" \
-    "$(python3 -c "print(${b%% *} / max(${a%% *}, 1e-9))")" | tee -a "$out"
+  for c in "${CONFIGS[@]}"; do
+    case $c in
+      auto) r=$(time_query "SET gknn.enable_topk = on" "$2" "$WORKERS") ;;
+      serial) r=$(time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" 0) ;;
+      parallel) r=$(time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" "$WORKERS") ;;
+      parallel-cpu) r=$(time_query "SET gknn.enable_topk = on; SET enable_sort = off; SET gknn.topk_parallel_device = cpu" "$2" "$WORKERS") ;;
+      *) echo "unknown configuration $c" >&2; exit 1 ;;
+    esac
+    cells+=$(printf ' %s | %s | %.2f |' "${r#* }" "${r%% *}" "$(python3 -c "print(${b%% *} / max(${r%% *}, 1e-9))")")
+  done
+  printf '| %s | %s | %s |%s\n' "$1" "${b#* }" "${b%% *}" "$cells" | tee -a "$out"
 }
 
 {
   echo "# GpuTopK benchmark, $(date +%F)"
   echo
-  echo "Device: $device. Host cores: $CORES (max_parallel_workers_per_gather: PostgreSQL $CORES, gknn ${GKNN_WORKERS:-$CORES}). Median of $REPS runs, EXPLAIN ANALYZE execution time."
-  echo "lang is an int2 code (0..40); 'en' and 'es' are codes 1 and 2."
+  echo "Device: $device. Host cores: $CORES (max_parallel_workers_per_gather: PostgreSQL $CORES, gknn $WORKERS). Median of $REPS runs, EXPLAIN ANALYZE execution time. Speedup: PostgreSQL ms / that configuration's ms."
+  echo "lang is an int2 code (0..40); 'en' and 'es' are codes 1 and 2. Configurations: ${CONFIGS[*]} (see bench/topk/run.sh)."
   echo
-  echo "| query | gknn plan | gknn ms | PostgreSQL plan | PostgreSQL ms | speedup |"
-  echo "|---|---|---|---|---|---|"
+  header="| query | PostgreSQL plan | PostgreSQL ms |"
+  rule="|---|---|---|"
+  for c in "${CONFIGS[@]}"; do
+    header+=" $c plan | $c ms | $c speedup |"
+    rule+="---|---|---|"
+  done
+  echo "$header"
+  echo "$rule"
 } >"$out"
 
 for n in "${ROWS[@]}"; do
