@@ -8,14 +8,15 @@
 namespace gknn::ivfpq {
 
 // Whether centroid `i` at squared distance `d` beats the best so far (`bd`,
-// `bi`; bi < 0: none yet). A strict total order (a number before NaN, then
+// `bi`). An index < 0 is "none", which every centroid beats (the GPU's warps
+// that got no centroid hold it). A strict total order (a number before NaN, then
 // distance, then lower index), so the nearest centroid does not depend on
 // the order candidates are compared in: a GPU can split the centroids over
 // threads and still agree with the CPU's scan. It is the order of exact kNN
 // with k = 1 (score_less on sqrt(double(d))), since sqrt is monotone and
 // distinct floats stay distinct through it.
 GKNN_HD bool nearer(float d, int i, float bd, int bi) {
-  if (bi < 0) return true;
+  if (i < 0 || bi < 0) return bi < 0 && i >= 0;
   const bool dn = d != d, bn = bd != bd;
   if (dn != bn) return bn;
   if (!dn && d != bd) return d < bd;

@@ -15,6 +15,7 @@
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
 #include "gknn/knn.h"
+#include "ivfpq/arith.h"
 #include "ivfpq/assign.h"
 #include "ivfpq/codes.h"
 #include "ivfpq/kmeans.h"
@@ -136,6 +137,19 @@ TEST(IvfpqAssign, NearestCpuIsTheExactKnnArgmin) {
         ASSERT_EQ(got[g * n + i], ids[i]) << "dim " << dim << " group " << g << " row " << i;
     }
   }
+}
+
+// "No centroid yet" (index -1, the GPU's warps that got no centroid) loses
+// to every centroid, NaN distance included, whatever its distance field.
+TEST(IvfpqAssign, NoneLosesToEveryCentroid) {
+  using gknn::ivfpq::nearer;
+  EXPECT_TRUE(nearer(NAN, 0, 0.0f, -1));
+  EXPECT_FALSE(nearer(0.0f, -1, NAN, 0));
+  EXPECT_FALSE(nearer(0.0f, -1, 0.0f, -1));
+  EXPECT_TRUE(nearer(1.0f, 3, NAN, 0));
+  EXPECT_TRUE(nearer(1.0f, 2, 1.0f, 3));
+  EXPECT_FALSE(nearer(1.0f, 3, 1.0f, 2));
+  EXPECT_TRUE(nearer(INFINITY, 9, NAN, 1));
 }
 
 std::vector<float> run_kmeans(const std::vector<float>& x, int dim, int k, int iters, std::uint64_t seed) {
