@@ -36,7 +36,7 @@ constexpr int kMaxRowsPerLane = 16;   // a tile holds at most 32 x this rows
 constexpr int kChunkBytes = 8 << 10;  // centroids staged at a time (at least kWarps of them)
 // Rows per encode batch: bounded in floats so that large dimensions still fit.
 constexpr std::int64_t kBatchRows = 65536;
-constexpr std::int64_t kBatchFloats = std::int64_t(1) << 23;
+constexpr std::int64_t kBatchFloats = std::int64_t(1) << 25;
 
 struct NearestArgs {
   const float* x;  // group g of row i: x + i * ld + g * dim
