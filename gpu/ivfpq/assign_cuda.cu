@@ -133,9 +133,11 @@ void nearest_gpu(const Groups& s, const float* x, const float* centroids, std::i
   const int chunk = std::min(s.k, std::max(kWarps, kChunkBytes / int(sizeof(float) * s.dim)));
   const std::int64_t lane_rows = (s.n + 31) / 32;  // rows per lane if one block took them all
   int rpl = int(std::min<std::int64_t>(kMaxRowsPerLane, lane_rows));
-  while (rpl > 1 && nearest_smem(rpl, chunk, s.dim, true) > std::size_t(optin)) --rpl;
-  const bool staged = nearest_smem(rpl, chunk, s.dim, true) <= std::size_t(optin);
-  if (!staged) rpl = std::min(rpl, 4);  // only the partials use shared memory
+  const bool staged = nearest_smem(1, chunk, s.dim, true) <= std::size_t(optin);
+  if (staged)
+    while (nearest_smem(rpl, chunk, s.dim, true) > std::size_t(optin)) --rpl;
+  else
+    rpl = std::min(rpl, 4);  // only the partials use shared memory; rows come from L1/L2
   auto kernel = staged ? nearest_kernel<true> : nearest_kernel<false>;
   GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   int per_sm = 0;
