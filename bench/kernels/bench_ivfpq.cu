@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   t = Clock::now();
   gknn::ivfpq::encode(q, base.data(), n, 0, list_of.data(), codes.data());
   const double encode_s = seconds_since(t);
-  // The CPU build of the same format, on a slice (it is the reference, single-threaded).
+  // The CPU build of the same format, on a slice (the reference, rows split over threads).
   const std::int64_t cpu_n = std::min<std::int64_t>(n, 20000);
   t = Clock::now();
   gknn::ivfpq::encode(q, base.data(), cpu_n, gknn::ivfpq::kCpu, list_of.data(), codes.data());
