@@ -2,6 +2,7 @@
 // library is preloaded, so it must not touch CUDA.
 #include "device.h"
 #include "gknn/runtime.h"
+#include "ivfpq.h"
 #include "pg.h"
 #include "topk.h"
 
@@ -39,6 +40,7 @@ void _PG_init(void) {
                           &gknn_max_k, 100000, 0, INT_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("gknn");
   gknn_topk_register();
+  gknn_ivfpq_register();
 }
 
 PG_FUNCTION_INFO_V1(gknn_version);
