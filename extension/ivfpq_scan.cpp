@@ -246,6 +246,11 @@ IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys) {
   so->k = hint > 0 ? hint : kIvfpqDefaultK;
   so->attno = index->rd_index->indkey.values[0];
   scan->opaque = so;
+  if (norderbys > 0) {  // the AM provides these arrays
+    scan->xs_orderbyvals = static_cast<Datum*>(palloc0(sizeof(Datum) * norderbys));
+    scan->xs_orderbynulls = static_cast<bool*>(palloc(sizeof(bool) * norderbys));
+    for (int i = 0; i < norderbys; ++i) scan->xs_orderbynulls[i] = true;
+  }
   return scan;
 }
 

@@ -52,7 +52,7 @@ SELECT throws_ok($$SELECT * FROM gknn_ivfpq_info('e'::regclass)$$, '42809', NULL
 -- the dataset: 50 Gaussian-ish clusters in 32 dimensions, 6000 rows
 SELECT setseed(0.42);
 CREATE TEMP TABLE centers AS
-SELECT c, ARRAY(SELECT random() * 20 - 10 FROM generate_series(1, 32) j WHERE c > 0) AS x
+SELECT c, ARRAY(SELECT random() * 20 - 10 FROM generate_series(1, 32) j WHERE c >= 0) AS x
 FROM generate_series(0, 49) c;
 CREATE TEMP TABLE items (id int PRIMARY KEY, emb vector(32));
 INSERT INTO items
@@ -97,6 +97,9 @@ SET LOCAL gknn.ivfpq_refine = 600;
 SELECT is(pg_temp.recall(10), 1::float8, 'recall@10 = 1 with every list probed and every row re-ranked');
 
 -- the planner picks the index for ORDER BY <-> LIMIT on this table by itself
+-- (with the default probes and refine: probing everything costs more)
+SET LOCAL gknn.ivfpq_probes = DEFAULT;
+SET LOCAL gknn.ivfpq_refine = DEFAULT;
 SELECT ok((SELECT bool_or(l LIKE '%Index Scan using items_cpu%') FROM
              (SELECT * FROM pg_temp.plan_of($$SELECT id FROM items ORDER BY emb <-> '[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]' LIMIT 10$$)) p(l)),
           'the planner uses the index for ORDER BY <-> LIMIT 10');
