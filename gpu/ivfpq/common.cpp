@@ -1,0 +1,85 @@
+// Shared checks and host-side vector preparation for train, encode, search.
+#include "ivfpq/common.h"
+
+#include <algorithm>
+
+#include "gknn/distance.h"
+#include "gknn/error.h"
+
+namespace gknn::ivfpq {
+namespace {
+
+[[noreturn]] void invalid(const char* what) { throw Error(ErrorCode::InvalidArgument, what); }
+
+}  // namespace
+
+void check_quantizer(const Quantizer& q) {
+  validate(q.params);
+  const Params& p = q.params;
+  if (q.centroids.size() != std::size_t(p.lists) * p.dim)
+    invalid("ivfpq: quantizer centroids do not match lists x dim");
+  if (q.codebooks.size() != std::size_t(p.m) * ksub(p) * dsub(p))
+    invalid("ivfpq: quantizer codebooks do not match m x 2^nbits x dim/m");
+}
+
+void check_image(const Image& image) {
+  check_quantizer(image.quantizer);
+  const auto& off = image.offsets;
+  if (off.size() != std::size_t(image.quantizer.params.lists) + 1 || off.front() != 0)
+    invalid("ivfpq: image offsets must be lists + 1 entries starting at 0");
+  if (!std::is_sorted(off.begin(), off.end())) invalid("ivfpq: image offsets must not decrease");
+  if (off.back() != std::int64_t(image.ids.size())) invalid("ivfpq: image ids do not match the last offset");
+  if (image.codes.size() != image.ids.size() * std::size_t(code_size(image.quantizer.params)))
+    invalid("ivfpq: image codes do not match entries x code_size");
+}
+
+void check_search(const float* queries, std::int64_t nq, const SearchParams& sp, const std::int64_t* ids,
+                  const float* distances) {
+  if (sp.k < 0) invalid("ivfpq: k must be >= 0");
+  if (sp.probes < 1) invalid("ivfpq: probes must be >= 1");
+  if (nq < 0) invalid("ivfpq: nq must be >= 0");
+  if (nq > 0 && (!queries || (sp.k > 0 && (!ids || !distances)))) invalid("ivfpq: missing search buffer");
+}
+
+void check_progress(const Progress& progress, Phase phase, std::int64_t done, std::int64_t total) {
+  if (progress && !progress(phase, done, total)) throw Error(ErrorCode::Cancelled, "ivfpq: cancelled");
+}
+
+void normalize_rows(float* x, std::int64_t n, int dim) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    float* row = x + i * dim;
+    const double len = norm(row, dim);
+    if (len > 0)
+      for (int d = 0; d < dim; ++d) row[d] = static_cast<float>(row[d] / len);
+  }
+}
+
+std::vector<float> prepared_rows(const Params& p, const float* x, std::int64_t n) {
+  std::vector<float> rows(x, x + n * p.dim);
+  if (p.metric == Metric::Cosine) normalize_rows(rows.data(), n, p.dim);
+  return rows;
+}
+
+std::vector<float> residuals(const float* x, std::int64_t n, int dim, const float* centroids,
+                             const std::int32_t* list_of) {
+  std::vector<float> r(n * dim);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* c = centroids + std::int64_t(list_of[i]) * dim;
+    for (int d = 0; d < dim; ++d) r[i * dim + d] = x[i * dim + d] - c[d];
+  }
+  return r;
+}
+
+std::vector<float> subspace(const float* x, std::int64_t n, int dim, int j, int dsub) {
+  std::vector<float> s(n * dsub);
+  for (std::int64_t i = 0; i < n; ++i)
+    std::copy(x + i * dim + j * dsub, x + i * dim + (j + 1) * dsub, s.begin() + i * dsub);
+  return s;
+}
+
+void probe_starts(const std::int64_t* offsets, const std::uint32_t* lists, int probes, std::int64_t* starts) {
+  starts[0] = 0;
+  for (int p = 0; p < probes; ++p) starts[p + 1] = starts[p] + offsets[lists[p] + 1] - offsets[lists[p]];
+}
+
+}  // namespace gknn::ivfpq

@@ -1,0 +1,42 @@
+// Helpers every IVF-PQ phase shares (not a public header): shapes, argument
+// checks, the progress check, cosine normalisation and residuals.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gknn/ivfpq.h"
+
+namespace gknn::ivfpq {
+
+inline int ksub(const Params& p) { return 1 << p.nbits; }
+inline int dsub(const Params& p) { return p.dim / p.m; }
+
+// Throws Error(InvalidArgument) when sizes do not match the params.
+void check_quantizer(const Quantizer& q);
+void check_image(const Image& image);
+void check_search(const float* queries, std::int64_t nq, const SearchParams& sp, const std::int64_t* ids,
+                  const float* distances);
+
+// Reports progress; throws Error(Cancelled) when the callback says stop.
+void check_progress(const Progress& progress, Phase phase, std::int64_t done, std::int64_t total);
+
+// Scales rows to unit length in place (zero rows stay zero): what cosine
+// does to every vector before it is trained on, encoded or searched.
+void normalize_rows(float* x, std::int64_t n, int dim);
+
+// A copy of n rows, normalised when the metric is cosine.
+std::vector<float> prepared_rows(const Params& p, const float* x, std::int64_t n);
+
+// x - centroid[list_of], row by row (float, the same on every device).
+std::vector<float> residuals(const float* x, std::int64_t n, int dim, const float* centroids,
+                             const std::int32_t* list_of);
+
+// Columns [j*dsub, (j+1)*dsub) of an n x dim matrix, contiguous.
+std::vector<float> subspace(const float* x, std::int64_t n, int dim, int j, int dsub);
+
+// starts[0..probes] of a query's candidate row (scoring.h, probe_of) for the
+// probed `lists`, best first; `offsets` are the image's.
+void probe_starts(const std::int64_t* offsets, const std::uint32_t* lists, int probes, std::int64_t* starts);
+
+}  // namespace gknn::ivfpq

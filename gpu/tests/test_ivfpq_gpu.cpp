@@ -1,0 +1,174 @@
+// IVF-PQ on the GPU against the CPU reference: training, encoding and
+// search must be equal bit for bit (fp32 LUTs), not merely close.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "gknn/error.h"
+#include "gknn/ivfpq.h"
+#include "gpu_env.h"
+#include "ivfpq_data.h"
+
+namespace {
+
+using gknn::Metric;
+using gknn::ivfpq::Params;
+
+std::string metric_name(Metric m) {
+  return m == Metric::L2 ? "L2" : m == Metric::InnerProduct ? "InnerProduct" : "Cosine";
+}
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(T) * a.size()) == 0;
+}
+
+struct TrainCase {
+  std::int64_t n;
+  int dim, m, nbits, lists;
+  Metric metric;
+};
+
+void PrintTo(const TrainCase& c, std::ostream* os) {
+  *os << c.n << "x" << c.dim << " m " << c.m << " nbits " << c.nbits << " lists " << c.lists << " "
+      << metric_name(c.metric);
+}
+
+class IvfpqGpuTrain : public ::testing::TestWithParam<TrainCase> {};
+
+// Awkward sizes; 150+ lists put the coarse assignment on the GEMM path.
+TEST_P(IvfpqGpuTrain, TrainAndEncodeEqualCpu) {
+  GKNN_NEED_GPU();
+  const TrainCase c = GetParam();
+  Params p;
+  p.dim = c.dim, p.lists = c.lists, p.m = c.m, p.nbits = c.nbits, p.metric = c.metric;
+  const std::vector<float> x = gknn::test::clustered(c.n, c.dim, 25, 0.4f, unsigned(c.n + c.dim));
+  const std::int64_t sample = c.n * 2 / 3 + 1;
+  const auto cpu = gknn::ivfpq::train(p, x.data(), sample, gknn::ivfpq::kCpu);
+  const auto gpu = gknn::ivfpq::train(p, x.data(), sample, 0);
+  EXPECT_EQ(cpu.params.lists, gpu.params.lists);
+  EXPECT_TRUE(same_bits(cpu.centroids, gpu.centroids));
+  EXPECT_TRUE(same_bits(cpu.codebooks, gpu.codebooks));
+
+  const int cs = gknn::ivfpq::code_size(p);
+  std::vector<std::int32_t> lc(c.n), lg(c.n);
+  std::vector<std::uint8_t> cc(c.n * cs), cg(c.n * cs);
+  gknn::ivfpq::encode(cpu, x.data(), c.n, gknn::ivfpq::kCpu, lc.data(), cc.data());
+  gknn::ivfpq::encode(cpu, x.data(), c.n, 0, lg.data(), cg.data());
+  EXPECT_EQ(lc, lg);
+  EXPECT_EQ(cc, cg);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, IvfpqGpuTrain,
+                         ::testing::Values(TrainCase{1003, 3, 3, 4, 17, Metric::L2},
+                                           TrainCase{2011, 17, 17, 5, 40, Metric::Cosine},
+                                           TrainCase{3001, 96, 12, 8, 150, Metric::InnerProduct},
+                                           TrainCase{1501, 96, 32, 5, 211, Metric::L2},
+                                           TrainCase{257, 17, 1, 8, 300, Metric::L2}),
+                         [](const auto& info) {
+                           const TrainCase& c = info.param;
+                           return "n" + std::to_string(c.n) + "_dim" + std::to_string(c.dim) + "_m" +
+                                  std::to_string(c.m) + "_nbits" + std::to_string(c.nbits) + "_" +
+                                  metric_name(c.metric);
+                         });
+
+struct SearchCase {
+  Metric metric;
+  int nbits;
+  std::int64_t encoded;  // rows in the image (few: many empty lists)
+};
+
+void PrintTo(const SearchCase& c, std::ostream* os) {
+  *os << metric_name(c.metric) << " nbits " << c.nbits << " rows " << c.encoded;
+}
+
+class IvfpqGpuSearch : public ::testing::TestWithParam<SearchCase> {};
+
+TEST_P(IvfpqGpuSearch, EqualsCpu) {
+  GKNN_NEED_GPU();
+  const SearchCase c = GetParam();
+  const int dim = 40;
+  Params p;
+  p.dim = dim, p.lists = 30, p.m = 10, p.nbits = c.nbits, p.metric = c.metric;
+  std::vector<float> x = gknn::test::clustered(c.encoded + 300, dim, 20, 0.4f, 3);
+  const std::vector<float> queries(x.end() - 300 * dim, x.end());
+  x.resize(c.encoded * dim);
+  const std::vector<float> sample = gknn::test::clustered(2000, dim, 20, 0.4f, 3);
+  const auto q = gknn::ivfpq::train(p, sample.data(), 2000, gknn::ivfpq::kCpu);
+  std::vector<std::int32_t> list_of(c.encoded);
+  std::vector<std::uint8_t> codes(c.encoded * gknn::ivfpq::code_size(p));
+  gknn::ivfpq::encode(q, x.data(), c.encoded, gknn::ivfpq::kCpu, list_of.data(), codes.data());
+  const auto image = gknn::test::make_image(q, list_of, codes);
+  const gknn::ivfpq::DeviceImage dev(image, 0);
+  EXPECT_FALSE(dev.fp16_lut());
+  EXPECT_GE(dev.device_bytes(), image.codes.size() + 8 * image.ids.size());
+  for (std::int64_t nq : {1, 7, 300})
+    for (int k : {1, 10, 100, 2500})
+      for (int probes : {1, 5, 30, 64}) {
+        std::vector<std::int64_t> ic(nq * k), ig(nq * k, -7);
+        std::vector<float> dc(nq * k), dg(nq * k);
+        gknn::ivfpq::search_cpu(image, queries.data(), nq, {k, probes}, ic.data(), dc.data());
+        dev.search(queries.data(), nq, {k, probes}, ig.data(), dg.data());
+        EXPECT_EQ(ic, ig) << "nq " << nq << " k " << k << " probes " << probes;
+        EXPECT_TRUE(same_bits(dc, dg)) << "nq " << nq << " k " << k << " probes " << probes;
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Metrics, IvfpqGpuSearch,
+                         ::testing::Values(SearchCase{Metric::L2, 8, 5000},
+                                           SearchCase{Metric::InnerProduct, 6, 5000},
+                                           SearchCase{Metric::Cosine, 4, 5000},
+                                           SearchCase{Metric::L2, 7, 20}),
+                         [](const auto& info) {
+                           return metric_name(info.param.metric) + "_nbits" +
+                                  std::to_string(info.param.nbits) + "_rows" +
+                                  std::to_string(info.param.encoded);
+                         });
+
+// m x 2^nbits = 65536 fp32 entries (256 KiB) exceed shared memory: fp16
+// LUTs, so results are close to the CPU's rather than equal.
+TEST(IvfpqGpu, Fp16LookupTablesStayClose) {
+  GKNN_NEED_GPU();
+  Params p;
+  p.dim = 512, p.lists = 8, p.m = 256, p.nbits = 8, p.kmeans_iters = 4;
+  std::vector<float> x = gknn::test::clustered(3000 + 20, p.dim, 10, 0.5f, 8);
+  const std::vector<float> queries(x.end() - 20 * p.dim, x.end());
+  x.resize(3000 * p.dim);
+  const auto image = gknn::test::build_index(p, x, 3000, 0);
+  const gknn::ivfpq::DeviceImage dev(image, 0);
+  ASSERT_TRUE(dev.fp16_lut());
+  const int k = 20;
+  std::vector<std::int64_t> ic(20 * k), ig(20 * k);
+  std::vector<float> dc(20 * k), dg(20 * k);
+  gknn::ivfpq::search_cpu(image, queries.data(), 20, {k, 4}, ic.data(), dc.data());
+  dev.search(queries.data(), 20, {k, 4}, ig.data(), dg.data());
+  EXPECT_GE(gknn::test::recall(ic, ig, k), 0.9);
+  for (int i = 0; i < 20 * k; ++i) EXPECT_NEAR(dg[i], dc[i], 1e-2 * dc[i]) << i;
+}
+
+TEST(IvfpqGpu, RejectsABadOrdinalAndMovesCleanly) {
+  GKNN_NEED_GPU();
+  Params p;
+  p.dim = 8, p.lists = 4, p.m = 4, p.nbits = 4;
+  const std::vector<float> x = gknn::test::clustered(200, 8, 4, 0.3f, 5);
+  const auto image = gknn::test::build_index(p, x, 200, gknn::ivfpq::kCpu);
+  try {
+    gknn::ivfpq::DeviceImage bad(image, 1 << 20);
+    ADD_FAILURE() << "accepted ordinal 2^20";
+  } catch (const gknn::Error& e) {
+    EXPECT_EQ(e.code(), gknn::ErrorCode::NoDevice);
+  }
+  gknn::ivfpq::DeviceImage a(image, 0);
+  gknn::ivfpq::DeviceImage b = std::move(a);
+  std::vector<std::int64_t> ids(5), cpu_ids(5);
+  std::vector<float> dist(5), cpu_dist(5);
+  b.search(x.data(), 1, {5, 4}, ids.data(), dist.data());
+  gknn::ivfpq::search_cpu(image, x.data(), 1, {5, 4}, cpu_ids.data(), cpu_dist.data());
+  EXPECT_EQ(ids, cpu_ids);
+  EXPECT_EQ(a.device_bytes(), 0u);
+}
+
+}  // namespace
