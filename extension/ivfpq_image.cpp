@@ -25,7 +25,7 @@ struct ImageSlot {
   Oid oid;
   RelFileNode node;
   uint64 generation;
-  int device;  // of `gpu`, -1 when none
+  int device;  // the device a GPU copy was tried for (gpu null: not taken, CPU search); -1: none
   uint64 used;
   gknn::ivfpq::Image* host;
   gknn::ivfpq::DeviceImage* gpu;
@@ -244,8 +244,7 @@ const IvfpqImage* ivfpq_image_get(Relation index, int device) {
   }
   UnlockReleaseBuffer(mbuf);
 
-  if (device >= 0 && s->host != nullptr && s->image.entries > 0 &&
-      (s->gpu == nullptr || s->device != device)) {
+  if (device >= 0 && s->host != nullptr && s->image.entries > 0 && s->device != device) {
     gknn::ivfpq::DeviceImage* old = s->gpu;
     s->gpu = nullptr;
     s->device = -1;
@@ -253,10 +252,16 @@ const IvfpqImage* ivfpq_image_get(Relation index, int device) {
     gknn::ivfpq::DeviceImage* gpu = nullptr;
     gknn_pg::core_call([&] {
       delete old;
-      gpu = new gknn::ivfpq::DeviceImage(*host, device);
+      try {
+        gpu = new gknn::ivfpq::DeviceImage(*host, device);
+      } catch (const gknn::Error& e) {
+        // A shape the GPU search does not take (LUTs too large even in
+        // fp16): this image is searched on the CPU.
+        if (e.code() != gknn::ErrorCode::InvalidArgument) throw;
+      }
     });
     s->gpu = gpu;
-    s->device = device;
+    s->device = device;  // tried for this device; gpu null: searched on the CPU
   }
   s->image.gpu = device >= 0 ? s->gpu : nullptr;
   return &s->image;
