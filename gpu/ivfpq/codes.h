@@ -25,4 +25,12 @@ GKNN_HD void write_code(std::uint8_t* code, int j, int nbits, unsigned value) {
   if (shift + nbits > 8) code[byte + 1] = std::uint8_t(code[byte + 1] | (value >> (8 - shift)));
 }
 
+// One entry (code_size bytes) from its m codes, code j at sub[j * stride]
+// (the nearest_cpu / GPU layout, one column per sub-space).
+GKNN_HD void pack_codes(const std::int32_t* sub, std::int64_t stride, int m, int nbits, int code_size,
+                        std::uint8_t* code) {
+  for (int b = 0; b < code_size; ++b) code[b] = 0;
+  for (int j = 0; j < m; ++j) write_code(code, j, nbits, unsigned(sub[j * stride]));
+}
+
 }  // namespace gknn::ivfpq

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "gknn/distance.h"
 #include "gknn/error.h"
+#include "ivfpq/arith.h"
 
 namespace gknn::ivfpq {
 namespace {
@@ -46,12 +46,7 @@ void check_progress(const Progress& progress, Phase phase, std::int64_t done, st
 }
 
 void normalize_rows(float* x, std::int64_t n, int dim) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    float* row = x + i * dim;
-    const double len = norm(row, dim);
-    if (len > 0)
-      for (int d = 0; d < dim; ++d) row[d] = static_cast<float>(row[d] / len);
-  }
+  for (std::int64_t i = 0; i < n; ++i) normalize_row(x + i * dim, dim);
 }
 
 std::vector<float> prepared_rows(const Params& p, const float* x, std::int64_t n) {
@@ -68,13 +63,6 @@ std::vector<float> residuals(const float* x, std::int64_t n, int dim, const floa
     for (int d = 0; d < dim; ++d) r[i * dim + d] = x[i * dim + d] - c[d];
   }
   return r;
-}
-
-std::vector<float> subspace(const float* x, std::int64_t n, int dim, int j, int dsub) {
-  std::vector<float> s(n * dsub);
-  for (std::int64_t i = 0; i < n; ++i)
-    std::copy(x + i * dim + j * dsub, x + i * dim + (j + 1) * dsub, s.begin() + i * dsub);
-  return s;
 }
 
 void probe_starts(const std::int64_t* offsets, const std::uint32_t* lists, int probes, std::int64_t* starts) {

@@ -32,9 +32,6 @@ std::vector<float> prepared_rows(const Params& p, const float* x, std::int64_t n
 std::vector<float> residuals(const float* x, std::int64_t n, int dim, const float* centroids,
                              const std::int32_t* list_of);
 
-// Columns [j*dsub, (j+1)*dsub) of an n x dim matrix, contiguous.
-std::vector<float> subspace(const float* x, std::int64_t n, int dim, int j, int dsub);
-
 // starts[0..probes] of a query's candidate row (scoring.h, probe_of) for the
 // probed `lists`, best first; `offsets` are the image's.
 void probe_starts(const std::int64_t* offsets, const std::uint32_t* lists, int probes, std::int64_t* starts);

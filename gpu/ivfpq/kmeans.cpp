@@ -1,7 +1,7 @@
 // Lloyd k-means, deterministic on every device (see kmeans.h):
 // - initial centroids: distinct sample rows from a seeded shuffle (splitmix64,
 //   so the choice does not depend on the standard library);
-// - assignment: exact nearest centroid (nearest_centroids);
+// - assignment: exact nearest centroid (Assigner, assign.h);
 // - update: means summed in double, rows in index order;
 // - an empty cluster takes half of the largest one, the two centroids pushed
 //   apart by a small symmetric perturbation (Faiss's split_clusters, with
@@ -12,8 +12,6 @@
 
 #include <algorithm>
 #include <numeric>
-
-#include "gknn/knn.h"
 
 namespace gknn::ivfpq {
 namespace {
@@ -29,29 +27,27 @@ std::uint64_t splitmix64(std::uint64_t& state) {
 
 // The first min(k, n) rows of a seeded partial Fisher-Yates shuffle, cycled
 // when k > n (the copies are empty after the first assignment and split).
-std::vector<float> initial_centroids(const KmeansSpec& s) {
+void initial_centroids(const KmeansSpec& s, int g, float* c) {
   std::vector<std::int64_t> rows(s.n);
   std::iota(rows.begin(), rows.end(), 0);
   const std::int64_t take = std::min<std::int64_t>(s.k, s.n);
-  std::uint64_t state = s.seed;
+  std::uint64_t state = s.seed + std::uint64_t(g);
   for (std::int64_t i = 0; i < take; ++i)
     std::swap(rows[i], rows[i + std::int64_t(splitmix64(state) % std::uint64_t(s.n - i))]);
-  std::vector<float> c(std::size_t(s.k) * s.dim);
   for (int j = 0; j < s.k; ++j) {
-    const float* row = s.points + rows[j % take] * s.dim;
-    std::copy(row, row + s.dim, c.begin() + std::size_t(j) * s.dim);
+    const float* row = s.points + rows[j % take] * s.ld + std::int64_t(g) * s.dim;
+    std::copy(row, row + s.dim, c + std::size_t(j) * s.dim);
   }
-  return c;
 }
 
-// New centroids: the mean of each non-empty cluster (empty ones keep theirs
-// until split). Returns the cluster sizes.
-std::vector<std::int64_t> update_means(const KmeansSpec& s, const std::vector<std::int32_t>& assign,
-                                       std::vector<float>& centroids) {
-  std::vector<double> sums(centroids.size(), 0.0);
+// New centroids of group g: the mean of each non-empty cluster (empty ones
+// keep theirs until split). Returns the cluster sizes.
+std::vector<std::int64_t> update_means(const KmeansSpec& s, int g, const std::int32_t* assign,
+                                       float* centroids) {
+  std::vector<double> sums(std::size_t(s.k) * s.dim, 0.0);
   std::vector<std::int64_t> sizes(s.k, 0);
   for (std::int64_t i = 0; i < s.n; ++i) {
-    const float* x = s.points + i * s.dim;
+    const float* x = s.points + i * s.ld + std::int64_t(g) * s.dim;
     double* sum = sums.data() + std::size_t(assign[i]) * s.dim;
     ++sizes[assign[i]];
     for (int d = 0; d < s.dim; ++d) sum[d] += x[d];
@@ -69,13 +65,13 @@ std::vector<std::int64_t> update_means(const KmeansSpec& s, const std::vector<st
 // assignment divides that cluster between the two. A single point is never
 // split (as in Faiss): with more centroids than points, the spare ones keep
 // their copies of sample rows.
-void split_empty(int k, int dim, std::vector<std::int64_t>& sizes, std::vector<float>& centroids) {
+void split_empty(int k, int dim, std::vector<std::int64_t>& sizes, float* centroids) {
   for (int ci = 0; ci < k; ++ci) {
     if (sizes[ci] != 0) continue;
     const int cj = int(std::max_element(sizes.begin(), sizes.end()) - sizes.begin());
     if (sizes[cj] < 2) return;
-    float* a = centroids.data() + std::size_t(ci) * dim;
-    float* b = centroids.data() + std::size_t(cj) * dim;
+    float* a = centroids + std::size_t(ci) * dim;
+    float* b = centroids + std::size_t(cj) * dim;
     for (int d = 0; d < dim; ++d) {
       const float up = b[d] * (1.0f + kSplitEps), down = b[d] * (1.0f - kSplitEps);
       a[d] = d % 2 == 0 ? up : down;
@@ -88,33 +84,20 @@ void split_empty(int k, int dim, std::vector<std::int64_t>& sizes, std::vector<f
 
 }  // namespace
 
-void nearest_centroids(const float* points, std::int64_t n, const float* centroids, std::int64_t k, int dim,
-                       int device, std::int32_t* out) {
-  KnnRequest req;
-  req.base = centroids;
-  req.n = k;
-  req.queries = points;
-  req.nq = n;
-  req.dim = dim;
-  req.k = 1;
-  req.metric = Metric::L2;
-  std::vector<std::int64_t> ids(n);
-  std::vector<double> dist(n);
-  if (device < 0)
-    exact_knn_cpu(req, ids.data(), dist.data());
-  else
-    exact_knn_gpu(req, device, ids.data(), dist.data());
-  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<std::int32_t>(ids[i]);
-}
-
-std::vector<float> kmeans(const KmeansSpec& spec, const std::function<void(int)>& after_iteration) {
-  std::vector<float> centroids = initial_centroids(spec);
-  std::vector<std::int32_t> assign(spec.n);
+std::vector<float> kmeans(const KmeansSpec& spec, Assigner& assigner,
+                          const std::function<void(int, int)>& after) {
+  const std::size_t group_size = std::size_t(spec.k) * spec.dim;
+  std::vector<float> centroids(group_size * spec.groups);
+  for (int g = 0; g < spec.groups; ++g) initial_centroids(spec, g, centroids.data() + g * group_size);
+  std::vector<std::int32_t> assign(std::size_t(spec.groups) * spec.n);
   for (int it = 1; it <= spec.iters; ++it) {
-    nearest_centroids(spec.points, spec.n, centroids.data(), spec.k, spec.dim, spec.device, assign.data());
-    std::vector<std::int64_t> sizes = update_means(spec, assign, centroids);
-    split_empty(spec.k, spec.dim, sizes, centroids);
-    if (after_iteration) after_iteration(it);
+    assigner.nearest(centroids.data(), spec.k, spec.dim, spec.groups, assign.data());
+    for (int g = 0; g < spec.groups; ++g) {
+      float* c = centroids.data() + g * group_size;
+      std::vector<std::int64_t> sizes = update_means(spec, g, assign.data() + g * spec.n, c);
+      split_empty(spec.k, spec.dim, sizes, c);
+      if (after) after(g, it);
+    }
   }
   return centroids;
 }

@@ -1,33 +1,16 @@
-// train(): coarse k-means on the sample, then one k-means per PQ sub-space
-// on the residuals of the sample to their nearest coarse centroids.
+// train(): coarse k-means on the sample, then the PQ's k-means of all m
+// sub-spaces in lockstep on the residuals of the sample to their nearest
+// coarse centroids. The rows of each phase stay with its Assigner (on a GPU,
+// uploaded once); only centroids and labels move per iteration.
 #include <algorithm>
 
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
+#include "ivfpq/assign.h"
 #include "ivfpq/common.h"
 #include "ivfpq/kmeans.h"
 
 namespace gknn::ivfpq {
-namespace {
-
-// Sub-space j's codebook from its columns of the residuals. Each sub-space
-// has its own seed, derived from the one in the params.
-void train_codebooks(const Params& p, const std::vector<float>& resid, std::int64_t n, int device,
-                     const Progress& progress, std::vector<float>& codebooks) {
-  const int ds = dsub(p), ks = ksub(p);
-  const std::int64_t total = std::int64_t(p.m) * p.kmeans_iters;
-  codebooks.resize(std::size_t(p.m) * ks * ds);
-  for (int j = 0; j < p.m; ++j) {
-    const std::vector<float> sub = subspace(resid.data(), n, p.dim, j, ds);
-    KmeansSpec spec{sub.data(), n, ds, ks, p.kmeans_iters, p.seed + 1 + std::uint64_t(j), device};
-    const std::vector<float> cb = kmeans(spec, [&](int it) {
-      check_progress(progress, Phase::PqKmeans, std::int64_t(j) * p.kmeans_iters + it, total);
-    });
-    std::copy(cb.begin(), cb.end(), codebooks.begin() + std::size_t(j) * ks * ds);
-  }
-}
-
-}  // namespace
 
 Quantizer train(const Params& p, const float* sample, std::int64_t n, int device, const Progress& progress) {
   validate(p);
@@ -37,14 +20,25 @@ Quantizer train(const Params& p, const float* sample, std::int64_t n, int device
   q.params.lists = static_cast<int>(std::min<std::int64_t>(p.lists, n));
   const std::vector<float> x = prepared_rows(p, sample, n);
 
-  KmeansSpec coarse{x.data(), n, p.dim, q.params.lists, p.kmeans_iters, p.seed, device};
-  q.centroids =
-      kmeans(coarse, [&](int it) { check_progress(progress, Phase::CoarseKmeans, it, p.kmeans_iters); });
-
   std::vector<std::int32_t> list_of(n);
-  nearest_centroids(x.data(), n, q.centroids.data(), q.params.lists, p.dim, device, list_of.data());
+  {
+    Assigner rows(x.data(), n, p.dim, device);
+    const KmeansSpec coarse{x.data(), n, p.dim, p.dim, q.params.lists, 1, p.kmeans_iters, p.seed};
+    q.centroids = kmeans(coarse, rows, [&](int, int it) {
+      check_progress(progress, Phase::CoarseKmeans, it, p.kmeans_iters);
+    });
+    rows.nearest(q.centroids.data(), q.params.lists, p.dim, 1, list_of.data());
+  }
+
+  // Sub-space j is group j, seeded p.seed + 1 + j; progress counts
+  // sub-space iterations, m per lockstep iteration.
   const std::vector<float> resid = residuals(x.data(), n, p.dim, q.centroids.data(), list_of.data());
-  train_codebooks(p, resid, n, device, progress, q.codebooks);
+  Assigner subs(resid.data(), n, p.dim, device);
+  const KmeansSpec pq{resid.data(), n, p.dim, dsub(p), ksub(p), p.m, p.kmeans_iters, p.seed + 1};
+  q.codebooks = kmeans(pq, subs, [&](int j, int it) {
+    check_progress(progress, Phase::PqKmeans, std::int64_t(it - 1) * p.m + j + 1,
+                   std::int64_t(p.m) * p.kmeans_iters);
+  });
   return q;
 }
 

@@ -18,9 +18,9 @@
 // (up to four strides per pass through shared memory, in registers);
 // padding of one word per 128 bytes against bank conflicts; and partition
 // reassignment (after a merge halves the tile, fewer threads each still
-// combine four steps). Chunk permutation is not needed on top of padding:
-// with it, a warp's accesses of a combined step are already conflict-free
-// (a padded stride-16 pattern maps 16 lanes to 16 distinct bank pairs).
+// combine four steps). Chunk permutation where padding leaves conflicts:
+// the merge of short runs (merge_rows). Measured with ncu
+// (bench/kernels/ncu-layouts.sh): padded combined steps are conflict-free.
 //
 // The input goes through a Loader functor, the paper's fusion hook: it maps
 // an input position to a word, or to the sentinel (all ones, never selected
@@ -69,7 +69,32 @@ struct Padded {
 };
 struct Plain {
   __device__ __forceinline__ static int at(int i) { return i; }
+  static constexpr int words(int n) { return n; }
 };
+// Chunk permutation done in the addresses (an XOR swizzle): the word at
+// column c of 128-byte row r is stored at column c ^ (r mod columns). A
+// thread's run (one row) or a strided step (one column over consecutive
+// rows) then spreads over every bank, as padding does, with no dead words.
+template <typename Word>
+struct Swizzled {
+  static constexpr int kShift = sizeof(Word) <= 8 ? 4 : 3;
+  static constexpr int kMask = (1 << kShift) - 1;
+  __device__ __forceinline__ static int at(int i) { return i ^ ((i >> kShift) & kMask); }
+  static constexpr int words(int n) { return n; }
+};
+
+// No padding at all: only for the measurement builds, to show what the other
+// two layouts remove.
+template <typename Word>
+struct Unpadded : Plain {};
+
+// The reducers' tile layout. GKNN_TILE_LAYOUT overrides it only in the
+// bank-conflict measurement builds (bench/kernels/ncu-layouts.sh).
+#ifndef GKNN_TILE_LAYOUT
+#define GKNN_TILE_LAYOUT Padded
+#endif
+template <typename Word>
+using TileLayout = GKNN_TILE_LAYOUT<Word>;
 
 // Steps a thread can combine in registers (the paper's combined steps): 16
 // words of 8 bytes, 8 of 16 bytes.
@@ -174,10 +199,47 @@ __device__ void rebuild(Word* s, int len, int64_t offset, bool ascending) {
   if (K > 1) bitonic_merge_steps<Word, NT, Layout>(s, len, log2_of<K>() - 1, ascending ? 0 : K, offset);
 }
 
+// Merge of runs of 8 (a run pair is one 128-byte row), with the paper's
+// chunk permutation: a thread takes a whole padded row (R = 2^kShift input
+// words, R/2 outputs) instead of every NT-th output. Lane t then starts at
+// column t mod 16 of its row, so a warp's reads hit distinct banks, where the
+// plain mapping (lanes on consecutive outputs, i.e. on runs 2K apart, padded
+// rows 17 words apart) overlaps 2-4 ways (measured with ncu: 20-27 % of the
+// shared-memory wavefronts of the K <= 8 reducers were conflicts; with rows,
+// 1-8 %: bench/results/bitonic-layouts-H200-2026-11-21.md).
+template <typename Word, int K, int NT>
+__device__ void merge_rows(Word* s, int len) {
+  using L = Padded<Word>;
+  constexpr int R = 1 << L::kShift, X = R / 2;
+  Word kept[X];
+  const int t = threadIdx.x;
+  const bool active = t < len / R;  // len <= 16 * NT words: one row per thread at most
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < X; ++j) {
+      const int p = t * X + j, i = 2 * p - (p & (K - 1));
+      kept[j] = word_min(s[L::at(i)], s[L::at(i + K)]);
+    }
+  }
+  __syncthreads();
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < X; ++j) s[L::at(t * X + j)] = kept[j];
+  }
+  __syncthreads();
+}
+
 // Merge: s[0, len) of sorted K-runs -> s[0, len/2) of bitonic K-runs, each
 // the K smallest of a run pair. MAX_PER_THREAD bounds len / 2 / NT.
 template <typename Word, int K, int NT, int MAX_PER_THREAD, class Layout>
 __device__ void merge(Word* s, int len) {
+  // K = 8 with 8-byte words only (a run pair is one row): measured faster
+  // there; for K = 1 ... 4 the conflicts go too, but the kernels got slower.
+  if constexpr (std::is_same_v<Layout, Padded<Word>> && sizeof(Word) <= 8 && 2 * K == 16) {
+    // Only while at least half the threads get a row (a smaller tile leaves
+    // too few threads to hide the latency).
+    if (len / (1 << Padded<Word>::kShift) >= NT / 2) return merge_rows<Word, K, NT>(s, len);
+  }
   Word kept[MAX_PER_THREAD];
 #pragma unroll
   for (int q = 0; q < MAX_PER_THREAD; ++q) {
@@ -274,7 +336,7 @@ struct BitonicShape {
 template <typename Word, int K, bool FINAL>
 __device__ __forceinline__ void reduce_tile(Word* s, Word* out, int64_t out_base, int64_t take) {
   using Shape = BitonicShape<K>;
-  using L = Padded<Word>;
+  using L = TileLayout<Word>;
   constexpr int NT = Shape::kThreads, E = Shape::kTile, R = Shape::kReduce;
   int len = E;
   if (FINAL) {
@@ -296,7 +358,7 @@ __device__ __forceinline__ void reduce_tile(Word* s, Word* out, int64_t out_base
 
 template <typename Word, int K>
 constexpr int tile_smem_bytes() {
-  return Padded<Word>::words(BitonicShape<K>::kTile) * int(sizeof(Word));
+  return TileLayout<Word>::words(BitonicShape<K>::kTile) * int(sizeof(Word));
 }
 
 // SortReducer (SORT_INPUT) / BitonicReducer, or the single-block FINAL kernel
@@ -306,7 +368,7 @@ template <typename Word, int K, bool SORT_INPUT, bool FINAL, typename Loader>
 __global__ void __launch_bounds__(BitonicShape<K>::kThreads)
     bitonic_reducer(Loader load, Word* out, int64_t take) {
   using Shape = BitonicShape<K>;
-  using L = Padded<Word>;
+  using L = TileLayout<Word>;
   constexpr int NT = Shape::kThreads, E = Shape::kTile, R = Shape::kReduce;
   extern __shared__ __align__(16) unsigned char smem[];
   Word* s = reinterpret_cast<Word*>(smem);
@@ -334,7 +396,7 @@ template <typename Word, int K, typename Loader>
 __global__ void __launch_bounds__(BitonicShape<K>::kThreads)
     fused_sort_reducer(Loader load, int64_t n, Word* out, unsigned long long* cursors) {
   using Shape = BitonicShape<K>;
-  using L = Padded<Word>;
+  using L = TileLayout<Word>;
   constexpr int NT = Shape::kThreads, E = Shape::kTile, R = Shape::kReduce, NW = NT / 32;
   extern __shared__ __align__(16) unsigned char smem[];
   Word* s = reinterpret_cast<Word*>(smem);

@@ -14,6 +14,9 @@
 
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
+#include "gknn/knn.h"
+#include "ivfpq/arith.h"
+#include "ivfpq/assign.h"
 #include "ivfpq/codes.h"
 #include "ivfpq/kmeans.h"
 #include "ivfpq_data.h"
@@ -99,9 +102,60 @@ TEST(IvfpqCodes, PackingRoundTrips) {
     }
 }
 
+// nearest_cpu is the assignment the exact kNN with k = 1 made before it
+// (the GPU kernel is checked against nearest_cpu): values on a coarse grid
+// make many exact ties, duplicated centroids tie on every row, and NaN and
+// infinity rank as the exact kNN ranks them (NaN last, ties by lower id).
+// 6000 rows are enough work for nearest_cpu to split them over threads.
+TEST(IvfpqAssign, NearestCpuIsTheExactKnnArgmin) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> grid(-4, 4);
+  for (int dim : {1, 3, 17}) {
+    const int k = 40, groups = 3;
+    const std::int64_t n = 6000, ld = std::int64_t(groups) * dim + 2;  // padded rows
+    std::vector<float> x(n * ld), c(std::size_t(groups) * k * dim);
+    for (auto& v : x) v = 0.5f * float(grid(rng));
+    for (auto& v : c) v = 0.5f * float(grid(rng));
+    for (int g = 0; g < groups; ++g)  // centroid 7 repeats centroid 3
+      std::copy_n(c.begin() + (g * k + 3) * dim, dim, c.begin() + (g * k + 7) * dim);
+    x[5 * ld] = NAN;
+    x[6 * ld + ld - 3] = INFINITY;
+    c[std::size_t(k - 1) * dim] = -INFINITY;
+    std::vector<std::int32_t> got(groups * n);
+    gknn::ivfpq::nearest_cpu({n, ld, dim, k, groups}, x.data(), c.data(), got.data());
+    for (int g = 0; g < groups; ++g) {
+      std::vector<float> sub(n * dim);
+      for (std::int64_t i = 0; i < n; ++i)
+        std::copy_n(x.begin() + i * ld + g * dim, dim, sub.begin() + i * dim);
+      gknn::KnnRequest r;
+      r.base = c.data() + std::size_t(g) * k * dim, r.n = k, r.queries = sub.data(), r.nq = n, r.dim = dim;
+      r.k = 1;
+      std::vector<std::int64_t> ids(n);
+      std::vector<double> dist(n);
+      gknn::exact_knn_cpu(r, ids.data(), dist.data());
+      for (std::int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[g * n + i], ids[i]) << "dim " << dim << " group " << g << " row " << i;
+    }
+  }
+}
+
+// "No centroid yet" (index -1, the GPU's warps that got no centroid) loses
+// to every centroid, NaN distance included, whatever its distance field.
+TEST(IvfpqAssign, NoneLosesToEveryCentroid) {
+  using gknn::ivfpq::nearer;
+  EXPECT_TRUE(nearer(NAN, 0, 0.0f, -1));
+  EXPECT_FALSE(nearer(0.0f, -1, NAN, 0));
+  EXPECT_FALSE(nearer(0.0f, -1, 0.0f, -1));
+  EXPECT_TRUE(nearer(1.0f, 3, NAN, 0));
+  EXPECT_TRUE(nearer(1.0f, 2, 1.0f, 3));
+  EXPECT_FALSE(nearer(1.0f, 3, 1.0f, 2));
+  EXPECT_TRUE(nearer(INFINITY, 9, NAN, 1));
+}
+
 std::vector<float> run_kmeans(const std::vector<float>& x, int dim, int k, int iters, std::uint64_t seed) {
-  gknn::ivfpq::KmeansSpec s{x.data(), std::int64_t(x.size()) / dim, dim, k, iters, seed, gknn::ivfpq::kCpu};
-  return gknn::ivfpq::kmeans(s, {});
+  const std::int64_t n = std::int64_t(x.size()) / dim;
+  gknn::ivfpq::Assigner rows(x.data(), n, dim, gknn::ivfpq::kCpu);
+  return gknn::ivfpq::kmeans({x.data(), n, dim, dim, k, 1, iters, seed}, rows, {});
 }
 
 TEST(IvfpqKmeans, RecoversSeparatedClusters) {

@@ -2,14 +2,18 @@
 // search must be equal bit for bit (fp32 LUTs), not merely close.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <ostream>
+#include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
 #include "gpu_env.h"
+#include "ivfpq/assign.h"
 #include "ivfpq_data.h"
 
 namespace {
@@ -67,13 +71,106 @@ INSTANTIATE_TEST_SUITE_P(Shapes, IvfpqGpuTrain,
                                            TrainCase{2011, 17, 17, 5, 40, Metric::Cosine},
                                            TrainCase{3001, 96, 12, 8, 150, Metric::InnerProduct},
                                            TrainCase{1501, 96, 32, 5, 211, Metric::L2},
-                                           TrainCase{257, 17, 1, 8, 300, Metric::L2}),
+                                           TrainCase{257, 17, 1, 8, 300, Metric::L2},
+                                           // too wide to stage rows in shared memory
+                                           TrainCase{700, 3000, 10, 4, 20, Metric::L2}),
                          [](const auto& info) {
                            const TrainCase& c = info.param;
                            return "n" + std::to_string(c.n) + "_dim" + std::to_string(c.dim) + "_m" +
                                   std::to_string(c.m) + "_nbits" + std::to_string(c.nbits) + "_" +
                                   metric_name(c.metric);
                          });
+
+struct AssignCase {
+  std::int64_t n;
+  int dim, k, groups;
+};
+
+void PrintTo(const AssignCase& c, std::ostream* os) {
+  *os << c.n << " rows, " << c.groups << " groups of dim " << c.dim << ", k " << c.k;
+}
+
+class IvfpqGpuAssign : public ::testing::TestWithParam<AssignCase> {};
+
+// The GPU kernel against nearest_cpu on awkward shapes: PQ sub-spaces of
+// dsub 1..17 and 16..256 codewords, coarse-like and too-wide-to-stage
+// groups, fewer centroids than warps, row counts off every tile size, rows
+// padded (ld > groups x dim). Values on a coarse grid and a repeated
+// centroid make exact ties; NaN and infinity sit in some rows.
+TEST_P(IvfpqGpuAssign, EqualsCpu) {
+  GKNN_NEED_GPU();
+  const AssignCase c = GetParam();
+  const std::int64_t ld = std::int64_t(c.groups) * c.dim + 1;
+  std::mt19937 rng(unsigned(c.n * 31 + c.dim * 7 + c.k));
+  std::uniform_int_distribution<int> grid(-4, 4);
+  std::vector<float> x(c.n * ld), cents(std::size_t(c.groups) * c.k * c.dim);
+  for (auto& v : x) v = 0.5f * float(grid(rng));
+  x[std::min<std::int64_t>(5, c.n - 1) * ld] = NAN;
+  x[(c.n - 1) * ld + ld - 2] = INFINITY;
+  gknn::ivfpq::Assigner dev(x.data(), c.n, ld, 0);
+  for (int round = 0; round < 2; ++round) {  // new centroids, same resident rows
+    for (auto& v : cents) v = 0.5f * float(grid(rng));
+    if (c.k > 3)
+      for (int g = 0; g < c.groups; ++g)
+        std::copy_n(cents.begin() + (std::size_t(g) * c.k + 1) * c.dim, c.dim,
+                    cents.begin() + (std::size_t(g) * c.k + c.k - 1) * c.dim);
+    std::vector<std::int32_t> want(c.groups * c.n), got(c.groups * c.n, -7);
+    gknn::ivfpq::nearest_cpu({c.n, ld, c.dim, c.k, c.groups}, x.data(), cents.data(), want.data());
+    dev.nearest(cents.data(), c.k, c.dim, c.groups, got.data());
+    ASSERT_EQ(want, got) << "round " << round;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, IvfpqGpuAssign,
+                         ::testing::Values(AssignCase{1, 4, 256, 32}, AssignCase{33, 1, 16, 3},
+                                           AssignCase{1000, 3, 32, 5}, AssignCase{70001, 4, 256, 32},
+                                           AssignCase{4097, 8, 64, 16}, AssignCase{2049, 17, 128, 7},
+                                           AssignCase{999, 17, 256, 1}, AssignCase{5000, 1, 256, 2},
+                                           AssignCase{3001, 128, 1024, 1}, AssignCase{20011, 96, 300, 1},
+                                           AssignCase{100, 5, 3, 4}, AssignCase{300, 3000, 20, 1},
+                                           AssignCase{77, 16000, 5, 1}),
+                         [](const auto& info) {
+                           const AssignCase& c = info.param;
+                           return "n" + std::to_string(c.n) + "_dim" + std::to_string(c.dim) + "_k" +
+                                  std::to_string(c.k) + "_groups" + std::to_string(c.groups);
+                         });
+
+// Three encode batches in flight over two streams: the same lists, codes and
+// progress calls as the CPU; a cancel stops it cleanly.
+TEST(IvfpqGpu, PipelinedEncodeEqualsCpu) {
+  GKNN_NEED_GPU();
+  Params p;
+  p.dim = 8, p.lists = 50, p.m = 4, p.nbits = 6, p.metric = Metric::Cosine;
+  const std::int64_t n = 150001;
+  const std::vector<float> x = gknn::test::clustered(n, p.dim, 30, 0.3f, 12);
+  const auto q = gknn::ivfpq::train(p, x.data(), 5000, gknn::ivfpq::kCpu);
+  const int cs = gknn::ivfpq::code_size(p);
+  using Call = std::tuple<gknn::ivfpq::Phase, std::int64_t, std::int64_t>;
+  std::vector<Call> calls_cpu, calls_gpu;
+  std::vector<std::int32_t> lc(n), lg(n);
+  std::vector<std::uint8_t> cc(n * cs), cg(n * cs);
+  gknn::ivfpq::encode(q, x.data(), n, gknn::ivfpq::kCpu, lc.data(), cc.data(),
+                      [&](gknn::ivfpq::Phase ph, std::int64_t d, std::int64_t t) {
+                        calls_cpu.emplace_back(ph, d, t);
+                        return true;
+                      });
+  gknn::ivfpq::encode(q, x.data(), n, 0, lg.data(), cg.data(),
+                      [&](gknn::ivfpq::Phase ph, std::int64_t d, std::int64_t t) {
+                        calls_gpu.emplace_back(ph, d, t);
+                        return true;
+                      });
+  EXPECT_EQ(lc, lg);
+  EXPECT_EQ(cc, cg);
+  EXPECT_EQ(calls_cpu, calls_gpu);
+  EXPECT_EQ(calls_gpu.size(), 3u);
+  try {
+    gknn::ivfpq::encode(q, x.data(), n, 0, lg.data(), cg.data(),
+                        [](gknn::ivfpq::Phase, std::int64_t, std::int64_t) { return false; });
+    ADD_FAILURE() << "not cancelled";
+  } catch (const gknn::Error& e) {
+    EXPECT_EQ(e.code(), gknn::ErrorCode::Cancelled);
+  }
+}
 
 struct SearchCase {
   Metric metric;
