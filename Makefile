@@ -20,7 +20,19 @@ OBJS = \
 	extension/topk_compile.o \
 	extension/topk_planner.o \
 	extension/topk_exec.o \
-	extension/topk_explain.o
+	extension/topk_explain.o \
+	extension/ivfpq_handler.o \
+	extension/ivfpq_options.o \
+	extension/ivfpq_pages.o \
+	extension/ivfpq_build.o \
+	extension/ivfpq_insert.o \
+	extension/ivfpq_image.o \
+	extension/ivfpq_scan.o \
+	extension/ivfpq_limit.o \
+	extension/ivfpq_vacuum.o \
+	extension/ivfpq_cost.o \
+	extension/ivfpq_validate.o \
+	extension/ivfpq_info.o
 DATA = extension/gknn--$(EXTVERSION).sql
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --load-extension=gknn

@@ -207,3 +207,34 @@ CREATE FUNCTION @extschema@.gknn_devices(
   RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 CREATE FUNCTION @extschema@.gknn_current_device()
   RETURNS pg_catalog.text AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+-- gpu_ivfpq index access method ---------------------------------------------
+-- CREATE INDEX ON t USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 100, m = 16);
+-- An access method has no schema; its handler and operator classes live in
+-- @extschema@. Each class has one ordering operator and, as support function
+-- 1, the distance function the index is trained and searched for.
+
+CREATE FUNCTION @extschema@.gknn_ivfpq_handler(pg_catalog.internal)
+  RETURNS pg_catalog.index_am_handler AS 'MODULE_PATHNAME' LANGUAGE C;
+CREATE ACCESS METHOD gpu_ivfpq TYPE INDEX HANDLER @extschema@.gknn_ivfpq_handler;
+COMMENT ON ACCESS METHOD gpu_ivfpq IS 'gknn IVF-PQ approximate nearest-neighbour index (GPU or CPU)';
+
+CREATE OPERATOR CLASS @extschema@.vector_l2_ops
+  DEFAULT FOR TYPE @extschema@.vector USING gpu_ivfpq AS
+  OPERATOR 1 @extschema@.<-> (@extschema@.vector, @extschema@.vector) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.l2_distance(@extschema@.vector, @extschema@.vector);
+CREATE OPERATOR CLASS @extschema@.vector_ip_ops
+  FOR TYPE @extschema@.vector USING gpu_ivfpq AS
+  OPERATOR 1 @extschema@.<#> (@extschema@.vector, @extschema@.vector) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.vector_negative_inner_product(@extschema@.vector, @extschema@.vector);
+CREATE OPERATOR CLASS @extschema@.vector_cosine_ops
+  FOR TYPE @extschema@.vector USING gpu_ivfpq AS
+  OPERATOR 1 @extschema@.<=> (@extschema@.vector, @extschema@.vector) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.cosine_distance(@extschema@.vector, @extschema@.vector);
+
+CREATE FUNCTION @extschema@.gknn_ivfpq_info(index pg_catalog.regclass,
+    OUT trained pg_catalog.bool, OUT dims pg_catalog.int4, OUT lists pg_catalog.int4,
+    OUT m pg_catalog.int4, OUT nbits pg_catalog.int4, OUT metric pg_catalog.text,
+    OUT generation pg_catalog.int8, OUT entries pg_catalog.int8, OUT pending pg_catalog.int8,
+    OUT nulls pg_catalog.int8, OUT empty_lists pg_catalog.int8, OUT pages pg_catalog.int8)
+  RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;

@@ -4,6 +4,7 @@
 
 #include "device.h"
 #include "gknn/runtime.h"
+#include "ivfpq.h"
 #include "pg.h"
 #include "topk.h"
 
@@ -61,6 +62,7 @@ void _PG_init(void) {
                            PGC_USERSET, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("gknn");
   gknn_topk_register();
+  gknn_ivfpq_register();
 }
 
 PG_FUNCTION_INFO_V1(gknn_version);

@@ -22,6 +22,13 @@
 # the invoking user. The server listens on its Unix socket only.
 
 GKNN_PG_VERSION=${GKNN_PG_VERSION:-15}
+# The server binaries: $GKNN_PG_BIN, else those of the pg_config on PATH when
+# it is PostgreSQL $GKNN_PG_VERSION (a relocated private installation that
+# `make install` also uses), else Debian's.
+if [ -z "${GKNN_PG_BIN:-}" ] && command -v pg_config >/dev/null &&
+  pg_config --version 2>/dev/null | grep -q "^PostgreSQL $GKNN_PG_VERSION\."; then
+  GKNN_PG_BIN=$(pg_config --bindir)
+fi
 GKNN_PG_BIN=${GKNN_PG_BIN:-/usr/lib/postgresql/$GKNN_PG_VERSION/bin}
 GKNN_PG_OSUSER=${GKNN_PG_OSUSER:-gknntest}
 _cluster_dir=''      # the running cluster's directory; empty when none

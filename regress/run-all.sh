@@ -8,6 +8,10 @@
 # server, a crashed runner) counts as one failure. Exit status 0 only if
 # nothing failed. Logs go to build/test-logs/.
 #
+# The ivfpq-live stage (regress/ivfpq-live.sh, TAP, last since it crashes
+# the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
+# backend against the gpu_ivfpq index.
+#
 # The bench stage builds bench/ (build/bench), runs the load generator's unit
 # tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
 # (TAP): both counted under "bench".
@@ -254,6 +258,17 @@ run_bench_tests() {
   tally bench "$rc" "$p" "$f" "$s"
 }
 
+# gpu_ivfpq under concurrent sessions and a backend crash; TAP lines count
+# like pgTAP's.
+run_ivfpq_live() {
+  local rc=0 p f
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged ivfpq-live regress/ivfpq-live.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path ivfpq-live)")"
+  tally ivfpq-live "$rc" "$p" "$f"
+}
+
 run_sql_suites() {
   if [ -n "${GKNN_DEVICE:-}" ]; then
     export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c gknn.device=$GKNN_DEVICE"
@@ -261,12 +276,14 @@ run_sql_suites() {
   if ! start_server; then
     skip_stage pg_regress 'no server'
     skip_stage pgtap 'no server'
+    skip_stage ivfpq-live 'no server'
     run_bench_tests 0
     return 0
   fi
   run_pg_regress
   run_pgtap
   run_bench_tests 1
+  run_ivfpq_live
   cluster_stop
 }
 

@@ -7,7 +7,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(39);
+SELECT plan(43);
 
 -- Move the existing installation out of the way and put stand-ins for
 -- pgvector's objects into public.
@@ -28,7 +28,8 @@ SELECT is((SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extna
           'gknn', 'pg_extension records schema gknn');
 
 -- Every member object of the extension, with the schema it lives in (casts
--- have no schema: they must join gknn types and gknn functions).
+-- have no schema: they must join gknn types and gknn functions; an access
+-- method has none either: its handler must be a gknn function).
 CREATE TEMP TABLE members AS
 SELECT d.classid::regclass::text AS catalog,
        pg_describe_object(d.classid, d.objid, d.objsubid) AS object,
@@ -38,6 +39,8 @@ SELECT d.classid::regclass::text AS catalog,
          WHEN 'pg_operator'::regclass THEN (SELECT oprnamespace FROM pg_operator WHERE oid = d.objid)
          WHEN 'pg_opclass'::regclass  THEN (SELECT opcnamespace FROM pg_opclass WHERE oid = d.objid)
          WHEN 'pg_opfamily'::regclass THEN (SELECT opfnamespace FROM pg_opfamily WHERE oid = d.objid)
+         WHEN 'pg_am'::regclass       THEN (SELECT p.pronamespace FROM pg_am a JOIN pg_proc p ON p.oid = a.amhandler
+                                            WHERE a.oid = d.objid)
        END AS nsp,
        d.objid
 FROM pg_depend d
@@ -47,11 +50,13 @@ WHERE d.refclassid = 'pg_extension'::regclass
 
 SELECT is_empty($$SELECT catalog FROM members
                   WHERE catalog NOT IN ('pg_proc', 'pg_type', 'pg_operator', 'pg_opclass',
-                                        'pg_opfamily', 'pg_cast')$$,
-                'the extension owns only functions, types, operators, operator classes/families and casts');
+                                        'pg_opfamily', 'pg_cast', 'pg_am')$$,
+                'the extension owns only functions, types, operators, operator classes/families, casts '
+                'and access methods');
 SELECT is_empty($$SELECT object FROM members
                   WHERE catalog <> 'pg_cast' AND nsp IS DISTINCT FROM 'gknn'::regnamespace$$,
-                'every function, aggregate, type, operator and operator class/family lives in schema gknn');
+                'every function, aggregate, type, operator and operator class/family lives in schema gknn, '
+                'every access method''s handler too');
 SELECT is_empty($$SELECT m.object FROM members m JOIN pg_cast c ON c.oid = m.objid
                   JOIN pg_proc p ON p.oid = c.castfunc
                   WHERE p.pronamespace <> 'gknn'::regnamespace
@@ -61,8 +66,10 @@ SELECT is_empty($$SELECT m.object FROM members m JOIN pg_cast c ON c.oid = m.obj
                 'every cast goes through a gknn function and involves a gknn type');
 SELECT cmp_ok((SELECT count(*) FROM members WHERE catalog = 'pg_proc')::int, '>=', 30,
               'the member list is not empty (functions)');
-SELECT ok((SELECT count(DISTINCT catalog) FROM members) = 6,
-          'members of all six kinds were found');
+SELECT ok((SELECT count(DISTINCT catalog) FROM members) = 7,
+          'members of all seven kinds were found');
+SELECT is((SELECT array_agg(object ORDER BY object) FROM members WHERE catalog = 'pg_am'),
+          ARRAY['access method gpu_ivfpq'], 'one access method: gpu_ivfpq');
 SELECT is((SELECT count(*) FROM members m JOIN pg_proc p ON p.oid = m.objid
            WHERE p.prokind = 'a')::int, 2, 'two aggregates (avg, sum) are members');
 SELECT is((SELECT count(*) FROM members WHERE catalog = 'pg_cast')::int, 6, 'six casts are members');
@@ -122,6 +129,19 @@ SELECT is(encode(gknn.vector_send('[1]'), 'hex'), '000100003f800000',
           'gknn.vector_send with search_path = public');
 SELECT matches(gknn.gknn_version(), '^0\.1\.0 ', 'gknn.gknn_version() with search_path = public');
 
+-- A gpu_ivfpq index with search_path = public: its operator classes are
+-- gknn's, and an ordered scan through OPERATOR(gknn.<->) uses it.
+CREATE TEMP TABLE ivf_in (id int, v gknn.vector(2));
+INSERT INTO ivf_in SELECT i, ARRAY[i % 7, i % 5]::float8[]::gknn.vector FROM generate_series(1, 200) i;
+CREATE INDEX ivf_in_idx ON ivf_in USING gpu_ivfpq (v gknn.vector_l2_ops) WITH (lists = 4, m = 1);
+SET LOCAL enable_seqscan = off;
+SELECT is((SELECT count(*) FROM (SELECT id FROM ivf_in ORDER BY v OPERATOR(gknn.<->) '[1,1]'::gknn.vector
+                                 LIMIT 5) s)::int, 5, 'a gpu_ivfpq index scan with search_path = public');
+SELECT ok((SELECT entries = 200 FROM gknn.gknn_ivfpq_info('ivf_in_idx')),
+          'gknn.gknn_ivfpq_info with search_path = public');
+RESET enable_seqscan;
+DROP TABLE ivf_in;
+
 -- The same with an empty search_path (only pg_catalog and pg_temp).
 SET LOCAL search_path = '';
 CREATE TEMP TABLE empty_path AS
@@ -149,6 +169,7 @@ SELECT is_empty($$SELECT 1 FROM pg_proc WHERE pronamespace = 'gknn'::regnamespac
 SELECT is_empty($$SELECT 1 FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
                   WHERE p.proname IN ('vector', 'array_to_vector', 'vector_to_float4')$$,
                 'DROP EXTENSION removes the casts');
+SELECT is_empty($$SELECT 1 FROM pg_am WHERE amname = 'gpu_ivfpq'$$, 'DROP EXTENSION removes gpu_ivfpq');
 SELECT is((SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ')
            FROM pg_attribute WHERE attrelid = (SELECT typrelid FROM pg_type
                                                WHERE oid = 'public.vector'::regtype)

@@ -1,0 +1,149 @@
+// gpu_ivfpq index access method: shared declarations. One concern per file:
+//   ivfpq_handler.cpp   the IndexAmRoutine, build phase names, GUCs, module init
+//   ivfpq_options.cpp   reloptions (lists, m, nbits, training_sample, kmeans_iters)
+//   ivfpq_pages.*       page layout and page helpers
+//   ivfpq_build.cpp     ambuild / ambuildempty (sample, train, encode, write, WAL)
+//   ivfpq_insert.cpp    aminsert (Generic WAL)
+//   ivfpq_image.cpp     per-backend cache of searchable images (host, device)
+//   ivfpq_scan.cpp      ordered scans: PQ candidates, exact re-rank, expansion
+//   ivfpq_limit.cpp     ExecutorStart hook: the LIMIT above an index scan
+//   ivfpq_vacuum.cpp    ambulkdelete / amvacuumcleanup
+//   ivfpq_cost.cpp      amcostestimate
+//   ivfpq_validate.cpp  amvalidate
+//   ivfpq_info.cpp      gknn_ivfpq_info(regclass)
+#pragma once
+
+#include "pg.h"
+
+#include "gknn/ivfpq.h"
+#include "ivfpq_pages.h"
+
+extern "C" {
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "nodes/pathnodes.h"
+}
+
+// Module init: GUCs, reloptions, the ExecutorStart hook (from _PG_init).
+void gknn_ivfpq_register();
+
+// GUCs
+extern int gknn_ivfpq_probes;  // gknn.ivfpq_probes: lists scanned per query
+extern int gknn_ivfpq_refine;  // gknn.ivfpq_refine: candidates = refine x k, re-ranked exactly
+
+// The LIMIT assumed when the executor hook found none above the scan.
+constexpr int kIvfpqDefaultK = 10;
+
+// Reloptions (rd_options of a gpu_ivfpq index).
+struct IvfpqOptions {
+  int32 vl_len_;
+  int lists;            // coarse lists
+  int m;                // sub-quantizers; 0: chosen from the dimension
+  int nbits;            // bits per sub-quantizer code
+  int training_sample;  // rows sampled for training; 0: chosen from lists
+  int kmeans_iters;     // Lloyd iterations
+};
+constexpr int kIvfpqDefaultLists = 100;
+constexpr int kIvfpqMaxLists = 1 << 20;
+constexpr int kIvfpqDefaultNbits = 8;
+constexpr int kIvfpqDefaultIters = 10;
+constexpr int kIvfpqMaxTrainingSample = 10000000;
+constexpr uint64 kIvfpqSeed = 1234;  // training's only randomness (sampling and k-means)
+
+void ivfpq_register_options();
+bytea* ivfpq_options(Datum reloptions, bool validate);
+IvfpqOptions ivfpq_get_options(Relation index);
+// m when the option is 0: the largest divisor of dim not above min(64, dim/2).
+int ivfpq_default_m(int dim);
+// The sample size when training_sample is 0.
+int64 ivfpq_default_training_sample(int lists);
+// ERROR (22023 / 54000) when the parameters cannot index `dim`-dimensional
+// vectors: m not dividing dim, a code too large for a page, dim over the limit.
+void ivfpq_check_params(int dim, int m, int nbits);
+
+// The metric of an index, from its opclass's support function 1.
+gknn::Metric ivfpq_index_metric(Relation index);
+const char* ivfpq_metric_name(int metric);
+
+// Build phases (pg_stat_progress_create_index.phase through amphasename).
+enum IvfpqBuildPhase {
+  kIvfpqPhaseSample = 2,  // 1 is PostgreSQL's "initializing"
+  kIvfpqPhaseCoarse = 3,
+  kIvfpqPhasePq = 4,
+  kIvfpqPhaseEncode = 5,
+  kIvfpqPhaseWal = 6,
+};
+
+// AM callbacks
+IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info);
+void ivfpq_buildempty(Relation index);
+bool ivfpq_insert(Relation index, Datum* values, bool* isnull, ItemPointer heap_tid, Relation heap,
+                  IndexUniqueCheck check_unique, bool index_unchanged, IndexInfo* info);
+IndexBulkDeleteResult* ivfpq_bulkdelete(IndexVacuumInfo* info, IndexBulkDeleteResult* stats,
+                                        IndexBulkDeleteCallback callback, void* callback_state);
+IndexBulkDeleteResult* ivfpq_vacuumcleanup(IndexVacuumInfo* info, IndexBulkDeleteResult* stats);
+void ivfpq_costestimate(PlannerInfo* root, IndexPath* path, double loop_count, Cost* startup_cost,
+                        Cost* total_cost, Selectivity* selectivity, double* correlation, double* pages);
+bool ivfpq_validate(Oid opclassoid);
+IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys);
+void ivfpq_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys);
+bool ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir);
+void ivfpq_endscan(IndexScanDesc scan);
+
+// The LIMIT (+ OFFSET) the running query puts above an index scan of
+// `indexoid`, recorded by the ExecutorStart hook; 0 when unknown.
+int64 ivfpq_limit_hint(Oid indexoid);
+void ivfpq_register_limit_hook();
+
+// A core operation that may be cancelled through its Progress callback:
+// returns normally, or raises the pending interrupt (query cancel,
+// termination) once the core's frames are gone, or the core's error.
+template <typename Fn>
+void ivfpq_core_call_cancellable(Fn&& fn);
+// Progress callback's answer: false once a cancel or termination is pending.
+bool ivfpq_interrupt_pending();
+
+// The searchable image of an index, cached per backend. Valid until the next
+// ivfpq_image_get() in this backend (do not keep it across calls that could
+// scan another gpu_ivfpq index).
+struct IvfpqImage {
+  IvfpqMeta meta;
+  const gknn::ivfpq::Image* host;       // null when untrained
+  const gknn::ivfpq::DeviceImage* gpu;  // when asked for a device and trained
+  int64 entries;                        // coded entries in `host`
+  const int64* pending;                 // TIDs (as ids) of the pending chain
+  int64 npending;
+  const int64* nulls;  // TIDs (as ids) of the null chain
+  int64 nnulls;
+};
+// The current image (reloaded when the metapage's generation or the
+// relfilenode changed); with device >= 0 also its GPU copy on that device.
+const IvfpqImage* ivfpq_image_get(Relation index, int device);
+// The quantizer alone (for inserts), cached per backend; null when untrained.
+const gknn::ivfpq::Quantizer* ivfpq_quantizer_get(Relation index, const IvfpqMeta& meta);
+
+// ---------------------------------------------------------------------------
+
+#include "core_call.h"
+
+extern "C" {
+#include "miscadmin.h"
+}
+
+template <typename Fn>
+void ivfpq_core_call_cancellable(Fn&& fn) {
+  bool cancelled = false;
+  gknn_pg::core_call([&] {
+    try {
+      fn();
+    } catch (const gknn::Error& e) {
+      if (e.code() != gknn::ErrorCode::Cancelled) throw;
+      cancelled = true;
+    }
+  });
+  if (cancelled) {
+    CHECK_FOR_INTERRUPTS();
+    // The interrupt was consumed elsewhere: still stop, as the core did.
+    ereport(ERROR, (errcode(ERRCODE_QUERY_CANCELED), errmsg("canceling statement due to user request")));
+  }
+}

@@ -1,0 +1,410 @@
+// gpu_ivfpq build: sample the heap (reservoir, fixed seed), train the
+// quantizer, encode every vector in batches, write the pages, WAL-log them.
+// Training and encoding run on the device gknn.device / gknn.gpu_id choose;
+// the pages are the same either way.
+#include <cstring>
+
+#include "device.h"
+#include "ivfpq.h"
+#include "vector.h"
+
+extern "C" {
+#include "access/generic_xlog.h"
+#include "access/tableam.h"
+#include "access/xloginsert.h"
+#include "catalog/index.h"
+#include "commands/progress.h"
+#include "common/pg_prng.h"
+#include "pgstat.h"
+#include "utils/memutils.h"
+#include "utils/backend_progress.h"
+}
+
+namespace {
+
+// The quantizer lives on the C++ heap; the build's memory context owns it
+// (deleted by a reset callback), so an ERROR anywhere frees it.
+struct QuantizerHolder {
+  MemoryContextCallback cb;
+  gknn::ivfpq::Quantizer* q;
+};
+
+void free_quantizer(void* arg) {
+  auto* h = static_cast<QuantizerHolder*>(arg);
+  delete h->q;
+  h->q = nullptr;
+}
+
+struct BuildState {
+  Relation index;
+  int dim;
+  MemoryContext tmp;
+  // sampling pass
+  pg_prng_state prng;
+  int64 cap;
+  int64 nsample;
+  int64 seen;  // non-NULL vectors
+  int64 nulls;
+  float* sample;
+  // encoding pass
+  const gknn::ivfpq::Quantizer* q;
+  int device;
+  int code_size;
+  int lists;
+  int64 batch_cap;
+  int64 nbatch;
+  float* batch;
+  ItemPointerData* batch_tids;
+  int32* list_of;
+  uint8* codes;
+  char* item;
+  Page* list_pages;        // the page being filled, per list
+  BlockNumber* list_last;  // the list's last written page
+  Page null_page;
+  BlockNumber null_last;
+  Page pending_page;
+  BlockNumber pending_last;
+  int64 entries;
+  int64 null_entries;
+  int64 pending_entries;
+};
+
+[[noreturn]] void dim_mismatch(int expected, int got) {
+  ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                  errmsg("gpu_ivfpq: expected %d dimensions, not %d", expected, got),
+                  errdetail("All vectors of a gpu_ivfpq index have the same dimension.")));
+}
+
+const Vector* detoast_vector(BuildState* st, Datum value) {
+  const Vector* v = DatumGetVector(value);
+  if (st->dim == 0) st->dim = v->dim;
+  if (v->dim != st->dim) dim_mismatch(st->dim, v->dim);
+  return v;
+}
+
+void sample_callback(Relation, ItemPointer, Datum* values, bool* isnull, bool, void* state) {
+  auto* st = static_cast<BuildState*>(state);
+  if (isnull[0]) {
+    st->nulls++;
+    return;
+  }
+  MemoryContext old = MemoryContextSwitchTo(st->tmp);
+  const Vector* v = detoast_vector(st, values[0]);
+  if (st->sample == nullptr)
+    st->sample = static_cast<float*>(
+        MemoryContextAllocHuge(old, static_cast<Size>(st->cap) * st->dim * sizeof(float)));
+  int64 slot = -1;
+  if (st->nsample < st->cap) {
+    slot = st->nsample++;
+  } else {
+    uint64 j = pg_prng_uint64_range(&st->prng, 0, static_cast<uint64>(st->seen));
+    if (j < static_cast<uint64>(st->cap)) slot = static_cast<int64>(j);
+  }
+  if (slot >= 0) memcpy(st->sample + slot * st->dim, v->x, sizeof(float) * st->dim);
+  st->seen++;
+  MemoryContextSwitchTo(old);
+  MemoryContextReset(st->tmp);
+}
+
+// Appends a page image at the end of the index; returns its block.
+BlockNumber append_page(Relation index, Page page) {
+  Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, P_NEW, RBM_NORMAL, nullptr);
+  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+  memcpy(BufferGetPage(buf), page, BLCKSZ);
+  MarkBufferDirty(buf);
+  BlockNumber blk = BufferGetBlockNumber(buf);
+  UnlockReleaseBuffer(buf);
+  return blk;
+}
+
+void overwrite_page(Relation index, BlockNumber blk, Page page) {
+  Buffer buf = ReadBuffer(index, blk);
+  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+  memcpy(BufferGetPage(buf), page, BLCKSZ);
+  MarkBufferDirty(buf);
+  UnlockReleaseBuffer(buf);
+}
+
+// Floats packed over consecutive new pages; returns the first block.
+BlockNumber write_floats(Relation index, const float* data, int64 count, uint32* npages) {
+  Page page = static_cast<Page>(palloc(BLCKSZ));
+  BlockNumber first = InvalidBlockNumber;
+  *npages = 0;
+  for (int64 done = 0; done < count;) {
+    int64 n = Min(count - done, static_cast<int64>(kIvfpqFloatsPerPage));
+    ivfpq_init_page(page, kIvfpqPageFloats, InvalidBlockNumber);
+    memcpy(PageGetContents(page), data + done, n * sizeof(float));
+    ivfpq_set_contents_size(page, n * sizeof(float));
+    BlockNumber blk = append_page(index, page);
+    if (first == InvalidBlockNumber) first = blk;
+    ++*npages;
+    done += n;
+  }
+  pfree(page);
+  return first;
+}
+
+// Adds an item to the in-memory page of a chain, writing the page out and
+// starting the next one (pointing back at it) when it is full.
+void chain_add(Relation index, Page* pagep, BlockNumber* last, const char* item, Size size) {
+  if (*pagep == nullptr) {
+    *pagep = static_cast<Page>(palloc(BLCKSZ));
+    ivfpq_init_page(*pagep, kIvfpqPageList, *last);
+  } else if (PageGetFreeSpace(*pagep) < MAXALIGN(size)) {
+    *last = append_page(index, *pagep);
+    ivfpq_init_page(*pagep, kIvfpqPageList, *last);
+  }
+  if (PageAddItem(*pagep, (Item)item, size, InvalidOffsetNumber, false, false) == InvalidOffsetNumber)
+    elog(ERROR, "gpu_ivfpq: could not add an item to a list page");
+}
+
+void chain_flush(Relation index, Page page, BlockNumber* last) {
+  if (page != nullptr && PageGetMaxOffsetNumber(page) > 0) *last = append_page(index, page);
+}
+
+bool build_progress(gknn::ivfpq::Phase phase, std::int64_t done, std::int64_t total) {
+  // Shared-memory counters only: nothing here can raise an error.
+  if (phase != gknn::ivfpq::Phase::Encode) {
+    const int index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
+                         PROGRESS_CREATEIDX_TUPLES_DONE};
+    const int64 val[] = {phase == gknn::ivfpq::Phase::CoarseKmeans ? kIvfpqPhaseCoarse : kIvfpqPhasePq, total,
+                         done};
+    pgstat_progress_update_multi_param(3, index, val);
+  }
+  return !ivfpq_interrupt_pending();
+}
+
+void encode_batch(BuildState* st) {
+  if (st->nbatch == 0) return;
+  ivfpq_core_call_cancellable([&] {
+    gknn::ivfpq::encode(*st->q, st->batch, st->nbatch, st->device, st->list_of, st->codes, build_progress);
+  });
+  Size size = ivfpq_item_size(st->code_size);
+  for (int64 i = 0; i < st->nbatch; ++i) {
+    int l = st->list_of[i];
+    if (l < 0 || l >= st->lists) elog(ERROR, "gpu_ivfpq: encode returned list %d of %d", l, st->lists);
+    memcpy(st->item, &st->batch_tids[i], sizeof(ItemPointerData));
+    memcpy(st->item + sizeof(ItemPointerData), st->codes + i * st->code_size, st->code_size);
+    chain_add(st->index, &st->list_pages[l], &st->list_last[l], st->item, size);
+  }
+  st->entries += st->nbatch;
+  st->nbatch = 0;
+  pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, st->entries + st->null_entries);
+  CHECK_FOR_INTERRUPTS();
+}
+
+void encode_callback(Relation, ItemPointer tid, Datum* values, bool* isnull, bool, void* state) {
+  auto* st = static_cast<BuildState*>(state);
+  if (isnull[0]) {
+    chain_add(st->index, &st->null_page, &st->null_last, reinterpret_cast<const char*>(tid),
+              sizeof(ItemPointerData));
+    st->null_entries++;
+    return;
+  }
+  if (st->q == nullptr) {
+    // No quantizer (the sampling scan saw no vectors; CREATE INDEX
+    // CONCURRENTLY's second scan may see new ones): searched exactly.
+    MemoryContext old = MemoryContextSwitchTo(st->tmp);
+    detoast_vector(st, values[0]);
+    MemoryContextSwitchTo(old);
+    chain_add(st->index, &st->pending_page, &st->pending_last, reinterpret_cast<const char*>(tid),
+              sizeof(ItemPointerData));
+    st->pending_entries++;
+    MemoryContextReset(st->tmp);
+    return;
+  }
+  MemoryContext old = MemoryContextSwitchTo(st->tmp);
+  const Vector* v = detoast_vector(st, values[0]);
+  memcpy(st->batch + st->nbatch * st->dim, v->x, sizeof(float) * st->dim);
+  st->batch_tids[st->nbatch++] = *tid;
+  MemoryContextSwitchTo(old);
+  MemoryContextReset(st->tmp);
+  if (st->nbatch == st->batch_cap) encode_batch(st);
+}
+
+IvfpqMeta empty_meta(int dim, gknn::Metric metric) {
+  IvfpqMeta meta{};
+  meta.magic = kIvfpqMagic;
+  meta.version = kIvfpqVersion;
+  meta.trained = 0;
+  meta.dim = dim;
+  meta.metric = static_cast<int32>(metric);
+  meta.seed = kIvfpqSeed;
+  meta.generation = 1;
+  meta.centroid_start = meta.codebook_start = meta.directory_start = InvalidBlockNumber;
+  meta.pending_last = meta.null_last = InvalidBlockNumber;
+  return meta;
+}
+
+int typmod_dim(Relation index) {
+  int32 typmod = TupleDescAttr(RelationGetDescr(index), 0)->atttypmod;
+  return typmod > 0 ? typmod : 0;
+}
+
+}  // namespace
+
+IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
+  if (RelationGetNumberOfBlocks(index) != 0)
+    elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
+  if (info->ii_IndexAttrNumbers[0] == 0)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("gpu_ivfpq indexes a table column, not an expression"),
+                    errhint("Index a column of type vector (a generated column can hold the expression).")));
+
+  IvfpqOptions opt = ivfpq_get_options(index);
+  gknn::Metric metric = ivfpq_index_metric(index);
+  int device = gknn_resolve_device();
+
+  BuildState st{};
+  st.index = index;
+  st.dim = typmod_dim(index);
+  st.tmp = AllocSetContextCreate(CurrentMemoryContext, "gpu_ivfpq build", ALLOCSET_DEFAULT_SIZES);
+  if (st.dim > 0) ivfpq_check_params(st.dim, opt.m > 0 ? opt.m : ivfpq_default_m(st.dim), opt.nbits);
+  st.cap = opt.training_sample > 0 ? opt.training_sample : ivfpq_default_training_sample(opt.lists);
+  pg_prng_seed(&st.prng, kIvfpqSeed);
+
+  // 1. Sample (and count) the rows.
+  pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kIvfpqPhaseSample);
+  table_index_build_scan(heap, index, info, false, true, sample_callback, &st, nullptr);
+
+  IvfpqMeta meta = empty_meta(st.dim, metric);
+  QuantizerHolder* holder = static_cast<QuantizerHolder*>(palloc0(sizeof(QuantizerHolder)));
+  holder->cb.func = free_quantizer;
+  holder->cb.arg = holder;
+  MemoryContextRegisterResetCallback(CurrentMemoryContext, &holder->cb);
+
+  // Block 0 is the metapage; it is written last, once everything is known.
+  Page page = static_cast<Page>(palloc0(BLCKSZ));
+  ivfpq_init_meta_page(page, meta);
+  append_page(index, page);
+
+  if (st.seen > 0) {
+    // 2. Train.
+    int m = opt.m > 0 ? opt.m : ivfpq_default_m(st.dim);
+    ivfpq_check_params(st.dim, m, opt.nbits);
+    int lists = opt.lists;
+    if (lists > st.seen || lists > st.nsample) {
+      int64 clamp = Min(st.seen, st.nsample);
+      ereport(
+          WARNING,
+          (errmsg("gpu_ivfpq: lists = %d is more than the %lld rows %s; using %lld lists", lists,
+                  static_cast<long long>(clamp), clamp < st.seen ? "sampled for training" : "in the table",
+                  static_cast<long long>(clamp)),
+           errhint("REINDEX once the table has more rows, or lower lists or raise training_sample.")));
+      lists = static_cast<int>(clamp);
+    }
+    gknn::ivfpq::Params p;
+    p.dim = st.dim;
+    p.lists = lists;
+    p.m = m;
+    p.nbits = opt.nbits;
+    p.metric = metric;
+    p.kmeans_iters = opt.kmeans_iters;
+    p.seed = kIvfpqSeed;
+    gknn_pg::core_call([&] { gknn::ivfpq::validate(p); });
+    ivfpq_core_call_cancellable([&] {
+      holder->q =
+          new gknn::ivfpq::Quantizer(gknn::ivfpq::train(p, st.sample, st.nsample, device, build_progress));
+    });
+    CHECK_FOR_INTERRUPTS();
+    const gknn::ivfpq::Quantizer* q = holder->q;
+    pfree(st.sample);
+    st.sample = nullptr;
+
+    meta.trained = 1;
+    meta.lists = q->params.lists;
+    meta.m = q->params.m;
+    meta.nbits = q->params.nbits;
+    meta.kmeans_iters = q->params.kmeans_iters;
+    gknn_pg::core_call([&] { meta.code_size = gknn::ivfpq::code_size(q->params); });
+    meta.build_rows = st.seen;
+    meta.sample_rows = st.nsample;
+    if (q->centroids.size() != static_cast<size_t>(meta.lists) * st.dim ||
+        q->codebooks.size() != static_cast<size_t>(st.dim) << meta.nbits)
+      elog(ERROR, "gpu_ivfpq: the trained quantizer has unexpected sizes");
+    meta.centroid_start = write_floats(index, q->centroids.data(), static_cast<int64>(q->centroids.size()),
+                                       &meta.centroid_pages);
+    meta.codebook_start = write_floats(index, q->codebooks.data(), static_cast<int64>(q->codebooks.size()),
+                                       &meta.codebook_pages);
+    // Directory pages are reserved now and written at the end.
+    meta.directory_pages = static_cast<uint32>((meta.lists + kIvfpqDirPerPage - 1) / kIvfpqDirPerPage);
+    ivfpq_init_page(page, kIvfpqPageDirectory, InvalidBlockNumber);
+    for (uint32 i = 0; i < meta.directory_pages; ++i) {
+      BlockNumber blk = append_page(index, page);
+      if (i == 0) meta.directory_start = blk;
+    }
+
+    st.q = q;
+    st.device = device;
+    st.code_size = meta.code_size;
+    st.lists = meta.lists;
+    st.batch_cap =
+        Max(static_cast<int64>(1), Min(static_cast<int64>(8192), (int64{64} << 20) / (4 * st.dim)));
+    st.batch = static_cast<float*>(palloc(sizeof(float) * st.batch_cap * st.dim));
+    st.batch_tids = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * st.batch_cap));
+    st.list_of = static_cast<int32*>(palloc(sizeof(int32) * st.batch_cap));
+    st.codes = static_cast<uint8*>(palloc(static_cast<Size>(st.code_size) * st.batch_cap));
+    st.item = static_cast<char*>(palloc(ivfpq_item_size(st.code_size)));
+    st.list_pages = static_cast<Page*>(palloc0(sizeof(Page) * st.lists));
+    st.list_last = static_cast<BlockNumber*>(palloc(sizeof(BlockNumber) * st.lists));
+    for (int l = 0; l < st.lists; ++l) st.list_last[l] = InvalidBlockNumber;
+  } else {
+    ereport(NOTICE, (errmsg("gpu_ivfpq index \"%s\" created on a table without vectors: it has no quantizer",
+                            RelationGetRelationName(index)),
+                     errdetail("Rows inserted from now on are searched by their exact distance."),
+                     errhint("REINDEX once the table has data.")));
+  }
+
+  // 3. Encode every vector and write the lists (and the NULLs' chain).
+  st.null_last = st.pending_last = InvalidBlockNumber;
+  if (st.seen > 0 || st.nulls > 0) {
+    pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kIvfpqPhaseEncode);
+    pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, st.seen + st.nulls);
+    pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
+    table_index_build_scan(heap, index, info, false, true, encode_callback, &st, nullptr);
+    encode_batch(&st);
+    for (int l = 0; l < st.lists; ++l) chain_flush(index, st.list_pages[l], &st.list_last[l]);
+    chain_flush(index, st.null_page, &st.null_last);
+    chain_flush(index, st.pending_page, &st.pending_last);
+  }
+  meta.null_last = st.null_last;
+  meta.pending_last = st.pending_last;
+  if (meta.trained == 0) meta.dim = st.dim;
+
+  // 4. Directory and metapage.
+  for (uint32 p = 0; p < meta.directory_pages; ++p) {
+    ivfpq_init_page(page, kIvfpqPageDirectory, InvalidBlockNumber);
+    int first = static_cast<int>(p * kIvfpqDirPerPage);
+    int n = Min(meta.lists - first, static_cast<int>(kIvfpqDirPerPage));
+    memcpy(PageGetContents(page), st.list_last + first, n * sizeof(BlockNumber));
+    ivfpq_set_contents_size(page, n * sizeof(BlockNumber));
+    overwrite_page(index, meta.directory_start + p, page);
+  }
+  ivfpq_init_meta_page(page, meta);
+  overwrite_page(index, kIvfpqMetaBlock, page);
+
+  // 5. WAL: every page as a full image, once.
+  if (RelationNeedsWAL(index)) {
+    pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kIvfpqPhaseWal);
+    log_newpage_range(index, MAIN_FORKNUM, 0, RelationGetNumberOfBlocks(index), true);
+  }
+
+  MemoryContextDelete(st.tmp);
+  IndexBuildResult* result = static_cast<IndexBuildResult*>(palloc(sizeof(IndexBuildResult)));
+  result->heap_tuples = static_cast<double>(st.seen + st.nulls);
+  result->index_tuples = static_cast<double>(st.entries + st.null_entries + st.pending_entries);
+  return result;
+}
+
+// Unlogged indexes: the init fork holds an empty, untrained index.
+void ivfpq_buildempty(Relation index) {
+  IvfpqMeta meta = empty_meta(typmod_dim(index), ivfpq_index_metric(index));
+  Buffer buf = ReadBufferExtended(index, INIT_FORKNUM, P_NEW, RBM_NORMAL, nullptr);
+  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+  START_CRIT_SECTION();
+  ivfpq_init_meta_page(BufferGetPage(buf), meta);
+  MarkBufferDirty(buf);
+  log_newpage_buffer(buf, true);
+  END_CRIT_SECTION();
+  UnlockReleaseBuffer(buf);
+}

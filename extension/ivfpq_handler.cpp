@@ -1,0 +1,144 @@
+// gpu_ivfpq: the access method's handler, its GUCs and build phase names,
+// and the metric of an index (from its opclass).
+#include <cstring>
+
+#include "ivfpq.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_proc.h"
+#include "commands/progress.h"
+#include "commands/vacuum.h"
+#include "utils/guc.h"
+#include "utils/syscache.h"
+}
+
+int gknn_ivfpq_probes = 10;
+int gknn_ivfpq_refine = 10;
+
+void gknn_ivfpq_register() {
+  DefineCustomIntVariable("gknn.ivfpq_probes", "Lists a gpu_ivfpq scan searches first.",
+                          "More lists: better recall, slower. Clamped to the index's lists.",
+                          &gknn_ivfpq_probes, 10, 1, kIvfpqMaxLists, PGC_USERSET, 0, nullptr, nullptr,
+                          nullptr);
+  DefineCustomIntVariable("gknn.ivfpq_refine",
+                          "A gpu_ivfpq scan re-ranks refine x LIMIT candidates by their exact distance.",
+                          "Candidates are chosen by PQ distance, then ordered by the exact distance read "
+                          "from the table.",
+                          &gknn_ivfpq_refine, 10, 1, 100000, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  ivfpq_register_options();
+  ivfpq_register_limit_hook();
+}
+
+namespace {
+
+char* ivfpq_phasename(int64 phase) {
+  switch (phase) {
+    case PROGRESS_CREATEIDX_SUBPHASE_INITIALIZE:
+      return pstrdup("initializing");
+    case kIvfpqPhaseSample:
+      return pstrdup("sampling table");
+    case kIvfpqPhaseCoarse:
+      return pstrdup("training coarse quantizer");
+    case kIvfpqPhasePq:
+      return pstrdup("training product quantizer");
+    case kIvfpqPhaseEncode:
+      return pstrdup("encoding and writing lists");
+    case kIvfpqPhaseWal:
+      return pstrdup("writing WAL");
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool ivfpq_interrupt_pending() { return QueryCancelPending || ProcDiePending; }
+
+gknn::Metric ivfpq_index_metric(Relation index) {
+  Oid proc = index_getprocid(index, 1, 1);
+  if (!OidIsValid(proc))
+    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
+                    errmsg("gpu_ivfpq operator class of index \"%s\" has no distance function (support 1)",
+                           RelationGetRelationName(index))));
+  HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(proc));
+  if (!HeapTupleIsValid(tup)) elog(ERROR, "cache lookup failed for function %u", proc);
+  bool isnull;
+  Datum src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+  char* symbol = isnull ? pstrdup("") : TextDatumGetCString(src);
+  ReleaseSysCache(tup);
+  if (strcmp(symbol, "l2_distance") == 0 || strcmp(symbol, "vector_l2_squared_distance") == 0)
+    return gknn::Metric::L2;
+  if (strcmp(symbol, "vector_negative_inner_product") == 0) return gknn::Metric::InnerProduct;
+  if (strcmp(symbol, "cosine_distance") == 0) return gknn::Metric::Cosine;
+  ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                  errmsg("gpu_ivfpq does not support the distance function \"%s\" of index \"%s\"", symbol,
+                         RelationGetRelationName(index)),
+                  errhint("Use vector_l2_ops, vector_ip_ops or vector_cosine_ops.")));
+  return gknn::Metric::L2;
+}
+
+const char* ivfpq_metric_name(int metric) {
+  switch (static_cast<gknn::Metric>(metric)) {
+    case gknn::Metric::L2:
+      return "l2";
+    case gknn::Metric::InnerProduct:
+      return "inner_product";
+    case gknn::Metric::Cosine:
+      return "cosine";
+    case gknn::Metric::L1:
+      return "l1";
+  }
+  return "unknown";
+}
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(gknn_ivfpq_handler);
+Datum gknn_ivfpq_handler(PG_FUNCTION_ARGS) {
+  IndexAmRoutine* am = makeNode(IndexAmRoutine);
+  am->amstrategies = 1;
+  am->amsupport = 1;
+  am->amoptsprocnum = 0;
+  am->amcanorder = false;
+  am->amcanorderbyop = true;
+  am->amcanbackward = false;
+  am->amcanunique = false;
+  am->amcanmulticol = false;
+  am->amoptionalkey = true;  // ordered scans have no quals
+  am->amsearcharray = false;
+  am->amsearchnulls = false;
+  am->amstorage = false;
+  am->amclusterable = false;
+  am->ampredlocks = false;
+  am->amcanparallel = false;
+  am->amcaninclude = false;
+  am->amusemaintenanceworkmem = false;
+  am->amparallelvacuumoptions = VACUUM_OPTION_NO_PARALLEL;
+  am->amkeytype = InvalidOid;
+
+  am->ambuild = ivfpq_build;
+  am->ambuildempty = ivfpq_buildempty;
+  am->aminsert = ivfpq_insert;
+  am->ambulkdelete = ivfpq_bulkdelete;
+  am->amvacuumcleanup = ivfpq_vacuumcleanup;
+  am->amcanreturn = nullptr;
+  am->amcostestimate = ivfpq_costestimate;
+  am->amoptions = ivfpq_options;
+  am->amproperty = nullptr;
+  am->ambuildphasename = ivfpq_phasename;
+  am->amvalidate = ivfpq_validate;
+  am->amadjustmembers = nullptr;
+  am->ambeginscan = ivfpq_beginscan;
+  am->amrescan = ivfpq_rescan;
+  am->amgettuple = ivfpq_gettuple;
+  am->amgetbitmap = nullptr;
+  am->amendscan = ivfpq_endscan;
+  am->ammarkpos = nullptr;
+  am->amrestrpos = nullptr;
+  am->amestimateparallelscan = nullptr;
+  am->aminitparallelscan = nullptr;
+  am->amparallelrescan = nullptr;
+  PG_RETURN_POINTER(am);
+}
+
+}  // extern "C"

@@ -1,0 +1,294 @@
+// gpu_ivfpq: per-backend cache of searchable images, keyed by index oid,
+// relfilenode and the metapage's generation, and of quantizers (for inserts),
+// keyed by oid and relfilenode.
+//
+// Images live on the C++ heap, owned by this file's static slots (never by a
+// stack frame), so an ERROR while one is being filled from pages leaks
+// nothing: the half-filled slot is marked invalid and freed on next use.
+// A load holds the metapage's share lock from start to end; inserts and
+// vacuum change pages only under its exclusive lock, so an image is one
+// consistent state of the index.
+#include <cstring>
+
+#include "ivfpq.h"
+
+extern "C" {
+#include "utils/memutils.h"
+}
+
+namespace {
+
+constexpr int kSlots = 8;
+
+struct ImageSlot {
+  bool valid;
+  Oid oid;
+  RelFileNode node;
+  uint64 generation;
+  int device;  // the device a GPU copy was tried for (gpu null: not taken, CPU search); -1: none
+  uint64 used;
+  gknn::ivfpq::Image* host;
+  gknn::ivfpq::DeviceImage* gpu;
+  MemoryContext cxt;  // pending and null TIDs
+  IvfpqImage image;
+};
+
+struct QuantizerSlot {
+  bool valid;
+  Oid oid;
+  RelFileNode node;
+  uint64 used;
+  gknn::ivfpq::Quantizer* q;
+};
+
+ImageSlot image_slots[kSlots];
+QuantizerSlot quantizer_slots[kSlots];
+uint64 clock_tick = 0;
+
+void free_image_slot(ImageSlot* s) {
+  gknn::ivfpq::Image* host = s->host;
+  gknn::ivfpq::DeviceImage* gpu = s->gpu;
+  s->host = nullptr;
+  s->gpu = nullptr;
+  s->valid = false;
+  s->device = -1;
+  gknn_pg::core_call([&] {
+    delete gpu;
+    delete host;
+  });
+  if (s->cxt) MemoryContextReset(s->cxt);
+}
+
+template <typename Slot>
+Slot* pick_slot(Slot* slots, Oid oid) {
+  Slot* victim = &slots[0];
+  for (int i = 0; i < kSlots; ++i) {
+    if (slots[i].oid == oid) return &slots[i];
+    if (slots[i].used < victim->used) victim = &slots[i];
+  }
+  return victim;
+}
+
+gknn::ivfpq::Params params_of(const IvfpqMeta& meta) {
+  gknn::ivfpq::Params p;
+  p.dim = meta.dim;
+  p.lists = meta.lists;
+  p.m = meta.m;
+  p.nbits = meta.nbits;
+  p.metric = static_cast<gknn::Metric>(meta.metric);
+  p.kmeans_iters = meta.kmeans_iters;
+  p.seed = meta.seed;
+  return p;
+}
+
+int64 centroid_floats(const IvfpqMeta& meta) { return static_cast<int64>(meta.lists) * meta.dim; }
+int64 codebook_floats(const IvfpqMeta& meta) { return static_cast<int64>(meta.dim) << meta.nbits; }
+
+// Blocks of a chain, first page first.
+struct ChainPages {
+  BlockNumber* blocks;
+  int n;
+};
+
+ChainPages chain_pages(Relation index, BlockNumber last) {
+  int cap = 16, n = 0;
+  BlockNumber* rev = static_cast<BlockNumber*>(palloc(sizeof(BlockNumber) * cap));
+  for (BlockNumber blk = last; BlockNumberIsValid(blk);) {
+    if (n == cap) {
+      cap *= 2;
+      rev = static_cast<BlockNumber*>(repalloc(rev, sizeof(BlockNumber) * cap));
+    }
+    rev[n++] = blk;
+    Buffer buf = ReadBuffer(index, blk);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buf);
+    if (ivfpq_opaque(page)->kind != kIvfpqPageList) {
+      UnlockReleaseBuffer(buf);
+      ereport(ERROR,
+              (errcode(ERRCODE_INDEX_CORRUPTED), errmsg("gpu_ivfpq index \"%s\": block %u is not a list page",
+                                                        RelationGetRelationName(index), blk)));
+    }
+    blk = ivfpq_opaque(page)->prev;
+    UnlockReleaseBuffer(buf);
+    if (n > static_cast<int>(RelationGetNumberOfBlocks(index)))
+      ereport(ERROR, (errcode(ERRCODE_INDEX_CORRUPTED),
+                      errmsg("gpu_ivfpq index \"%s\": a list chain loops", RelationGetRelationName(index))));
+  }
+  for (int i = 0; i < n / 2; ++i) std::swap(rev[i], rev[n - 1 - i]);
+  return ChainPages{rev, n};
+}
+
+int64 page_items(Relation index, BlockNumber blk) {
+  Buffer buf = ReadBuffer(index, blk);
+  LockBuffer(buf, BUFFER_LOCK_SHARE);
+  int64 n = PageGetMaxOffsetNumber(BufferGetPage(buf));
+  UnlockReleaseBuffer(buf);
+  return n;
+}
+
+// Copies a chain's TIDs (and codes, when `codes` is given) in chain order.
+int64 read_chain(Relation index, const ChainPages& chain, int64* ids, uint8* codes, int code_size,
+                 int64 cap) {
+  int64 n = 0;
+  for (int i = 0; i < chain.n; ++i) {
+    Buffer buf = ReadBuffer(index, chain.blocks[i]);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buf);
+    OffsetNumber max = PageGetMaxOffsetNumber(page);
+    if (n + max > cap) {
+      UnlockReleaseBuffer(buf);
+      elog(ERROR, "gpu_ivfpq index \"%s\" changed while it was being loaded", RelationGetRelationName(index));
+    }
+    for (OffsetNumber off = FirstOffsetNumber; off <= max; ++off) {
+      ids[n] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
+      if (codes) memcpy(codes + n * code_size, ivfpq_item_code(page, off), code_size);
+      ++n;
+    }
+    UnlockReleaseBuffer(buf);
+  }
+  return n;
+}
+
+int64* read_tid_chain(Relation index, BlockNumber last, MemoryContext cxt, int64* count) {
+  ChainPages chain = chain_pages(index, last);
+  int64 total = 0;
+  for (int i = 0; i < chain.n; ++i) total += page_items(index, chain.blocks[i]);
+  int64* ids = static_cast<int64*>(MemoryContextAllocHuge(cxt, sizeof(int64) * Max(total, int64{1})));
+  *count = read_chain(index, chain, ids, nullptr, 0, total);
+  return ids;
+}
+
+// Fills `s` from the pages; the caller holds the metapage's share lock.
+void load_image(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
+  s->image.meta = meta;
+  s->image.host = nullptr;
+  s->image.gpu = nullptr;
+  s->image.entries = 0;
+  s->image.pending = read_tid_chain(index, meta.pending_last, s->cxt, &s->image.npending);
+  s->image.nulls = read_tid_chain(index, meta.null_last, s->cxt, &s->image.nnulls);
+  if (!meta.trained) return;
+
+  MemoryContext tmp =
+      AllocSetContextCreate(CurrentMemoryContext, "gpu_ivfpq image load", ALLOCSET_DEFAULT_SIZES);
+  MemoryContext old = MemoryContextSwitchTo(tmp);
+  BlockNumber* dir = ivfpq_read_directory(index, meta);
+  ChainPages* chains = static_cast<ChainPages*>(palloc(sizeof(ChainPages) * meta.lists));
+  int64* counts = static_cast<int64*>(palloc0(sizeof(int64) * meta.lists));
+  int64 total = 0;
+  for (int l = 0; l < meta.lists; ++l) {
+    chains[l] = chain_pages(index, dir[l]);
+    for (int i = 0; i < chains[l].n; ++i) counts[l] += page_items(index, chains[l].blocks[i]);
+    total += counts[l];
+  }
+
+  gknn::ivfpq::Image* host = nullptr;
+  gknn::ivfpq::Params p = params_of(meta);
+  int lists = meta.lists;
+  int code_size = meta.code_size;
+  int64 nc = centroid_floats(meta), nb = codebook_floats(meta);
+  gknn_pg::core_call([&] {
+    host = new gknn::ivfpq::Image;
+    host->quantizer.params = p;
+    host->quantizer.centroids.resize(nc);
+    host->quantizer.codebooks.resize(nb);
+    host->offsets.resize(lists + 1);
+    host->codes.resize(static_cast<size_t>(total) * code_size);
+    host->ids.resize(total);
+  });
+  s->host = host;  // owned by the slot from here on
+  ivfpq_read_floats(index, meta.centroid_start, host->quantizer.centroids.data(), nc);
+  ivfpq_read_floats(index, meta.codebook_start, host->quantizer.codebooks.data(), nb);
+  int64 at = 0;
+  for (int l = 0; l < lists; ++l) {
+    host->offsets[l] = at;
+    int64 n = read_chain(index, chains[l], host->ids.data() + at, host->codes.data() + at * code_size,
+                         code_size, counts[l]);
+    if (n != counts[l])
+      elog(ERROR, "gpu_ivfpq index \"%s\" changed while it was being loaded", RelationGetRelationName(index));
+    at += n;
+  }
+  host->offsets[lists] = at;
+  s->image.host = host;
+  s->image.entries = at;
+  MemoryContextSwitchTo(old);
+  MemoryContextDelete(tmp);
+}
+
+}  // namespace
+
+const IvfpqImage* ivfpq_image_get(Relation index, int device) {
+  Oid oid = RelationGetRelid(index);
+  ImageSlot* s = pick_slot(image_slots, oid);
+  s->used = ++clock_tick;
+  if (s->cxt == nullptr)
+    s->cxt = AllocSetContextCreate(TopMemoryContext, "gpu_ivfpq image TIDs", ALLOCSET_DEFAULT_SIZES);
+
+  Buffer mbuf = ReadBuffer(index, kIvfpqMetaBlock);
+  LockBuffer(mbuf, BUFFER_LOCK_SHARE);
+  IvfpqMeta meta;
+  memcpy(&meta, ivfpq_meta(BufferGetPage(mbuf)), sizeof(meta));
+  if (ivfpq_opaque(BufferGetPage(mbuf))->kind != kIvfpqPageMeta) meta.magic = 0;
+  if (meta.magic != kIvfpqMagic || meta.version != kIvfpqVersion) {
+    UnlockReleaseBuffer(mbuf);
+    ivfpq_check_meta(index, &meta);
+  }
+  bool fresh = s->valid && s->oid == oid && RelFileNodeEquals(s->node, index->rd_node) &&
+               s->generation == meta.generation;
+  if (!fresh) {
+    free_image_slot(s);
+    s->oid = oid;
+    s->node = index->rd_node;
+    load_image(index, meta, s);
+    s->generation = meta.generation;
+    s->valid = true;
+  }
+  UnlockReleaseBuffer(mbuf);
+
+  if (device >= 0 && s->host != nullptr && s->image.entries > 0 && s->device != device) {
+    gknn::ivfpq::DeviceImage* old = s->gpu;
+    s->gpu = nullptr;
+    s->device = -1;
+    const gknn::ivfpq::Image* host = s->host;
+    gknn::ivfpq::DeviceImage* gpu = nullptr;
+    gknn_pg::core_call([&] {
+      delete old;
+      try {
+        gpu = new gknn::ivfpq::DeviceImage(*host, device);
+      } catch (const gknn::Error& e) {
+        // A shape the GPU search does not take (LUTs too large even in
+        // fp16): this image is searched on the CPU.
+        if (e.code() != gknn::ErrorCode::InvalidArgument) throw;
+      }
+    });
+    s->gpu = gpu;
+    s->device = device;  // tried for this device; gpu null: searched on the CPU
+  }
+  s->image.gpu = device >= 0 ? s->gpu : nullptr;
+  return &s->image;
+}
+
+const gknn::ivfpq::Quantizer* ivfpq_quantizer_get(Relation index, const IvfpqMeta& meta) {
+  Oid oid = RelationGetRelid(index);
+  QuantizerSlot* s = pick_slot(quantizer_slots, oid);
+  s->used = ++clock_tick;
+  if (s->valid && s->oid == oid && RelFileNodeEquals(s->node, index->rd_node)) return s->q;
+  gknn::ivfpq::Quantizer* q = s->q;
+  s->q = nullptr;
+  s->valid = false;
+  gknn::ivfpq::Params p = params_of(meta);
+  int64 nc = centroid_floats(meta), nb = codebook_floats(meta);
+  gknn_pg::core_call([&] {
+    delete q;
+    q = new gknn::ivfpq::Quantizer;
+    q->params = p;
+    q->centroids.resize(nc);
+    q->codebooks.resize(nb);
+  });
+  s->q = q;
+  s->oid = oid;
+  s->node = index->rd_node;
+  ivfpq_read_floats(index, meta.centroid_start, q->centroids.data(), nc);
+  ivfpq_read_floats(index, meta.codebook_start, q->codebooks.data(), nb);
+  s->valid = true;
+  return q;
+}

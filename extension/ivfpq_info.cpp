@@ -1,0 +1,81 @@
+// gknn_ivfpq_info(index regclass): what a gpu_ivfpq index holds, read from
+// its pages (for monitoring and tests).
+#include "ivfpq.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "commands/defrem.h"
+#include "funcapi.h"
+#include "utils/acl.h"
+}
+
+namespace {
+
+int64 count_chain(Relation index, BlockNumber blk, int64* pages) {
+  int64 n = 0;
+  BlockNumber nblocks = RelationGetNumberOfBlocks(index);
+  for (int64 steps = 0; BlockNumberIsValid(blk); ++steps) {
+    if (steps > nblocks)
+      ereport(ERROR, (errcode(ERRCODE_INDEX_CORRUPTED),
+                      errmsg("gpu_ivfpq index \"%s\": a list chain loops", RelationGetRelationName(index))));
+    Buffer buf = ReadBuffer(index, blk);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buf);
+    n += PageGetMaxOffsetNumber(page);
+    blk = ivfpq_opaque(page)->prev;
+    UnlockReleaseBuffer(buf);
+    ++*pages;
+  }
+  return n;
+}
+
+}  // namespace
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(gknn_ivfpq_info);
+Datum gknn_ivfpq_info(PG_FUNCTION_ARGS) {
+  Oid indexoid = PG_GETARG_OID(0);
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "return type must be a row type");
+  Relation index = relation_open(indexoid, AccessShareLock);
+  if (index->rd_rel->relkind != RELKIND_INDEX || index->rd_rel->relam != get_index_am_oid("gpu_ivfpq", false))
+    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+                    errmsg("\"%s\" is not a gpu_ivfpq index", RelationGetRelationName(index))));
+  IvfpqMeta meta;
+  ivfpq_read_meta(index, &meta);
+  int64 entries = 0, list_pages = 0, empty_lists = 0;
+  if (meta.trained) {
+    BlockNumber* dir = ivfpq_read_directory(index, meta);
+    for (int l = 0; l < meta.lists; ++l) {
+      int64 n = count_chain(index, dir[l], &list_pages);
+      entries += n;
+      if (n == 0) ++empty_lists;
+    }
+  }
+  int64 pending = count_chain(index, meta.pending_last, &list_pages);
+  int64 nulls = count_chain(index, meta.null_last, &list_pages);
+  BlockNumber pages = RelationGetNumberOfBlocks(index);
+  relation_close(index, AccessShareLock);
+
+  Datum values[12] = {BoolGetDatum(meta.trained != 0),
+                      Int32GetDatum(meta.dim),
+                      Int32GetDatum(meta.lists),
+                      Int32GetDatum(meta.m),
+                      Int32GetDatum(meta.nbits),
+                      CStringGetTextDatum(ivfpq_metric_name(meta.metric)),
+                      Int64GetDatum(static_cast<int64>(meta.generation)),
+                      Int64GetDatum(entries),
+                      Int64GetDatum(pending),
+                      Int64GetDatum(nulls),
+                      Int64GetDatum(empty_lists),
+                      Int64GetDatum(static_cast<int64>(pages))};
+  bool nullflags[12] = {};
+  if (!meta.trained) nullflags[2] = nullflags[3] = nullflags[4] = true;
+  if (meta.dim == 0) nullflags[1] = true;
+  PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nullflags)));
+}
+
+}  // extern "C"

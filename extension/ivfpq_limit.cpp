@@ -1,0 +1,189 @@
+// gpu_ivfpq: the k of a scan. The index AM API does not pass LIMIT, so an
+// ExecutorStart hook (chaining any earlier one) looks in the plan for Limit
+// nodes whose child, through Result and Gather nodes, is an Index Scan on a
+// gpu_ivfpq index, and records LIMIT + OFFSET for that index while the
+// executor starts; ambeginscan reads it. Counts are taken from constants and
+// from the query's $n parameters (also through integer casts); anything else
+// (LIMIT ALL, subqueries, expressions) leaves k unknown and the scan starts
+// from kIvfpqDefaultK, growing as rows are asked for.
+#include "ivfpq.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "executor/executor.h"
+#include "nodes/params.h"
+#include "nodes/plannodes.h"
+#include "utils/syscache.h"
+}
+
+namespace {
+
+struct LimitHint {
+  Oid index;
+  int64 k;
+};
+
+constexpr int kMaxHints = 16;
+LimitHint hints[kMaxHints];
+int nhints = 0;
+ExecutorStart_hook_type prev_executor_start = nullptr;
+
+bool is_ivfpq_index(Oid indexoid, Oid am) {
+  HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
+  if (!HeapTupleIsValid(tup)) return false;
+  bool yes = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relam == am;
+  ReleaseSysCache(tup);
+  return yes;
+}
+
+bool int_value(Oid type, Datum d, int64* out) {
+  switch (type) {
+    case INT8OID:
+      *out = DatumGetInt64(d);
+      return true;
+    case INT4OID:
+      *out = DatumGetInt32(d);
+      return true;
+    case INT2OID:
+      *out = DatumGetInt16(d);
+      return true;
+  }
+  return false;
+}
+
+// The value of a LIMIT/OFFSET expression known at executor start.
+bool eval_count(Node* node, ParamListInfo params, int64* out, bool* isnull) {
+  *isnull = false;
+  while (node != nullptr) {
+    if (IsA(node, RelabelType)) {
+      node = reinterpret_cast<Node*>(reinterpret_cast<RelabelType*>(node)->arg);
+    } else if (IsA(node, FuncExpr)) {
+      FuncExpr* f = reinterpret_cast<FuncExpr*>(node);
+      if ((f->funcformat != COERCE_IMPLICIT_CAST && f->funcformat != COERCE_EXPLICIT_CAST) ||
+          list_length(f->args) != 1)
+        return false;
+      node = static_cast<Node*>(linitial(f->args));
+    } else {
+      break;
+    }
+  }
+  if (node == nullptr) return false;
+  if (IsA(node, Const)) {
+    Const* c = reinterpret_cast<Const*>(node);
+    *isnull = c->constisnull;
+    return c->constisnull || int_value(c->consttype, c->constvalue, out);
+  }
+  if (IsA(node, Param)) {
+    Param* p = reinterpret_cast<Param*>(node);
+    if (p->paramkind != PARAM_EXTERN || params == nullptr) return false;
+    ParamExternData workspace;
+    ParamExternData* prm = nullptr;
+    if (params->paramFetch != nullptr)
+      prm = params->paramFetch(params, p->paramid, false, &workspace);
+    else if (p->paramid > 0 && p->paramid <= params->numParams)
+      prm = &params->params[p->paramid - 1];
+    if (prm == nullptr || !OidIsValid(prm->ptype)) return false;
+    *isnull = prm->isnull;
+    return prm->isnull || int_value(prm->ptype, prm->value, out);
+  }
+  return false;
+}
+
+void record(Oid index, int64 k) {
+  for (int i = 0; i < nhints; ++i)
+    if (hints[i].index == index) {
+      hints[i].k = Max(hints[i].k, k);  // the same index under two Limits: the larger
+      return;
+    }
+  if (nhints < kMaxHints) hints[nhints++] = LimitHint{index, k};
+}
+
+void visit_limit(Limit* limit, ParamListInfo params, Oid am) {
+  Plan* child = outerPlan(&limit->plan);
+  while (child != nullptr && (IsA(child, Result) || IsA(child, Gather))) child = outerPlan(child);
+  if (child == nullptr || !IsA(child, IndexScan)) return;
+  Oid index = reinterpret_cast<IndexScan*>(child)->indexid;
+  if (!is_ivfpq_index(index, am)) return;
+  int64 count, offset = 0;
+  bool null_count, null_offset;
+  if (limit->limitCount == nullptr || !eval_count(limit->limitCount, params, &count, &null_count) ||
+      null_count)
+    return;  // LIMIT ALL or not known now
+  if (limit->limitOffset != nullptr &&
+      (!eval_count(limit->limitOffset, params, &offset, &null_offset) || null_offset))
+    offset = 0;
+  if (count <= 0) return;
+  offset = Max(offset, int64{0});
+  record(index, count > PG_INT64_MAX / 4 - offset ? PG_INT64_MAX / 4 : count + offset);
+}
+
+void walk(Plan* plan, ParamListInfo params, Oid am) {
+  if (plan == nullptr) return;
+  if (IsA(plan, Limit)) visit_limit(reinterpret_cast<Limit*>(plan), params, am);
+  walk(outerPlan(plan), params, am);
+  walk(innerPlan(plan), params, am);
+  ListCell* lc;
+  switch (nodeTag(plan)) {
+    case T_Append:
+      foreach (lc, reinterpret_cast<Append*>(plan)->appendplans)
+        walk(static_cast<Plan*>(lfirst(lc)), params, am);
+      break;
+    case T_MergeAppend:
+      foreach (lc, reinterpret_cast<MergeAppend*>(plan)->mergeplans)
+        walk(static_cast<Plan*>(lfirst(lc)), params, am);
+      break;
+    case T_SubqueryScan:
+      walk(reinterpret_cast<SubqueryScan*>(plan)->subplan, params, am);
+      break;
+    case T_CustomScan:
+      foreach (lc, reinterpret_cast<CustomScan*>(plan)->custom_plans)
+        walk(static_cast<Plan*>(lfirst(lc)), params, am);
+      break;
+    default:
+      break;
+  }
+}
+
+void ivfpq_executor_start(QueryDesc* qd, int eflags) {
+  LimitHint saved[kMaxHints];
+  int nsaved = nhints;
+  memcpy(saved, hints, sizeof(LimitHint) * nhints);
+  if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY) && qd->plannedstmt != nullptr) {
+    Oid am = get_index_am_oid("gpu_ivfpq", true);
+    if (OidIsValid(am)) {
+      nhints = 0;
+      walk(qd->plannedstmt->planTree, qd->params, am);
+      ListCell* lc;
+      foreach (lc, qd->plannedstmt->subplans) walk(static_cast<Plan*>(lfirst(lc)), qd->params, am);
+    }
+  }
+  PG_TRY();
+  {
+    if (prev_executor_start)
+      prev_executor_start(qd, eflags);
+    else
+      standard_ExecutorStart(qd, eflags);
+  }
+  PG_FINALLY();
+  {
+    nhints = nsaved;
+    memcpy(hints, saved, sizeof(LimitHint) * nsaved);
+  }
+  PG_END_TRY();
+}
+
+}  // namespace
+
+int64 ivfpq_limit_hint(Oid indexoid) {
+  for (int i = 0; i < nhints; ++i)
+    if (hints[i].index == indexoid) return hints[i].k;
+  return 0;
+}
+
+void ivfpq_register_limit_hook() {
+  prev_executor_start = ExecutorStart_hook;
+  ExecutorStart_hook = ivfpq_executor_start;
+}

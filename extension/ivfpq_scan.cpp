@@ -1,0 +1,305 @@
+// gpu_ivfpq ordered scans: ORDER BY column <op> value.
+//
+// Round 1 asks the core for refine x k candidates by PQ distance from
+// gknn.ivfpq_probes lists (k: the LIMIT found by the ExecutorStart hook, or
+// kIvfpqDefaultK), adds the pending chain (rows inserted while the index had
+// no quantizer), reads each candidate's vector from the heap, and returns
+// them ordered by their exact distance (the operator's own value; no
+// recheck). When the executor wants more rows (quals rejected them, tuples
+// were dead), the next round doubles both the candidates and the probes,
+// skipping TIDs already returned, until a round covers every list and entry;
+// then the rows whose vector is NULL follow (a sort puts NULL distances
+// last). So a scan never returns fewer rows than the index holds.
+//
+// Order: exact within a round; a later round can find a row nearer than one
+// an earlier round returned (the search is approximate), and returns it then.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "device.h"
+#include "ivfpq.h"
+#include "vector.h"
+
+extern "C" {
+#include "access/relscan.h"
+#include "access/tableam.h"
+#include "executor/tuptable.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+}
+
+namespace {
+
+struct Candidate {
+  ItemPointerData tid;
+  double distance;
+  bool isnull;
+};
+
+struct ScanState {
+  MemoryContext cxt;        // the scan's life
+  MemoryContext round_cxt;  // one round's candidates and detoasted vectors
+  bool started;
+  bool query_null;
+  float* query;
+  int qdim;
+  int metric;
+  int device;
+  int64 k;
+  int64 want;  // candidates the next round asks for
+  int probes;  // lists the next round searches
+  bool index_done;
+  bool pending_done;
+  bool nulls_done;
+  HTAB* returned;
+  Candidate* batch;
+  int64 nbatch;
+  int64 pos;
+  IndexFetchTableData* fetch;
+  TupleTableSlot* slot;
+  AttrNumber attno;
+};
+
+bool candidate_less(const Candidate& a, const Candidate& b) {
+  bool na = std::isnan(a.distance), nb = std::isnan(b.distance);
+  if (na != nb) return nb;
+  if (!na && a.distance != b.distance) return a.distance < b.distance;
+  return ItemPointerCompare(const_cast<ItemPointer>(&a.tid), const_cast<ItemPointer>(&b.tid)) < 0;
+}
+
+// True the first time a TID is seen by this scan.
+bool claim(ScanState* so, const ItemPointerData* tid) {
+  bool found;
+  hash_search(so->returned, tid, HASH_ENTER, &found);
+  return !found;
+}
+
+void start_scan(IndexScanDesc scan, ScanState* so) {
+  if (scan->numberOfOrderBys != 1 || scan->numberOfKeys != 0)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("gpu_ivfpq supports only ordered scans (ORDER BY column <-> value)")));
+  MemoryContext old = MemoryContextSwitchTo(so->cxt);
+  ScanKey key = &scan->orderByData[0];
+  so->query_null = (key->sk_flags & SK_ISNULL) != 0;
+  so->query = nullptr;
+  so->qdim = 0;
+  if (!so->query_null) {
+    const Vector* q = DatumGetVector(key->sk_argument);
+    so->qdim = q->dim;
+    so->query = static_cast<float*>(palloc(sizeof(float) * q->dim));
+    memcpy(so->query, q->x, sizeof(float) * q->dim);
+  }
+  HASHCTL ctl;
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = sizeof(ItemPointerData);
+  ctl.entrysize = sizeof(ItemPointerData);
+  ctl.hcxt = so->cxt;
+  so->returned = hash_create("gpu_ivfpq returned TIDs", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  MemoryContextSwitchTo(old);
+  int64 refine = gknn_ivfpq_refine;
+  so->want = so->k > PG_INT64_MAX / refine ? PG_INT64_MAX / 2 : so->k * refine;
+  so->probes = gknn_ivfpq_probes;
+  so->index_done = so->pending_done = so->nulls_done = false;
+  so->batch = nullptr;
+  so->nbatch = so->pos = 0;
+  so->started = true;
+}
+
+// The exact distance of the row at `id`; false when there is no such row for
+// this scan's snapshot (dead, never committed, removed).
+bool exact_distance(IndexScanDesc scan, ScanState* so, int64 id, BlockNumber heap_blocks, Snapshot snapshot,
+                    Candidate* out) {
+  ivfpq_id_to_tid(id, &out->tid);
+  if (ItemPointerGetBlockNumber(&out->tid) >= heap_blocks) return false;
+  bool call_again = false, all_dead = false;
+  if (!table_index_fetch_tuple(so->fetch, &out->tid, snapshot, so->slot, &call_again, &all_dead))
+    return false;
+  bool isnull;
+  Datum d = slot_getattr(so->slot, so->attno, &isnull);
+  bool ok = false;
+  if (!isnull) {
+    const Vector* v = DatumGetVector(d);
+    if (v->dim != so->qdim)
+      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                      errmsg("different vector dimensions %d and %d", v->dim, so->qdim)));
+    out->distance = gknn::distance(static_cast<gknn::Metric>(so->metric), v->x, so->query, so->qdim);
+    out->isnull = false;
+    ok = true;
+  }
+  ExecClearTuple(so->slot);
+  return ok;
+}
+
+// Fills the next batch; false when the scan has nothing more.
+bool next_round(IndexScanDesc scan, ScanState* so) {
+  if (so->nulls_done) return false;
+  MemoryContextReset(so->round_cxt);
+  MemoryContext old = MemoryContextSwitchTo(so->round_cxt);
+  so->batch = nullptr;
+  so->nbatch = so->pos = 0;
+  const IvfpqImage* image = ivfpq_image_get(scan->indexRelation, so->query_null ? -1 : so->device);
+  so->metric = image->meta.metric;
+
+  if (so->index_done) {
+    // Last: the rows whose vector is NULL.
+    so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(image->nnulls, int64{1})));
+    for (int64 i = 0; i < image->nnulls; ++i) {
+      Candidate c;
+      ivfpq_id_to_tid(image->nulls[i], &c.tid);
+      c.distance = 0;
+      c.isnull = true;
+      if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
+    }
+    so->nulls_done = true;
+    MemoryContextSwitchTo(old);
+    return true;
+  }
+
+  if (so->query_null) {
+    // ORDER BY column <-> NULL: every distance is NULL, any order is right.
+    int64 total = image->entries + image->npending;
+    so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(total, int64{1})));
+    for (int64 i = 0; i < total; ++i) {
+      Candidate c;
+      ivfpq_id_to_tid(i < image->entries ? image->host->ids[i] : image->pending[i - image->entries], &c.tid);
+      c.distance = 0;
+      c.isnull = true;
+      if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
+    }
+    so->index_done = so->pending_done = true;
+    MemoryContextSwitchTo(old);
+    return true;
+  }
+
+  if (image->meta.dim > 0 && image->meta.dim != so->qdim)
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                    errmsg("different vector dimensions %d and %d", image->meta.dim, so->qdim)));
+
+  // Candidates by PQ distance.
+  int64 ncand = 0;
+  int64* ids = nullptr;
+  if (image->host != nullptr && image->entries > 0) {
+    int lists = image->meta.lists;
+    int probes = Min(so->probes, lists);
+    int64 want = Min(so->want, image->entries);
+    if (probes >= lists && want >= image->entries) so->index_done = true;
+    ids = static_cast<int64*>(MemoryContextAllocHuge(so->round_cxt, sizeof(int64) * want));
+    float* dist = static_cast<float*>(MemoryContextAllocHuge(so->round_cxt, sizeof(float) * want));
+    gknn::ivfpq::SearchParams sp;
+    sp.k = static_cast<int>(Min(want, static_cast<int64>(PG_INT32_MAX)));
+    sp.probes = probes;
+    const float* query = so->query;
+    const gknn::ivfpq::Image* host = image->host;
+    const gknn::ivfpq::DeviceImage* gpu = image->gpu;
+    gknn_pg::core_call([&] {
+      if (gpu != nullptr)
+        gpu->search(query, 1, sp, ids, dist);
+      else
+        gknn::ivfpq::search_cpu(*host, query, 1, sp, ids, dist);
+    });
+    ncand = sp.k;
+  } else {
+    so->index_done = true;
+  }
+  so->want = so->want > PG_INT64_MAX / 2 ? so->want : so->want * 2;
+  so->probes = so->probes > PG_INT32_MAX / 2 ? PG_INT32_MAX : so->probes * 2;
+  int64 npending = so->pending_done ? 0 : image->npending;
+  so->pending_done = true;
+
+  // Exact distances from the heap.
+  Relation heap = scan->heapRelation;
+  if (so->fetch == nullptr) {
+    MemoryContext c = MemoryContextSwitchTo(so->cxt);
+    so->fetch = table_index_fetch_begin(heap);
+    so->slot = table_slot_create(heap, nullptr);
+    MemoryContextSwitchTo(c);
+  }
+  Snapshot snapshot = IsMVCCSnapshot(scan->xs_snapshot) ? scan->xs_snapshot : SnapshotAny;
+  BlockNumber heap_blocks = RelationGetNumberOfBlocks(heap);
+  so->batch = static_cast<Candidate*>(
+      MemoryContextAllocHuge(so->round_cxt, sizeof(Candidate) * Max(ncand + npending, int64{1})));
+  for (int64 i = 0; i < ncand + npending; ++i) {
+    int64 id = i < ncand ? ids[i] : image->pending[i - ncand];
+    if (id < 0) continue;
+    Candidate c;
+    ivfpq_id_to_tid(id, &c.tid);
+    if (!claim(so, &c.tid)) continue;
+    if (exact_distance(scan, so, id, heap_blocks, snapshot, &c)) so->batch[so->nbatch++] = c;
+    if ((i & 255) == 255) CHECK_FOR_INTERRUPTS();
+  }
+  std::sort(so->batch, so->batch + so->nbatch, candidate_less);
+  MemoryContextSwitchTo(old);
+  return true;
+}
+
+}  // namespace
+
+IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys) {
+  IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
+  ScanState* so = static_cast<ScanState*>(palloc0(sizeof(ScanState)));
+  so->cxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_ivfpq scan", ALLOCSET_DEFAULT_SIZES);
+  so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_ivfpq scan round", ALLOCSET_DEFAULT_SIZES);
+  so->device = gknn_resolve_device();
+  int64 hint = ivfpq_limit_hint(RelationGetRelid(index));
+  so->k = hint > 0 ? hint : kIvfpqDefaultK;
+  so->attno = index->rd_index->indkey.values[0];
+  scan->opaque = so;
+  if (norderbys > 0) {  // the AM provides these arrays
+    scan->xs_orderbyvals = static_cast<Datum*>(palloc0(sizeof(Datum) * norderbys));
+    scan->xs_orderbynulls = static_cast<bool*>(palloc(sizeof(bool) * norderbys));
+    for (int i = 0; i < norderbys; ++i) scan->xs_orderbynulls[i] = true;
+  }
+  return scan;
+}
+
+void ivfpq_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys) {
+  auto* so = static_cast<ScanState*>(scan->opaque);
+  if (keys && scan->numberOfKeys > 0) memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
+  if (orderbys && scan->numberOfOrderBys > 0)
+    memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
+  so->started = false;
+  so->batch = nullptr;
+  so->nbatch = so->pos = 0;
+  so->returned = nullptr;
+  if (so->fetch) {
+    table_index_fetch_end(so->fetch);
+    ExecDropSingleTupleTableSlot(so->slot);
+    so->fetch = nullptr;
+    so->slot = nullptr;
+  }
+  // Drops the query copy, the TID set and round_cxt (a child).
+  MemoryContextReset(so->cxt);
+  so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_ivfpq scan round", ALLOCSET_DEFAULT_SIZES);
+}
+
+bool ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir) {
+  auto* so = static_cast<ScanState*>(scan->opaque);
+  if (!ScanDirectionIsForward(dir))
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("gpu_ivfpq scans only forward")));
+  if (!so->started) start_scan(scan, so);
+  for (;;) {
+    if (so->pos < so->nbatch) {
+      const Candidate& c = so->batch[so->pos++];
+      scan->xs_heaptid = c.tid;
+      scan->xs_recheck = false;
+      scan->xs_recheckorderby = false;
+      scan->xs_orderbyvals[0] = c.isnull ? (Datum)0 : Float8GetDatum(c.distance);
+      scan->xs_orderbynulls[0] = c.isnull;
+      return true;
+    }
+    if (!next_round(scan, so)) return false;
+  }
+}
+
+void ivfpq_endscan(IndexScanDesc scan) {
+  auto* so = static_cast<ScanState*>(scan->opaque);
+  if (so->fetch) {
+    table_index_fetch_end(so->fetch);
+    ExecDropSingleTupleTableSlot(so->slot);
+  }
+  MemoryContextDelete(so->cxt);
+  pfree(so);
+  scan->opaque = nullptr;
+}

@@ -1,0 +1,117 @@
+// gpu_ivfpq VACUUM: remove the items whose heap TIDs are dead from every
+// chain (lists, pending, NULLs). A page with dead items is rewritten under
+// the metapage's exclusive lock with the generation bumped in the same
+// Generic WAL record, so a cached image is never older than the pages
+// without knowing it. Emptied pages stay in their chains (reused by later
+// inserts only at a chain's end).
+#include "ivfpq.h"
+
+extern "C" {
+#include "access/generic_xlog.h"
+#include "commands/vacuum.h"
+}
+
+namespace {
+
+// Chain heads: every list's last page, then pending and NULLs.
+BlockNumber* chain_heads(Relation index, const IvfpqMeta& meta, int* n) {
+  int lists = meta.trained ? meta.lists : 0;
+  BlockNumber* heads = static_cast<BlockNumber*>(palloc(sizeof(BlockNumber) * (lists + 2)));
+  if (lists > 0) {
+    BlockNumber* dir = ivfpq_read_directory(index, meta);
+    memcpy(heads, dir, sizeof(BlockNumber) * lists);
+    pfree(dir);
+  }
+  heads[lists] = meta.pending_last;
+  heads[lists + 1] = meta.null_last;
+  *n = lists + 2;
+  return heads;
+}
+
+int collect_dead(Page page, IndexBulkDeleteCallback callback, void* state, OffsetNumber* dead) {
+  int n = 0;
+  OffsetNumber max = PageGetMaxOffsetNumber(page);
+  for (OffsetNumber off = FirstOffsetNumber; off <= max; ++off)
+    if (callback(ivfpq_item_tid(page, off), state)) dead[n++] = off;
+  return n;
+}
+
+}  // namespace
+
+IndexBulkDeleteResult* ivfpq_bulkdelete(IndexVacuumInfo* info, IndexBulkDeleteResult* stats,
+                                        IndexBulkDeleteCallback callback, void* callback_state) {
+  Relation index = info->index;
+  if (stats == nullptr) stats = static_cast<IndexBulkDeleteResult*>(palloc0(sizeof(IndexBulkDeleteResult)));
+  IvfpqMeta meta;
+  ivfpq_read_meta(index, &meta);
+  int nchains;
+  BlockNumber* heads = chain_heads(index, meta, &nchains);
+  OffsetNumber dead[MaxOffsetNumber];
+  double remaining = 0;
+
+  for (int c = 0; c < nchains; ++c) {
+    for (BlockNumber blk = heads[c]; BlockNumberIsValid(blk);) {
+      vacuum_delay_point();
+      Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, info->strategy);
+      LockBuffer(buf, BUFFER_LOCK_SHARE);
+      Page page = BufferGetPage(buf);
+      BlockNumber prev = ivfpq_opaque(page)->prev;
+      int ndead = collect_dead(page, callback, callback_state, dead);
+      OffsetNumber nitems = PageGetMaxOffsetNumber(page);
+      if (ndead > 0) {
+        // Lock order: metapage, then the list page.
+        LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+        Buffer mbuf = ReadBufferExtended(index, MAIN_FORKNUM, kIvfpqMetaBlock, RBM_NORMAL, info->strategy);
+        LockBuffer(mbuf, BUFFER_LOCK_EXCLUSIVE);
+        LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+        page = BufferGetPage(buf);
+        ndead = collect_dead(page, callback, callback_state, dead);
+        nitems = PageGetMaxOffsetNumber(page);
+        if (ndead > 0) {
+          GenericXLogState* xs = GenericXLogStart(index);
+          IvfpqMeta* wmeta = ivfpq_meta(GenericXLogRegisterBuffer(xs, mbuf, 0));
+          Page wpage = GenericXLogRegisterBuffer(xs, buf, 0);
+          PageIndexMultiDelete(wpage, dead, ndead);
+          wmeta->generation++;
+          GenericXLogFinish(xs);
+        }
+        UnlockReleaseBuffer(mbuf);
+      }
+      stats->tuples_removed += ndead;
+      remaining += nitems - ndead;
+      UnlockReleaseBuffer(buf);
+      blk = prev;
+    }
+  }
+  stats->num_index_tuples = remaining;
+  stats->num_pages = RelationGetNumberOfBlocks(index);
+  stats->estimated_count = false;
+  return stats;
+}
+
+IndexBulkDeleteResult* ivfpq_vacuumcleanup(IndexVacuumInfo* info, IndexBulkDeleteResult* stats) {
+  if (info->analyze_only) return stats;
+  Relation index = info->index;
+  if (stats == nullptr) {
+    // No bulk delete ran: count the items.
+    stats = static_cast<IndexBulkDeleteResult*>(palloc0(sizeof(IndexBulkDeleteResult)));
+    IvfpqMeta meta;
+    ivfpq_read_meta(index, &meta);
+    int nchains;
+    BlockNumber* heads = chain_heads(index, meta, &nchains);
+    for (int c = 0; c < nchains; ++c) {
+      for (BlockNumber blk = heads[c]; BlockNumberIsValid(blk);) {
+        vacuum_delay_point();
+        Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, info->strategy);
+        LockBuffer(buf, BUFFER_LOCK_SHARE);
+        Page page = BufferGetPage(buf);
+        stats->num_index_tuples += PageGetMaxOffsetNumber(page);
+        blk = ivfpq_opaque(page)->prev;
+        UnlockReleaseBuffer(buf);
+      }
+    }
+  }
+  stats->num_pages = RelationGetNumberOfBlocks(index);
+  stats->estimated_count = false;
+  return stats;
+}
