@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# gpu_ivfpq through SQL on a running server (issue 5, item 6): synthetic
+# clustered data (gknn-synth), loaded with gknn-load, then
+#   - CREATE INDEX ... USING gpu_ivfpq, timed end to end;
+#   - recall@10 of 200 queries at several probes / refine settings against
+#     exact search (the index switched off) of the same queries;
+#   - pgbench: one client (latency p50 / p99 from the per-transaction log)
+#     and 16 clients (throughput), index scan against exact search.
+#
+#   bench/ivfpq/sql-bench.sh OUT_DIR [N=1000000] [DIM=128] [LISTS=1024] [M=32]
+#
+# Needs psql and pgbench on PATH, the connection in PGHOST / PGPORT / PGUSER /
+# PGDATABASE, and build/bench/gknn-synth, gknn-load (cmake -S bench -B build/bench).
+set -euo pipefail
+out=${1:?output folder}
+n=${2:-1000000} dim=${3:-128} lists=${4:-1024} m=${5:-32}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+tools=${GKNN_BENCH_TOOLS:-$here/build/bench}
+mkdir -p "$out"
+log=$out/sql-bench.md
+q() { psql -X -v ON_ERROR_STOP=1 -qAt "$@"; }
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+
+"$tools/gknn-synth" --base "$out/base.fvecs" --queries "$out/queries.fvecs" --n "$n" --nq 200 --dim "$dim" \
+  --clusters 1000 >/dev/null
+q <<SQL
+CREATE EXTENSION IF NOT EXISTS gknn;
+DROP TABLE IF EXISTS items, queries;
+CREATE TABLE items (id bigint, emb vector($dim));
+CREATE TABLE queries (qid bigint, q vector($dim));
+SQL
+"$tools/gknn-load" --base "$out/base.fvecs" --table items --columns 'id, emb' >/dev/null
+"$tools/gknn-load" --base "$out/queries.fvecs" --table queries --columns 'qid, q' >/dev/null
+q -c "VACUUM ANALYZE items; VACUUM ANALYZE queries;"
+
+t=$(date +%s%N)
+q -c "SET maintenance_work_mem = '4GB'; CREATE INDEX items_ivfpq ON items USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = $lists, m = $m, nbits = 8)"
+build_ms=$(ms_since "$t")
+device=$(q -c "SELECT name FROM gknn_devices() LIMIT 1" 2>/dev/null || echo "?")
+
+# Exact answers (the index off; GpuTopK or PostgreSQL's plan does them).
+PGOPTIONS='-c enable_indexscan=off' q -c "CREATE TABLE truth AS SELECT qid, ARRAY(SELECT id FROM items ORDER BY emb <-> q LIMIT 10) AS ids FROM queries"
+
+recall() {  # probes refine -> recall@10 over the 200 queries
+  q -c "SET gknn.ivfpq_probes = $1; SET gknn.ivfpq_refine = $2;
+        SELECT round(avg(hit), 3) FROM (
+          SELECT (SELECT count(*) FROM unnest(t.ids) x WHERE x = ANY (
+                   ARRAY(SELECT id FROM items ORDER BY emb <-> qq.q LIMIT 10)))::float8 / 10 AS hit
+          FROM queries qq JOIN truth t USING (qid)) s" | tail -n 1
+}
+
+cat >"$out/query.sql" <<'SQL'
+\set qid random(1, 200)
+SELECT id FROM items ORDER BY emb <-> (SELECT q FROM queries WHERE qid = :qid) LIMIT 10;
+SQL
+bench() {  # clients options... -> "tps p50_ms p99_ms"
+  local c=$1
+  shift
+  rm -f "$out"/pgbench_log.*
+  (cd "$out" && PGOPTIONS="$*" pgbench -n -f query.sql -c "$c" -j "$c" -T 10 -l --log-prefix=pgbench_log >"$out/pgbench-$c.txt" 2>&1)
+  local tps
+  tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out/pgbench-$c.txt" | head -n 1)
+  cat "$out"/pgbench_log.* | awk '{print $3}' | sort -n | awk -v tps="$tps" '
+    { v[NR] = $1 } END { printf "%s %.2f %.2f", tps, v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }'
+}
+
+{
+  echo "# gpu_ivfpq through SQL ($device, $(date -u +%F))"
+  echo
+  echo "Synthetic clustered data (gknn-synth, 1000 clusters), n = $n, dim = $dim; index WITH (lists = $lists, m = $m, nbits = 8); 200 queries, k = 10."
+  echo "Command: bench/ivfpq/sql-bench.sh OUT $n $dim $lists $m"
+  echo
+  echo "CREATE INDEX (end to end, gknn.device = $(q -c 'SHOW gknn.device')): $build_ms ms"
+  echo
+  echo "| probes | refine | recall@10 |"
+  echo "|---:|---:|---:|"
+  for pr in 1 4 16; do for rf in 1 4 10; do echo "| $pr | $rf | $(recall $pr $rf) |"; done; done
+  echo
+  echo "pgbench, 10 s each (probes 16, refine 10 for the index):"
+  echo
+  echo "| plan | clients | tps | p50 ms | p99 ms |"
+  echo "|---|---:|---:|---:|---:|"
+  for c in 1 16; do
+    read -r tps p50 p99 <<<"$(bench "$c" -c gknn.ivfpq_probes=16 -c gknn.ivfpq_refine=10)"
+    echo "| gpu_ivfpq | $c | $tps | $p50 | $p99 |"
+    read -r tps p50 p99 <<<"$(bench "$c" -c enable_indexscan=off)"
+    echo "| exact (index off) | $c | $tps | $p50 | $p99 |"
+  done
+} | tee "$log"
+rm -f "$out"/*.fvecs "$out"/pgbench_log.*
