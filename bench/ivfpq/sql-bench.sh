@@ -26,8 +26,8 @@ ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 q <<SQL
 CREATE EXTENSION IF NOT EXISTS gknn;
 DROP TABLE IF EXISTS items, queries;
-CREATE TABLE items (id bigint, emb vector($dim));
-CREATE TABLE queries (qid bigint, q vector($dim));
+CREATE TABLE items (id integer, emb vector($dim));
+CREATE TABLE queries (qid integer, q vector($dim));
 SQL
 "$tools/gknn-load" --base "$out/base.fvecs" --table items --columns 'id, emb' >/dev/null
 "$tools/gknn-load" --base "$out/queries.fvecs" --table queries --columns 'qid, q' >/dev/null
