@@ -31,7 +31,7 @@ CREATE TABLE queries (qid integer, q vector($dim));
 SQL
 "$tools/gknn-load" --base "$out/base.fvecs" --table items --columns 'id, emb' >/dev/null
 "$tools/gknn-load" --base "$out/queries.fvecs" --table queries --columns 'qid, q' >/dev/null
-q -c "VACUUM ANALYZE items; VACUUM ANALYZE queries;"
+q -c "VACUUM ANALYZE items" -c "VACUUM ANALYZE queries"
 
 t=$(date +%s%N)
 q -c "SET maintenance_work_mem = '4GB'; CREATE INDEX items_ivfpq ON items USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = $lists, m = $m, nbits = 8)"
