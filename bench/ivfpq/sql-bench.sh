@@ -43,7 +43,7 @@ PGOPTIONS='-c enable_indexscan=off' q -c "CREATE TABLE truth AS SELECT qid, ARRA
 
 recall() {  # probes refine -> recall@10 over the 200 queries
   q -c "SET gknn.ivfpq_probes = $1; SET gknn.ivfpq_refine = $2;
-        SELECT round(avg(hit), 3) FROM (
+        SELECT round(avg(hit)::numeric, 3) FROM (
           SELECT (SELECT count(*) FROM unnest(t.ids) x WHERE x = ANY (
                    ARRAY(SELECT id FROM items ORDER BY emb <-> qq.q LIMIT 10)))::float8 / 10 AS hit
           FROM queries qq JOIN truth t USING (qid)) s" | tail -n 1
@@ -70,7 +70,7 @@ bench() {  # clients options... -> "tps p50_ms p99_ms"
   echo "Synthetic clustered data (gknn-synth, 1000 clusters), n = $n, dim = $dim; index WITH (lists = $lists, m = $m, nbits = 8); 200 queries, k = 10."
   echo "Command: bench/ivfpq/sql-bench.sh OUT $n $dim $lists $m"
   echo
-  echo "CREATE INDEX (end to end, gknn.device = $(q -c 'SHOW gknn.device')): $build_ms ms"
+  echo "CREATE INDEX (end to end, gknn.device = $(q -c "LOAD 'gknn'" -c 'SHOW gknn.device')): $build_ms ms"
   echo
   echo "| probes | refine | recall@10 |"
   echo "|---:|---:|---:|"
