@@ -25,7 +25,7 @@ ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
   --clusters 1000 >/dev/null
 q <<SQL
 CREATE EXTENSION IF NOT EXISTS gknn;
-DROP TABLE IF EXISTS items, queries;
+DROP TABLE IF EXISTS items, queries, truth;
 CREATE TABLE items (id integer, emb vector($dim));
 CREATE TABLE queries (qid integer, q vector($dim));
 SQL
