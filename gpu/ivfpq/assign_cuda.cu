@@ -179,19 +179,6 @@ __global__ void pack_kernel(const std::int32_t* sub, std::int64_t n, int m, int 
     pack_codes(sub + i, n, m, nbits, code_size, codes + i * code_size);
 }
 
-void use_device(int device) {
-  require_device(device);
-  GKNN_CUDA(cudaSetDevice(device));
-}
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { GKNN_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-};
-
 // Page-locked host memory, so that copies are asynchronous and overlap.
 template <typename T>
 class PinnedBuffer {
@@ -224,7 +211,7 @@ struct Slot {
         out_list(rows),
         out_codes(rows * code_size(p)) {}
   ~Slot() { cudaStreamSynchronize(stream.s); }
-  Stream stream;
+  OwnedStream stream;
   PinnedBuffer<float> in;
   DeviceBuffer<float> x, resid;
   DeviceBuffer<std::int32_t> list_of, sub;
@@ -238,7 +225,7 @@ struct Slot {
 
 struct Assigner::Device {
   explicit Device(std::int64_t count) : rows(count) {}
-  Stream stream;
+  OwnedStream stream;
   DeviceBuffer<float> rows;
   int ordinal = 0;
 };

@@ -18,6 +18,7 @@
 
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
+#include "gknn/runtime.h"
 #include "gknn/select.h"
 #include "ivfpq/codes.h"
 #include "ivfpq/common.h"
@@ -146,24 +147,9 @@ void upload(DeviceBuffer<T>& dst, const std::vector<T>& src) {
 // member initialisation, so every buffer is allocated on that device.
 int activate(const Image& image, int device) {
   check_image(image);
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    cudaGetLastError();
-    throw Error(ErrorCode::NoDevice, "ivfpq: no GPU is usable");
-  }
-  if (device < 0 || device >= count)
-    throw Error(ErrorCode::NoDevice, "ivfpq: no GPU with ordinal " + std::to_string(device));
-  GKNN_CUDA(cudaSetDevice(device));
+  use_device(device);
   return device;
 }
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { GKNN_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-};
 
 }  // namespace
 
@@ -316,7 +302,7 @@ void DeviceImage::search(const float* queries, std::int64_t nq, const SearchPara
   GKNN_CUDA(cudaSetDevice(impl_->device));
   const int probes = std::min(sp.probes, impl_->params.lists);
   const std::int64_t batch = impl_->batch_rows(probes, sp.k);
-  Stream stream;
+  OwnedStream stream;
   for (std::int64_t q0 = 0; q0 < nq; q0 += batch) {
     const std::int64_t rows = std::min(batch, nq - q0);
     impl_->search_batch(queries + q0 * impl_->params.dim, rows, probes, sp.k, stream.s, ids + q0 * sp.k,

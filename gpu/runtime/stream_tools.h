@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "gknn/runtime.h"
 #include "runtime/cuda_check.h"
 
 namespace gknn {
@@ -32,6 +33,21 @@ class AsyncBuffer {
  private:
   T* ptr_ = nullptr;
   cudaStream_t stream_;
+};
+
+// Checks that `device` is usable (Error(NoDevice) if not) and makes it current.
+inline void use_device(int device) {
+  require_device(device);
+  GKNN_CUDA(cudaSetDevice(device));
+}
+
+// A non-blocking stream owned by a scope.
+struct OwnedStream {
+  cudaStream_t s = nullptr;
+  OwnedStream() { GKNN_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~OwnedStream() { cudaStreamDestroy(s); }
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
 };
 
 // Blocks for a grid-stride loop over n items: at least 1, at most 65536.
