@@ -28,6 +28,27 @@ BlockNumber* chain_heads(Relation index, const IvfpqMeta& meta, int* n) {
   return heads;
 }
 
+// Calls fn(buf) for every page of every chain, newest first, with `buf`
+// share-locked; fn may relock it but leaves it locked.
+template <typename Fn>
+void for_each_chain_page(Relation index, BufferAccessStrategy strategy, Fn fn) {
+  IvfpqMeta meta;
+  ivfpq_read_meta(index, &meta);
+  int nchains;
+  BlockNumber* heads = chain_heads(index, meta, &nchains);
+  for (int c = 0; c < nchains; ++c) {
+    for (BlockNumber blk = heads[c]; BlockNumberIsValid(blk);) {
+      vacuum_delay_point();
+      Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
+      LockBuffer(buf, BUFFER_LOCK_SHARE);
+      blk = ivfpq_opaque(BufferGetPage(buf))->prev;
+      fn(buf);
+      UnlockReleaseBuffer(buf);
+    }
+  }
+  pfree(heads);
+}
+
 int collect_dead(Page page, IndexBulkDeleteCallback callback, void* state, OffsetNumber* dead) {
   int n = 0;
   OffsetNumber max = PageGetMaxOffsetNumber(page);
@@ -42,47 +63,34 @@ IndexBulkDeleteResult* ivfpq_bulkdelete(IndexVacuumInfo* info, IndexBulkDeleteRe
                                         IndexBulkDeleteCallback callback, void* callback_state) {
   Relation index = info->index;
   if (stats == nullptr) stats = static_cast<IndexBulkDeleteResult*>(palloc0(sizeof(IndexBulkDeleteResult)));
-  IvfpqMeta meta;
-  ivfpq_read_meta(index, &meta);
-  int nchains;
-  BlockNumber* heads = chain_heads(index, meta, &nchains);
   OffsetNumber dead[MaxOffsetNumber];
   double remaining = 0;
-
-  for (int c = 0; c < nchains; ++c) {
-    for (BlockNumber blk = heads[c]; BlockNumberIsValid(blk);) {
-      vacuum_delay_point();
-      Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, info->strategy);
-      LockBuffer(buf, BUFFER_LOCK_SHARE);
-      Page page = BufferGetPage(buf);
-      BlockNumber prev = ivfpq_opaque(page)->prev;
-      int ndead = collect_dead(page, callback, callback_state, dead);
-      OffsetNumber nitems = PageGetMaxOffsetNumber(page);
+  for_each_chain_page(index, info->strategy, [&](Buffer buf) {
+    Page page = BufferGetPage(buf);
+    int ndead = collect_dead(page, callback, callback_state, dead);
+    OffsetNumber nitems = PageGetMaxOffsetNumber(page);
+    if (ndead > 0) {
+      // Lock order: metapage, then the list page.
+      LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+      Buffer mbuf = ReadBufferExtended(index, MAIN_FORKNUM, kIvfpqMetaBlock, RBM_NORMAL, info->strategy);
+      LockBuffer(mbuf, BUFFER_LOCK_EXCLUSIVE);
+      LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
+      page = BufferGetPage(buf);
+      ndead = collect_dead(page, callback, callback_state, dead);
+      nitems = PageGetMaxOffsetNumber(page);
       if (ndead > 0) {
-        // Lock order: metapage, then the list page.
-        LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-        Buffer mbuf = ReadBufferExtended(index, MAIN_FORKNUM, kIvfpqMetaBlock, RBM_NORMAL, info->strategy);
-        LockBuffer(mbuf, BUFFER_LOCK_EXCLUSIVE);
-        LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-        page = BufferGetPage(buf);
-        ndead = collect_dead(page, callback, callback_state, dead);
-        nitems = PageGetMaxOffsetNumber(page);
-        if (ndead > 0) {
-          GenericXLogState* xs = GenericXLogStart(index);
-          IvfpqMeta* wmeta = ivfpq_meta(GenericXLogRegisterBuffer(xs, mbuf, 0));
-          Page wpage = GenericXLogRegisterBuffer(xs, buf, 0);
-          PageIndexMultiDelete(wpage, dead, ndead);
-          wmeta->generation++;
-          GenericXLogFinish(xs);
-        }
-        UnlockReleaseBuffer(mbuf);
+        GenericXLogState* xs = GenericXLogStart(index);
+        IvfpqMeta* wmeta = ivfpq_meta(GenericXLogRegisterBuffer(xs, mbuf, 0));
+        Page wpage = GenericXLogRegisterBuffer(xs, buf, 0);
+        PageIndexMultiDelete(wpage, dead, ndead);
+        wmeta->generation++;
+        GenericXLogFinish(xs);
       }
-      stats->tuples_removed += ndead;
-      remaining += nitems - ndead;
-      UnlockReleaseBuffer(buf);
-      blk = prev;
+      UnlockReleaseBuffer(mbuf);
     }
-  }
+    stats->tuples_removed += ndead;
+    remaining += nitems - ndead;
+  });
   stats->num_index_tuples = remaining;
   stats->num_pages = RelationGetNumberOfBlocks(index);
   stats->estimated_count = false;
@@ -95,21 +103,9 @@ IndexBulkDeleteResult* ivfpq_vacuumcleanup(IndexVacuumInfo* info, IndexBulkDelet
   if (stats == nullptr) {
     // No bulk delete ran: count the items.
     stats = static_cast<IndexBulkDeleteResult*>(palloc0(sizeof(IndexBulkDeleteResult)));
-    IvfpqMeta meta;
-    ivfpq_read_meta(index, &meta);
-    int nchains;
-    BlockNumber* heads = chain_heads(index, meta, &nchains);
-    for (int c = 0; c < nchains; ++c) {
-      for (BlockNumber blk = heads[c]; BlockNumberIsValid(blk);) {
-        vacuum_delay_point();
-        Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, info->strategy);
-        LockBuffer(buf, BUFFER_LOCK_SHARE);
-        Page page = BufferGetPage(buf);
-        stats->num_index_tuples += PageGetMaxOffsetNumber(page);
-        blk = ivfpq_opaque(page)->prev;
-        UnlockReleaseBuffer(buf);
-      }
-    }
+    for_each_chain_page(index, info->strategy, [&](Buffer buf) {
+      stats->num_index_tuples += PageGetMaxOffsetNumber(BufferGetPage(buf));
+    });
   }
   stats->num_pages = RelationGetNumberOfBlocks(index);
   stats->estimated_count = false;

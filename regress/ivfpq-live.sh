@@ -14,22 +14,7 @@ set -uo pipefail
 PSQL=${GKNN_PSQL:-psql}
 PGBENCH=${GKNN_PGBENCH:-pgbench}
 DB=gknn_ivfpq_live
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fails=0
-check() {  # check DESCRIPTION CMD...: one TAP assertion
-  local what=$1
-  shift
-  n=$((n + 1))
-  if "$@" >"$tmp/out" 2>&1; then
-    echo "ok $n - $what"
-  else
-    echo "not ok $n - $what"
-    sed 's/^/# /' "$tmp/out"
-    fails=$((fails + 1))
-  fi
-}
+. "$(dirname "$0")/tap.sh"
 sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 # equal WHAT EXPECTED SQL: the query's output is EXPECTED
 equal() {
@@ -143,5 +128,4 @@ check "after REINDEX the index holds every row once" equal t "
   SELECT entries = (SELECT count(*) FROM c) FROM gknn_ivfpq_info('c_emb')"
 
 "$PSQL" -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1
-echo "1..$n"
-((fails == 0))
+tap_end

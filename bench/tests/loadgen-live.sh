@@ -9,22 +9,7 @@ set -uo pipefail
 TOOLS=${1:-build/bench}
 PSQL=${GKNN_PSQL:-psql}
 DB=gknn_bench_smoke
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0
-fails=0
-check() {  # check DESCRIPTION CMD...: one TAP assertion
-  local what=$1
-  shift
-  n=$((n + 1))
-  if "$@" >"$tmp/out" 2>&1; then
-    echo "ok $n - $what"
-  else
-    echo "not ok $n - $what"
-    sed 's/^/# /' "$tmp/out"
-    fails=$((fails + 1))
-  fi
-}
+. "$(dirname "$0")/../../regress/tap.sh"
 sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 "$@"; }
 json_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, d))' "$@"; }
 
@@ -69,5 +54,4 @@ fi
 check "an error (no such table) makes loadgen fail" \
   bash -c "! '$TOOLS/gknn-loadgen' --dbname $DB --queries '$tmp/q.fvecs' --table nosuch --count 5"
 sql -d postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1
-echo "1..$n"
-((fails == 0))
+tap_end
