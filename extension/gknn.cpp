@@ -60,9 +60,11 @@ void _PG_init(void) {
                            "uses the CPU interpreter (no GPU setup per worker).",
                            &gknn_topk_parallel_device, GKNN_TOPK_PARALLEL_SAME, parallel_device_options,
                            PGC_USERSET, 0, nullptr, nullptr, nullptr);
-  MarkGUCPrefixReserved("gknn");
   gknn_topk_register();
   gknn_ivfpq_register();
+  // Last: reserving the prefix drops every placeholder not defined by now,
+  // and a SET made before the library loaded lives in such a placeholder.
+  MarkGUCPrefixReserved("gknn");
 }
 
 PG_FUNCTION_INFO_V1(gknn_version);
