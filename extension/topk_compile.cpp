@@ -354,8 +354,16 @@ bool compile_value(TopKEmitter* em, Node* n, Oid type, Type* out) {
   return true;
 }
 
+// Known when the scan starts: constants, the query's $n, and PARAM_EXEC
+// values (an InitPlan's result, an outer row's column in a correlated
+// subquery). The scan compiles its program again on every rescan, and
+// PostgreSQL rescans it when a PARAM_EXEC it depends on (custom_exprs)
+// changes.
 bool is_runtime_value(Node* n) {
-  return IsA(n, Const) || (IsA(n, Param) && reinterpret_cast<Param*>(n)->paramkind == PARAM_EXTERN);
+  if (IsA(n, Const)) return true;
+  if (!IsA(n, Param)) return false;
+  ParamKind kind = reinterpret_cast<Param*>(n)->paramkind;
+  return kind == PARAM_EXTERN || kind == PARAM_EXEC;
 }
 
 // distance(vector column, vector constant or parameter), either order.

@@ -77,7 +77,7 @@ RelOptInfo* single_base_rel(PlannerInfo* root) {
 
 bool query_shape_ok(Query* q) {
   return q->commandType == CMD_SELECT && !q->hasAggs && !q->hasWindowFuncs && !q->hasTargetSRFs &&
-         !q->hasSubLinks && !q->hasForUpdate && q->rowMarks == NIL && q->groupClause == NIL &&
+         !q->hasForUpdate && q->rowMarks == NIL && q->groupClause == NIL &&
          q->groupingSets == NIL && q->havingQual == nullptr && q->distinctClause == NIL &&
          q->setOperations == nullptr && q->sortClause != NIL && q->limitCount != nullptr &&
          q->limitOption == LIMIT_OPTION_COUNT && !q->hasModifyingCTE;
@@ -232,6 +232,12 @@ void add_topk_path(PlannerInfo* root, RelOptInfo* final_rel, FinalPathExtraData*
     return;
   RelOptInfo* rel = single_base_rel(root);
   if (!rel || rel->tuples < gknn_topk_min_rows) return;
+  // Sub-selects: an uncorrelated one is an InitPlan whose result is a
+  // PARAM_EXEC (compiled like $n); a SubPlan left in the quals or the target
+  // list runs per row, which GpuTopK does not do.
+  if (contain_subplans(reinterpret_cast<Node*>(root->processed_tlist)) ||
+      contain_subplans(reinterpret_cast<Node*>(actual_quals(rel))))
+    return;
   const double k = planned_k(q, fx);
   if (k > gknn_max_k || k < 0) return;
 

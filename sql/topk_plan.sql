@@ -20,6 +20,23 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 SET enable_sort = off;
 EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE s LIKE 'x1%' ORDER BY b, id LIMIT 3;
 SELECT id FROM tk WHERE s LIKE 'x1%' ORDER BY b, id LIMIT 3;
+-- sub-selects: an InitPlan's result and a correlated outer column are
+-- values like $n (the scan recompiles on every rescan); the answers equal
+-- PostgreSQL's own plan
+EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE a > (SELECT min(a) FROM tk) ORDER BY e <-> (SELECT e FROM tk WHERE id = 7), id LIMIT 3;
+SELECT id FROM tk WHERE a > (SELECT min(a) FROM tk) ORDER BY e <-> (SELECT e FROM tk WHERE id = 7), id LIMIT 3;
+CREATE TABLE tkq (qid int, q vector(3));
+INSERT INTO tkq VALUES (1, '[0,0,1]'), (2, '[4,2,1]'), (3, NULL), (4, '[2,1,1]');
+EXPLAIN (COSTS OFF) SELECT qid, ARRAY(SELECT id FROM tk ORDER BY e <-> q, id LIMIT 4) FROM tkq;
+CREATE TABLE tk_gpu AS SELECT qid, ARRAY(SELECT id FROM tk WHERE a <> qid ORDER BY e <-> q, id LIMIT 4) AS ids FROM tkq;
+SET gknn.enable_topk = off;
+SELECT qid, g.ids AS gknn, ARRAY(SELECT id FROM tk WHERE a <> qid ORDER BY e <-> q, id LIMIT 4) = g.ids AS same
+FROM tkq JOIN tk_gpu g USING (qid) ORDER BY qid;
+RESET gknn.enable_topk;
+-- a sub-select left per row (SubPlan) in the target list or a qual: not offered
+EXPLAIN (COSTS OFF) SELECT id, (SELECT count(*) FROM tkq WHERE qid < tk.a) FROM tk ORDER BY b, id LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE a IN (SELECT qid FROM tkq WHERE qid > tk.a - 3) ORDER BY b, id LIMIT 3;
+DROP TABLE tkq, tk_gpu;
 RESET enable_sort;
 
 -- not offered: no LIMIT, FOR UPDATE, an ORDER BY that does not compile, grouping
