@@ -21,6 +21,7 @@
 #   GKNN_SKIP_APT=1     install no packages
 #   GKNN_SKIP_BUILD=1   use build/bench (and the installed gknn) as they are
 #   GKNN_BENCH_JOBS=N   parallel build jobs (default: nproc)
+#   GKNN_PYTHON=PATH    the python3 for the runner and plots (default: Debian's)
 #   GKNN_BENCH_PG_TREE=DIR  copy the PostgreSQL server tree into DIR and install
 #                       this checkout's gknn there (make install DESTDIR=DIR),
 #                       leaving the system's installation alone: the results
@@ -106,9 +107,11 @@ main() {
   build
   start_server
   # Debian's python3 first: python3-matplotlib is installed for it (a python3
-  # earlier on PATH, e.g. pyenv's, would not see it).
+  # earlier on PATH, e.g. pyenv's, would not see it). GKNN_PYTHON overrides
+  # (the GPU host's matplotlib is in its own environment).
   local python=python3
   [ -x /usr/bin/python3 ] && python=/usr/bin/python3
+  python=${GKNN_PYTHON:-$python}
   GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) "$python" bench/run_experiment.py "$EXPERIMENT" "$@"
 }
 

