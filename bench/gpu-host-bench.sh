@@ -35,8 +35,11 @@ server() {
   if [ ! -f /tmp/gknn-bench-server ] || ! (. /tmp/gknn-pg.env && pg_isready -q); then
     rm -rf "$bundle" && mkdir -p "$bundle" && tar -xzf .device/pg-bundle.tar.gz -C "$bundle" || return 1
     # 16 clients x 16 workers; the tables and their indexes in shared memory.
-    "$bundle/start-postgres.sh" /tmp/gknn-pgdata -- shared_buffers=24GB max_connections=200 \
-      max_worker_processes=64 max_parallel_workers=64 maintenance_work_mem=8GB work_mem=64MB jit=off || return 1
+    # start-postgres.sh exits silently without its previous env file; and is
+    # run from the bundle's directory (the server user cannot enter every one).
+    touch /tmp/gknn-pg.env
+    (cd "$bundle" && ./start-postgres.sh /tmp/gknn-pgdata -- shared_buffers=24GB max_connections=200 \
+      max_worker_processes=64 max_parallel_workers=64 maintenance_work_mem=8GB work_mem=64MB jit=off) || return 1
     touch /tmp/gknn-bench-server
   fi
   . /tmp/gknn-pg.env
