@@ -52,13 +52,13 @@ void _PG_init(void) {
       "gknn.topk_gpu_worker_setup_cost",
       "Planner's cost of opening the GPU in a parallel worker (a new process: CUDA context), "
       "per query.",
-      nullptr, &gknn_topk_gpu_worker_setup_cost, 25000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr,
+      nullptr, &gknn_topk_gpu_worker_setup_cost, 350000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr,
       nullptr);
   DefineCustomEnumVariable("gknn.topk_parallel_device",
                            "Where the participants of a parallel GpuTopK plan rank rows.",
                            "same: as gknn.device (each worker opens the GPU itself); cpu: every participant "
                            "uses the CPU interpreter (no GPU setup per worker).",
-                           &gknn_topk_parallel_device, GKNN_TOPK_PARALLEL_SAME, parallel_device_options,
+                           &gknn_topk_parallel_device, GKNN_TOPK_PARALLEL_CPU, parallel_device_options,
                            PGC_USERSET, 0, nullptr, nullptr, nullptr);
   gknn_topk_register();
   gknn_ivfpq_register();

@@ -41,8 +41,14 @@ bool gknn_enable_topk = true;
 int gknn_topk_min_rows = 10000;
 int gknn_max_k = 100000;
 double gknn_topk_gpu_setup_cost = 5000;
-double gknn_topk_gpu_worker_setup_cost = 25000;
-int gknn_topk_parallel_device = GKNN_TOPK_PARALLEL_SAME;
+// Measured on the H200 host (bench/results/topk-H200-2026-11-21-run3.md):
+// a parallel plan whose workers open the GPU took 1.2-1.3 s at 10M rows,
+// whatever the query, against 0.14-0.23 s with the participants on the CPU
+// interpreter: about 1 s per query of CUDA set-up in new processes. Hence
+// participants on the CPU by default, and that set-up's price (1 s at about
+// 0.003 ms per cost unit) when they are asked to use the GPU.
+double gknn_topk_gpu_worker_setup_cost = 350000;
+int gknn_topk_parallel_device = GKNN_TOPK_PARALLEL_CPU;
 
 extern CustomScanMethods gknn_topk_scan_methods;  // topk_exec.cpp
 

@@ -9,6 +9,7 @@ SET max_parallel_workers_per_gather = 2;
 SET parallel_leader_participation = on;
 SET enable_sort = off;  -- PostgreSQL's own Gather Merge over Sort loses
 SET gknn.topk_gpu_worker_setup_cost = 0;  -- as parallel_setup_cost: parallel plans on a small table
+SET gknn.topk_parallel_device = same;  -- workers on gknn.device (the GPU on a GPU host); cpu below
 CREATE TABLE tp (id int, a int4, b float8, s text, e vector(3));
 INSERT INTO tp SELECT i, (i * 7) % 13 - 6,
   CASE WHEN i % 11 = 0 THEN 'NaN' WHEN i % 17 = 0 THEN NULL ELSE (i % 23) / 3.0 END,
@@ -101,7 +102,7 @@ SELECT topk_devices('SELECT id FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5')
 SELECT id, b FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5;
 DROP FUNCTION topk_devices(text);
 RESET gknn.device;
-RESET gknn.topk_parallel_device;
+SET gknn.topk_parallel_device = same;
 
 -- LIMIT as a parameter of a generic plan; LIMIT 0
 PREPARE q(int, int) AS SELECT id FROM tp ORDER BY a DESC, b, id LIMIT $1 OFFSET $2;
