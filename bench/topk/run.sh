@@ -37,7 +37,9 @@ q() { psql -X -qAt -v ON_ERROR_STOP=1 "$@"; }
 
 q -c 'CREATE EXTENSION IF NOT EXISTS gknn'
 device=$(q -c "SET gknn.device = '$DEVICE'; SELECT gknn_current_device()")
-out=bench/results/topk-$(echo "$device" | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//')-$(date +%F).md
+# "gpu 0: NVIDIA H200" -> H200, "cpu" -> cpu
+label=$(echo "$device" | sed -e 's/^gpu [0-9]*: //' -e 's/^NVIDIA //' | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//')
+out=bench/results/topk-$label-$(date +%F).md
 
 # Median wall time (ms) of a query under the given settings, from
 # EXPLAIN ANALYZE's execution time, and the plan's shape below the Limit.
