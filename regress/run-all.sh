@@ -12,6 +12,9 @@
 # the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
 # backend against the gpu_ivfpq index.
 #
+# The ivfpq-recall stage (regress/ivfpq-recall.sh, TAP) asserts gpu_ivfpq's
+# recall@10 on Fashion-MNIST at documented settings.
+#
 # The bench stage builds bench/ (build/bench), runs the load generator's unit
 # tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
 # (TAP): both counted under "bench".
@@ -86,7 +89,8 @@ skip_stage() { SUMMARY+=("$(printf '%-10s not run: %s' "$1:" "$2")"); }
 install_prerequisites() {
   [ "${GKNN_SKIP_APT:-0}" = 1 ] && return 0
   step apt ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap \
-    libtap-parser-sourcehandler-pgtap-perl cmake g++ make libgtest-dev libpq-dev python3
+    libtap-parser-sourcehandler-pgtap-perl cmake g++ make libgtest-dev libpq-dev python3 \
+    dataset-fashion-mnist
 }
 
 build_core_tests() {
@@ -269,6 +273,20 @@ run_ivfpq_live() {
   tally ivfpq-live "$rc" "$p" "$f"
 }
 
+# gpu_ivfpq's recall on Fashion-MNIST (Debian's dataset-fashion-mnist);
+# TAP, skipped without the dataset.
+run_ivfpq_recall() {
+  local rc=0 p f
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    run_logged ivfpq-recall regress/ivfpq-recall.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path ivfpq-recall)")"
+  if grep -q '^1\.\.0 # SKIP' "$(log_path ivfpq-recall)"; then
+    skip_stage ivfpq-recall "$(sed -n 's/^1\.\.0 # SKIP //p' "$(log_path ivfpq-recall)")"
+  else
+    tally ivfpq-recall "$rc" "$p" "$f"
+  fi
+}
+
 run_sql_suites() {
   if [ -n "${GKNN_DEVICE:-}" ]; then
     export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c gknn.device=$GKNN_DEVICE"
@@ -276,6 +294,7 @@ run_sql_suites() {
   if ! start_server; then
     skip_stage pg_regress 'no server'
     skip_stage pgtap 'no server'
+    skip_stage ivfpq-recall 'no server'
     skip_stage ivfpq-live 'no server'
     run_bench_tests 0
     return 0
@@ -283,6 +302,7 @@ run_sql_suites() {
   run_pg_regress
   run_pgtap
   run_bench_tests 1
+  run_ivfpq_recall
   run_ivfpq_live
   cluster_stop
 }
