@@ -90,7 +90,7 @@ run_tests() {
   env GKNN_SKIP_APT=1 GKNN_SKIP_BUILD=1 GKNN_USE_SERVER=1 GKNN_PG_BIN="$PGBIN" \
     GKNN_DEVICE="${GKNN_DEVICE:-gpu}" GKNN_REQUIRE_GPU="${GKNN_REQUIRE_GPU:-1}" \
     GKNN_CORE_RUNNER=gtest GKNN_CORE_TESTS="$DEV/core-tests.txt" GKNN_PG_REGRESS=direct \
-    GKNN_FMNIST_DIR="${GKNN_FMNIST_DIR:-$PWD/$DEV/data/fashion-mnist}" \
+    GKNN_FMNIST_DIR="${GKNN_FMNIST_DIR:-$DEV/data/fashion-mnist}" \
     PATH="$DEV/bin:$PATH" PERL5LIB="$DEV/perl5${PERL5LIB:+:$PERL5LIB}" \
     regress/run-all.sh
 }
