@@ -25,17 +25,16 @@ if [ ! -f "$DIR/train-images-idx3-ubyte.gz" ] || [ ! -f "$DIR/t10k-images-idx3-u
   exit 0
 fi
 
-# idx3 images -> COPY text rows "id<TAB>[p0,p1,...]" (raw pixels 0..255).
+# idx3 images -> COPY text rows "id<TAB>[p0,p1,...]" (raw pixels 0..255),
+# read by the benchmark's own reader (bench/datasets/prepare.py).
 to_copy() {  # file rows out
-  python3 - "$1" "$2" >"$3" <<'PY'
-import gzip, struct, sys
-data = gzip.open(sys.argv[1], "rb").read()
-magic, n, rows, cols = struct.unpack_from(">IIII", data, 0)
-assert magic == 0x803, "not an idx3 file"
-dim, count = rows * cols, min(int(sys.argv[2]), n)
-for i in range(count):
-    px = data[16 + i * dim:16 + (i + 1) * dim]
-    print(f"{i}\t[{','.join(map(str, px))}]")
+  python3 - "$1" "$2" "$(dirname "$0")/../bench/datasets" >"$3" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[3])
+from prepare import read_idx_images
+n, dim, pixels = read_idx_images(sys.argv[1])
+for i in range(min(int(sys.argv[2]), n)):
+    print(f"{i}\t[{','.join(map(str, pixels[i * dim:(i + 1) * dim]))}]")
 PY
 }
 
@@ -54,7 +53,7 @@ sql -c "CREATE TABLE truth AS SELECT qid, (SELECT emb <-> q FROM fm ORDER BY emb
 check "gpu_ivfpq builds on Fashion-MNIST (10,000 x 784)" \
   sql -c "CREATE INDEX fm_ivfpq ON fm USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 100, m = 49)"
 
-# recall@10 of the queries; EXPLAIN=1 prints the plan of the same query.
+# recall@10 of the queries.
 RECALL_SQL="SELECT round(avg(hits) / 10, 3) FROM (
   SELECT (SELECT count(*) FROM (SELECT emb <-> q AS d FROM fm ORDER BY emb <-> q LIMIT 10) r
           WHERE r.d <= t.kth * (1 + 1e-6)) AS hits
@@ -62,20 +61,19 @@ RECALL_SQL="SELECT round(avg(hits) / 10, 3) FROM (
 # With more probes and candidates the index costs more than sorting 10,000
 # rows, and the planner would answer exactly: sorting and GpuTopK are off, so
 # every setting measures the index (at_least checks the plan too).
-OFF="SET enable_sort = off; SET gknn.enable_topk = off"
-recall() {  # probes refine -> recall@10
-  sql -c "$OFF; SET gknn.ivfpq_probes = $1; SET gknn.ivfpq_refine = $2" -c "$RECALL_SQL"
+at_setting() {  # probes refine SQL
+  sql -c "SET enable_sort = off; SET gknn.enable_topk = off; SET gknn.ivfpq_probes = $1; SET gknn.ivfpq_refine = $2" \
+    -c "$3"
 }
 uses_index() {  # probes refine
   local plan
-  plan=$(sql -c "$OFF; SET gknn.ivfpq_probes = $1; SET gknn.ivfpq_refine = $2" \
-    -c "EXPLAIN (COSTS OFF) $RECALL_SQL") || return 1
+  plan=$(at_setting "$1" "$2" "EXPLAIN (COSTS OFF) $RECALL_SQL") || return 1
   grep -q 'Index Scan using fm_ivfpq' <<<"$plan" || { echo "$plan"; return 1; }
 }
 at_least() {  # probes refine floor
   local got
   uses_index "$1" "$2" || return 1
-  got=$(recall "$1" "$2") || return 1
+  got=$(at_setting "$1" "$2" "$RECALL_SQL") || return 1
   echo "recall@10 = $got at probes $1, refine $2 (floor $3)"
   python3 -c "import sys; sys.exit(0 if float('$got') >= $3 else 1)"
 }
