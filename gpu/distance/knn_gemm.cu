@@ -29,6 +29,7 @@
 #include "gknn/select.h"
 #include "runtime/cublas_loader.h"
 #include "runtime/cuda_check.h"
+#include "runtime/gemm.h"
 #include "select/bitonic_topk.cuh"
 
 namespace gknn {
@@ -147,41 +148,6 @@ __global__ void __launch_bounds__(kRerankThreads)
   if (!ok) uncertified[q] = 1;
 }
 
-struct Gemm {
-  const Cublas* blas;
-  cublasHandle_t handle[2];
-  GemmPrecision precision;
-  explicit Gemm(const Cublas* b, GemmPrecision p) : blas(b), precision(p) {
-    for (auto& h : handle)
-      if (blas->create(&h) != CUBLAS_STATUS_SUCCESS)
-        throw Error(ErrorCode::DeviceFault, "cublasCreate failed");
-  }
-  ~Gemm() {
-    for (auto h : handle) blas->destroy(h);
-  }
-  // C (rows_b x rows_q, column-major, ldc = ldc) = Y' Q'^T over dp.
-  void run(int s, cudaStream_t stream, const void* y, int rows_b, const void* q, int rows_q, int dp, float* c,
-           int ldc) {
-    blas->set_stream(handle[s], stream);
-    const float one = 1.0f, zero = 0.0f;
-    const bool bf16 = precision == GemmPrecision::Bf16;
-    cudaDataType in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    cublasComputeType_t compute = precision == GemmPrecision::Tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                  : precision == GemmPrecision::Fp32 ? CUBLAS_COMPUTE_32F_PEDANTIC
-                                                                     : CUBLAS_COMPUTE_32F;
-    cublasStatus_t st = blas->gemm_ex(handle[s], CUBLAS_OP_T, CUBLAS_OP_N, rows_b, rows_q, dp, &one, y, in,
-                                      dp, q, in, dp, &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) throw Error(ErrorCode::DeviceFault, "cublasGemmEx failed");
-  }
-  // Rounding of the GEMM's inputs, relative (float accumulation is separate).
-  double input_rounding() const {
-    // TF32 operands may be truncated rather than rounded: 2^-10 each.
-    return precision == GemmPrecision::Fp32   ? 0.0
-           : precision == GemmPrecision::Tf32 ? 2.0 * 0x1p-10
-                                              : 2.0 * 0x1p-8;
-  }
-};
-
 }  // namespace
 
 // The candidate list: k plus a margin for the re-rank.
@@ -257,7 +223,7 @@ void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, do
       const int s = int(t & 1);
       const std::int64_t b0 = t * kBaseTile;
       const int cols = static_cast<int>(std::min(kBaseTile, n - b0));
-      gemm.run(s, streams[s], static_cast<const char*>(y_in) + b0 * dp * elem, cols, qptr, rows, dp,
+      gemm.run(s, streams[s], static_cast<const char*>(y_in) + b0 * dp * elem, cols, dp, qptr, rows, dp, dp,
                dist[s].get(), static_cast<int>(kBaseTile));
     };
     issue_gemm(0);

@@ -28,12 +28,16 @@ struct Groups {
 // so blocks of them run on threads with the same result as one thread.
 void nearest_cpu(const Groups& s, const float* x, const float* centroids, std::int32_t* out);
 
+// How a GPU assigns (assign_gpu.h): Auto picks per call; tests force each.
+enum class AssignPath { Auto, Direct, Gemm };
+
 // The assignments of a k-means: the rows are fixed (on a GPU, uploaded once)
 // while the centroids change between calls. device < 0 is the CPU. `rows`
 // (n x ld, host) must outlive the Assigner.
 class Assigner {
  public:
-  Assigner(const float* rows, std::int64_t n, std::int64_t ld, int device);
+  Assigner(const float* rows, std::int64_t n, std::int64_t ld, int device,
+           AssignPath path = AssignPath::Auto);
   ~Assigner();
   Assigner(const Assigner&) = delete;
   Assigner& operator=(const Assigner&) = delete;

@@ -1,6 +1,7 @@
-// Nearest-centroid assignment on the GPU (assign.h), and the GPU encoder.
+// The direct nearest-centroid kernel (assign_gpu.h), the Assigner, and the
+// GPU encoder.
 //
-// One kernel serves the coarse quantizer (1 group, 1024+ centroids of the
+// The direct kernel serves the coarse quantizer (1 group, 1024+ centroids of the
 // full dimension) and the PQ (m groups of 2^nbits codewords of dim/m, all in
 // one launch). A block stages a tile of rows of one group in shared memory
 // (rows padded to an odd stride: lanes reading different rows hit different
@@ -22,6 +23,7 @@
 #include "gknn/runtime.h"
 #include "ivfpq/arith.h"
 #include "ivfpq/assign.h"
+#include "ivfpq/assign_gpu.h"
 #include "ivfpq/codes.h"
 #include "ivfpq/common.h"
 #include "runtime/cuda_check.h"
@@ -122,40 +124,6 @@ __global__ void __launch_bounds__(kThreads) nearest_kernel(NearestArgs a) {
   }
 }
 
-// Launches the assignment of s.n device rows against device centroids.
-void nearest_gpu(const Groups& s, const float* x, const float* centroids, std::int32_t* out,
-                 cudaStream_t stream) {
-  if (s.n == 0) return;
-  int device = 0, optin = 0, sms = 0;
-  GKNN_CUDA(cudaGetDevice(&device));
-  GKNN_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  GKNN_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int chunk = std::min(s.k, std::max(kWarps, kChunkBytes / int(sizeof(float) * s.dim)));
-  const std::int64_t lane_rows = (s.n + 31) / 32;  // rows per lane if one block took them all
-  int rpl = int(std::min<std::int64_t>(kMaxRowsPerLane, lane_rows));
-  const bool staged = nearest_smem(1, chunk, s.dim, true) <= std::size_t(optin);
-  if (staged)
-    while (nearest_smem(rpl, chunk, s.dim, true) > std::size_t(optin)) --rpl;
-  else
-    rpl = std::min(rpl, 4);  // only the partials use shared memory; rows come from L1/L2
-  auto kernel = staged ? nearest_kernel<true> : nearest_kernel<false>;
-  GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  int per_sm = 0;
-  GKNN_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads,
-                                                          nearest_smem(rpl, chunk, s.dim, staged)));
-  // The fewest rows per lane that keep the same number of waves.
-  const std::int64_t slots = std::int64_t(std::max(per_sm, 1)) * sms;
-  const std::int64_t blocks = (lane_rows + rpl - 1) / rpl * s.groups;
-  const std::int64_t waves = (blocks + slots - 1) / slots;
-  const std::int64_t per_group = std::max<std::int64_t>(1, waves * slots / s.groups);
-  rpl = int(std::min<std::int64_t>(rpl, (lane_rows + per_group - 1) / per_group));
-
-  const NearestArgs a{x, s.n, s.ld, centroids, s.k, s.dim, out, rpl, chunk, row_stride(s.dim)};
-  const dim3 grid(unsigned((s.n + 32 * rpl - 1) / (32 * rpl)), unsigned(s.groups));
-  kernel<<<grid, kThreads, nearest_smem(rpl, chunk, s.dim, staged), stream>>>(a);
-  GKNN_CUDA(cudaGetLastError());
-}
-
 // Cosine: every row to unit length, one thread per row (the CPU's code).
 __global__ void normalize_kernel(float* x, std::int64_t n, int dim) {
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -223,18 +191,53 @@ struct Slot {
 
 }  // namespace
 
+// Launches the direct kernel on s.n device rows against device centroids.
+void nearest_direct_gpu(const Groups& s, const float* x, const float* centroids, std::int32_t* out,
+                        cudaStream_t stream) {
+  if (s.n == 0) return;
+  int device = 0, optin = 0, sms = 0;
+  GKNN_CUDA(cudaGetDevice(&device));
+  GKNN_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  GKNN_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int chunk = std::min(s.k, std::max(kWarps, kChunkBytes / int(sizeof(float) * s.dim)));
+  const std::int64_t lane_rows = (s.n + 31) / 32;  // rows per lane if one block took them all
+  int rpl = int(std::min<std::int64_t>(kMaxRowsPerLane, lane_rows));
+  const bool staged = nearest_smem(1, chunk, s.dim, true) <= std::size_t(optin);
+  if (staged)
+    while (nearest_smem(rpl, chunk, s.dim, true) > std::size_t(optin)) --rpl;
+  else
+    rpl = std::min(rpl, 4);  // only the partials use shared memory; rows come from L1/L2
+  auto kernel = staged ? nearest_kernel<true> : nearest_kernel<false>;
+  GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  int per_sm = 0;
+  GKNN_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads,
+                                                          nearest_smem(rpl, chunk, s.dim, staged)));
+  // The fewest rows per lane that keep the same number of waves.
+  const std::int64_t slots = std::int64_t(std::max(per_sm, 1)) * sms;
+  const std::int64_t blocks = (lane_rows + rpl - 1) / rpl * s.groups;
+  const std::int64_t waves = (blocks + slots - 1) / slots;
+  const std::int64_t per_group = std::max<std::int64_t>(1, waves * slots / s.groups);
+  rpl = int(std::min<std::int64_t>(rpl, (lane_rows + per_group - 1) / per_group));
+
+  const NearestArgs a{x, s.n, s.ld, centroids, s.k, s.dim, out, rpl, chunk, row_stride(s.dim)};
+  const dim3 grid(unsigned((s.n + 32 * rpl - 1) / (32 * rpl)), unsigned(s.groups));
+  kernel<<<grid, kThreads, nearest_smem(rpl, chunk, s.dim, staged), stream>>>(a);
+  GKNN_CUDA(cudaGetLastError());
+}
+
 struct Assigner::Device {
-  explicit Device(std::int64_t count) : rows(count) {}
+  Device(std::int64_t count, AssignPath path) : rows(count), assign(path) {}
   OwnedStream stream;
   DeviceBuffer<float> rows;
+  DeviceAssign assign;
   int ordinal = 0;
 };
 
-Assigner::Assigner(const float* rows, std::int64_t n, std::int64_t ld, int device)
+Assigner::Assigner(const float* rows, std::int64_t n, std::int64_t ld, int device, AssignPath path)
     : rows_(rows), n_(n), ld_(ld) {
   if (device < 0) return;
   use_device(device);
-  device_ = std::make_unique<Device>(n * ld);
+  device_ = std::make_unique<Device>(n * ld, path);
   device_->ordinal = device;
   GKNN_CUDA(cudaMemcpy(device_->rows.get(), rows, sizeof(float) * n * ld, cudaMemcpyHostToDevice));
 }
@@ -250,7 +253,7 @@ void Assigner::nearest(const float* centroids, int k, int dim, int groups, std::
   AsyncBuffer<float> d_c(nc, st);
   AsyncBuffer<std::int32_t> d_l(nl, st);
   GKNN_CUDA(cudaMemcpyAsync(d_c.get(), centroids, sizeof(float) * nc, cudaMemcpyHostToDevice, st));
-  nearest_gpu(s, device_->rows.get(), d_c.get(), d_l.get(), st);
+  device_->assign.nearest(s, device_->rows.get(), d_c.get(), d_l.get(), st);
   GKNN_CUDA(cudaMemcpyAsync(out, d_l.get(), sizeof(std::int32_t) * nl, cudaMemcpyDeviceToHost, st));
   GKNN_CUDA(cudaStreamSynchronize(st));
 }
@@ -267,21 +270,23 @@ void encode_gpu(const Quantizer& q, const float* x, std::int64_t n, int device, 
   GKNN_CUDA(cudaMemcpy(codebooks.get(), q.codebooks.data(), sizeof(float) * q.codebooks.size(),
                        cudaMemcpyHostToDevice));
   const std::int64_t batch = std::min({n, kBatchRows, std::max<std::int64_t>(1, kBatchFloats / p.dim)});
+  const DeviceAssign assign(AssignPath::Auto);
   Slot slots[2] = {Slot(batch, p), Slot(batch, p)};
 
   // Batch b runs in slot b % 2: while the GPU works on one, the host hands
   // the other's results over and stages its next input.
-  auto launch = [&](Slot& s, std::int64_t first, std::int64_t rows) {
+  auto launch = [&](Slot& s, int slot, std::int64_t first, std::int64_t rows) {
     const cudaStream_t st = s.stream.s;
     std::memcpy(s.in.get(), x + first * p.dim, sizeof(float) * rows * p.dim);
     GKNN_CUDA(
         cudaMemcpyAsync(s.x.get(), s.in.get(), sizeof(float) * rows * p.dim, cudaMemcpyHostToDevice, st));
     if (p.metric == Metric::Cosine)
       normalize_kernel<<<grid_for(rows, 256), 256, 0, st>>>(s.x.get(), rows, p.dim);
-    nearest_gpu({rows, p.dim, p.dim, p.lists, 1}, s.x.get(), centroids.get(), s.list_of.get(), st);
+    assign.nearest({rows, p.dim, p.dim, p.lists, 1}, s.x.get(), centroids.get(), s.list_of.get(), st, slot);
     residual_kernel<<<grid_for(rows * p.dim, 256), 256, 0, st>>>(s.x.get(), s.list_of.get(), centroids.get(),
                                                                  rows, p.dim, s.resid.get());
-    nearest_gpu({rows, p.dim, dsub(p), ksub(p), p.m}, s.resid.get(), codebooks.get(), s.sub.get(), st);
+    assign.nearest({rows, p.dim, dsub(p), ksub(p), p.m}, s.resid.get(), codebooks.get(), s.sub.get(), st,
+                   slot);
     pack_kernel<<<grid_for(rows, 256), 256, 0, st>>>(s.sub.get(), rows, p.m, p.nbits, cs, s.codes.get());
     GKNN_CUDA(cudaGetLastError());
     GKNN_CUDA(cudaMemcpyAsync(s.out_list.get(), s.list_of.get(), sizeof(std::int32_t) * rows,
@@ -302,7 +307,7 @@ void encode_gpu(const Quantizer& q, const float* x, std::int64_t n, int device, 
   std::int64_t b = 0;
   for (std::int64_t first = 0; first < n; first += batch, ++b) {
     finish(slots[b % 2]);
-    launch(slots[b % 2], first, std::min(batch, n - first));
+    launch(slots[b % 2], int(b % 2), first, std::min(batch, n - first));
   }
   finish(slots[b % 2]);  // the older of the two in flight
   finish(slots[(b + 1) % 2]);

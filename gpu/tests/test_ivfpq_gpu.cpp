@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ostream>
 #include <random>
@@ -14,6 +15,7 @@
 #include "gknn/ivfpq.h"
 #include "gpu_env.h"
 #include "ivfpq/assign.h"
+#include "runtime/cublas_loader.h"
 #include "ivfpq_data.h"
 
 namespace {
@@ -43,7 +45,9 @@ void PrintTo(const TrainCase& c, std::ostream* os) {
 
 class IvfpqGpuTrain : public ::testing::TestWithParam<TrainCase> {};
 
-// Awkward sizes; 150+ lists put the coarse assignment on the GEMM path.
+// Awkward sizes. The GEMM path assigns where it pays (64+ centroids,
+// 1024+ rows, dim 4+: the coarse steps of the 96-dim cases, most PQ steps),
+// the direct kernel elsewhere.
 TEST_P(IvfpqGpuTrain, TrainAndEncodeEqualCpu) {
   GKNN_NEED_GPU();
   const TrainCase c = GetParam();
@@ -90,16 +94,28 @@ void PrintTo(const AssignCase& c, std::ostream* os) {
   *os << c.n << " rows, " << c.groups << " groups of dim " << c.dim << ", k " << c.k;
 }
 
-class IvfpqGpuAssign : public ::testing::TestWithParam<AssignCase> {};
+using gknn::ivfpq::AssignPath;
 
-// The GPU kernel against nearest_cpu on awkward shapes: PQ sub-spaces of
+class IvfpqGpuAssign : public ::testing::TestWithParam<std::tuple<AssignCase, AssignPath>> {};
+
+// The GEMM path needs cuBLAS, which is loaded at run time.
+#define NEED_PATH(path)                                                                                \
+  do {                                                                                                 \
+    const char* why = "";                                                                              \
+    if ((path) == AssignPath::Gemm && !gknn::load_cublas(&why) && !std::getenv("GKNN_REQUIRE_CUBLAS")) \
+      GTEST_SKIP() << why;                                                                             \
+  } while (0)
+
+// Both GPU paths against nearest_cpu on awkward shapes: PQ sub-spaces of
 // dsub 1..17 and 16..256 codewords, coarse-like and too-wide-to-stage
 // groups, fewer centroids than warps, row counts off every tile size, rows
 // padded (ld > groups x dim). Values on a coarse grid and a repeated
-// centroid make exact ties; NaN and infinity sit in some rows.
+// centroid make exact ties (many GEMM candidates per row); NaN and infinity
+// sit in some rows.
 TEST_P(IvfpqGpuAssign, EqualsCpu) {
   GKNN_NEED_GPU();
-  const AssignCase c = GetParam();
+  const auto [c, path] = GetParam();
+  NEED_PATH(path);
   const std::int64_t ld = std::int64_t(c.groups) * c.dim + 1;
   std::mt19937 rng(unsigned(c.n * 31 + c.dim * 7 + c.k));
   std::uniform_int_distribution<int> grid(-4, 4);
@@ -107,7 +123,7 @@ TEST_P(IvfpqGpuAssign, EqualsCpu) {
   for (auto& v : x) v = 0.5f * float(grid(rng));
   x[std::min<std::int64_t>(5, c.n - 1) * ld] = NAN;
   x[(c.n - 1) * ld + ld - 2] = INFINITY;
-  gknn::ivfpq::Assigner dev(x.data(), c.n, ld, 0);
+  gknn::ivfpq::Assigner dev(x.data(), c.n, ld, 0, path);
   for (int round = 0; round < 2; ++round) {  // new centroids, same resident rows
     for (auto& v : cents) v = 0.5f * float(grid(rng));
     if (c.k > 3)
@@ -121,19 +137,45 @@ TEST_P(IvfpqGpuAssign, EqualsCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, IvfpqGpuAssign,
-                         ::testing::Values(AssignCase{1, 4, 256, 32}, AssignCase{33, 1, 16, 3},
-                                           AssignCase{1000, 3, 32, 5}, AssignCase{70001, 4, 256, 32},
-                                           AssignCase{4097, 8, 64, 16}, AssignCase{2049, 17, 128, 7},
-                                           AssignCase{999, 17, 256, 1}, AssignCase{5000, 1, 256, 2},
-                                           AssignCase{3001, 128, 1024, 1}, AssignCase{20011, 96, 300, 1},
-                                           AssignCase{100, 5, 3, 4}, AssignCase{300, 3000, 20, 1},
-                                           AssignCase{77, 16000, 5, 1}),
-                         [](const auto& info) {
-                           const AssignCase& c = info.param;
-                           return "n" + std::to_string(c.n) + "_dim" + std::to_string(c.dim) + "_k" +
-                                  std::to_string(c.k) + "_groups" + std::to_string(c.groups);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, IvfpqGpuAssign,
+    ::testing::Combine(::testing::Values(AssignCase{1, 4, 256, 32}, AssignCase{33, 1, 16, 3},
+                                         AssignCase{1000, 3, 32, 5}, AssignCase{70001, 4, 256, 32},
+                                         AssignCase{4097, 8, 64, 16}, AssignCase{2049, 17, 128, 7},
+                                         AssignCase{999, 17, 256, 1}, AssignCase{5000, 1, 256, 2},
+                                         AssignCase{3001, 128, 1024, 1}, AssignCase{20011, 96, 300, 1},
+                                         AssignCase{100, 5, 3, 4}, AssignCase{300, 3000, 20, 1},
+                                         AssignCase{77, 16000, 5, 1}),
+                       ::testing::Values(AssignPath::Direct, AssignPath::Gemm)),
+    [](const auto& info) {
+      const AssignCase& c = std::get<0>(info.param);
+      return "n" + std::to_string(c.n) + "_dim" + std::to_string(c.dim) + "_k" + std::to_string(c.k) +
+             "_groups" + std::to_string(c.groups) +
+             (std::get<1>(info.param) == AssignPath::Gemm ? "_gemm" : "_direct");
+    });
+
+// Continuous data far from the origin: |x|^2 is ~10^4 times the distances
+// that decide, so the GEMM's proxy |c|^2 - 2 x.c loses most of its digits
+// and the bound must keep every centroid it cannot rule out. Centroids are
+// rows plus tiny offsets (near ties), as late k-means iterations see.
+TEST(IvfpqGpu, GemmAssignmentFarFromOriginEqualsCpu) {
+  GKNN_NEED_GPU();
+  NEED_PATH(AssignPath::Gemm);
+  const std::int64_t n = 30011;
+  const int dim = 128, k = 1000;
+  std::mt19937 rng(77);
+  std::normal_distribution<float> noise(0.0f, 1.0f);
+  std::vector<float> x(n * dim), cents(std::size_t(k) * dim);
+  for (auto& v : x) v = 100.0f + noise(rng);
+  for (int c = 0; c < k; ++c)
+    for (int d = 0; d < dim; ++d)
+      cents[std::size_t(c) * dim + d] = x[std::size_t(c) * 7 * dim + d] + 1e-3f * noise(rng);
+  std::vector<std::int32_t> want(n), got(n, -7);
+  gknn::ivfpq::nearest_cpu({n, dim, dim, k, 1}, x.data(), cents.data(), want.data());
+  gknn::ivfpq::Assigner dev(x.data(), n, dim, 0, AssignPath::Gemm);
+  dev.nearest(cents.data(), k, dim, 1, got.data());
+  EXPECT_EQ(want, got);
+}
 
 // Three encode batches in flight over two streams: the same lists, codes and
 // progress calls as the CPU; a cancel stops it cleanly.
