@@ -24,6 +24,17 @@ extern int gknn_topk_parallel_device;  // GUC gknn.topk_parallel_device
 
 void gknn_topk_register(void);  // _PG_init: hook and CustomScan methods
 
+// Candidates fetched for k rows when quals of selectivity `sel` are
+// rechecked over them: 1.5 k / sel + 16, room for the estimate's noise
+// (topk_exec.cpp fetches 8 times more, then filters during a scan, when
+// too few pass). Saturates at INT64_MAX / 16.
+inline int64 topk_overfetch(int64 k, double sel) {
+  const double limit = double(PG_INT64_MAX / 16);
+  if (!(sel > 1e-6)) sel = 1e-6;  // NaN too
+  const double n = 1.5 * double(k) / Min(sel, 1.0) + 16;
+  return n >= limit ? PG_INT64_MAX / 16 : int64(n);
+}
+
 // ---- the compiler (topk_compile.cpp) ----
 
 // Values of Params and Consts for the executor's compilation; the planner

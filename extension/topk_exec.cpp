@@ -4,6 +4,15 @@
 // (keys + TIDs) across batches on the GPU or the CPU; then the k tuples are
 // fetched by TID in order and projected.
 //
+// Quals that did not compile run in PostgreSQL: during the scan, before a
+// row is deformed; or, in a recheck plan, on the best candidates by the
+// compiled quals (topk_overfetch(k, their selectivity) of them), fetched by
+// TID in order until k rows pass. If the candidates run out first, a second
+// round takes 8 times as many (the first round's are a prefix of them: the
+// order is total, ending with the TID, and the snapshot is the same) and
+// skips those already checked; if that runs out too, a last round filters
+// during the scan and skips the rows already returned.
+//
 // In a parallel plan (Limit over Gather Merge over this node) every
 // participant runs the same node over its share of the heap (a parallel
 // table scan in the node's DSM chunk), returns its own best LIMIT + OFFSET
@@ -54,9 +63,10 @@ Node* create_state(CustomScan* cscan) {
   s->css.methods = &exec_methods;
   List* counts = static_cast<List*>(linitial(cscan->custom_private));
   const int nquals = intVal(list_nth(counts, 0)), nkeys = intVal(list_nth(counts, 1)),
-            nchecks = intVal(list_nth(counts, 2));
-  s->quals_compiled = intVal(list_nth(counts, 3)) != 0;
-  s->partial = list_length(counts) > 4 && intVal(list_nth(counts, 4)) != 0;
+            nchecks = intVal(list_nth(counts, 2)), nother = intVal(list_nth(counts, 3));
+  s->partial = intVal(list_nth(counts, 4)) != 0;
+  s->recheck = intVal(list_nth(counts, 5)) != 0;
+  s->other_selectivity = strtod(strVal(list_nth(counts, 6)), nullptr);
   s->dirs = static_cast<List*>(lsecond(cscan->custom_private));
   List* e = cscan->custom_exprs;
   s->quals = list_copy_head(e, nquals);
@@ -64,6 +74,9 @@ Node* create_state(CustomScan* cscan) {
   s->checks = list_copy_head(list_copy_tail(e, nquals + nkeys), nchecks);
   s->limit = static_cast<Expr*>(list_nth(e, nquals + nkeys + nchecks));
   s->offset = static_cast<Expr*>(list_nth(e, nquals + nkeys + nchecks + 1));
+  s->other_quals = list_copy_tail(e, nquals + nkeys + nchecks + 2);
+  Assert(list_length(s->other_quals) == nother);
+  (void)nother;
   return reinterpret_cast<Node*>(s);
 }
 
@@ -77,12 +90,12 @@ void begin_scan(CustomScanState* node, EState* estate, int eflags) {
   (void)eflags;
   TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
   PlanState* ps = &node->ss.ps;
-  if (!s->quals_compiled) {
-    // The residual quals read the heap slot of the scan, not the node's
+  if (s->other_quals != NIL) {
+    // They read the heap slot of the scan or of a fetch, not the node's
     // virtual scan slot: let them deform whatever slot they are given.
     bool fixed = ps->scanopsfixed;
     ps->scanopsfixed = false;
-    s->residual = ExecInitQual(s->quals, ps);
+    s->residual = ExecInitQual(s->other_quals, ps);
     ps->scanopsfixed = fixed;
   }
   s->limit_state = ExecInitExpr(s->limit, ps);
@@ -123,7 +136,7 @@ Datum param_value(void* arg, Node* node, bool* isnull) {
 void compile_program(TopKScanState* s, TopKEmitter* em) {
   topk_emitter_init(em, s->css.ss.ps.plan ? reinterpret_cast<Scan*>(s->css.ss.ps.plan)->scanrelid : 0,
                     param_value, s);
-  bool ok = !s->quals_compiled || topk_compile_quals(em, s->quals);
+  bool ok = topk_compile_quals(em, s->quals);
   ListCell *kc, *dc;
   forboth(kc, s->keys, dc, s->dirs) {
     int d = lfirst_int(dc);
@@ -236,7 +249,8 @@ void push_batch(TopKScanState* s) {
   if (!ok) raise_eval_error(err);
 }
 
-void scan_heap(TopKScanState* s, const TopKEmitter* em) {
+// filter: run the other quals on each row before it is deformed.
+void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter) {
   EState* estate = s->css.ss.ps.state;
   Relation rel = s->css.ss.ss_currentRelation;
   ExprContext* ec = s->css.ss.ps.ps_ExprContext;
@@ -252,7 +266,7 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em) {
   while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
     ++s->heap_rows;
     ResetExprContext(ec);
-    if (s->residual) {
+    if (filter && s->residual) {
       ec->ecxt_scantuple = slot;
       if (!ExecQual(s->residual, ec)) continue;
     }
@@ -279,16 +293,12 @@ void add_stats(gknn::expr::TopKStats* to, const gknn::expr::TopKStats& from) {
   to->device_ms += from.device_ms;
 }
 
-void run_topk(TopKScanState* s) {
-  s->done = true;
-  s->ran = true;
+// One scan: the best k rows (by the compiled quals, and by the other quals
+// too when `filter`) into s->row_ids.
+void run_round(TopKScanState* s, int64 k, bool filter) {
   const int64 heap_rows_before = s->heap_rows;
-  int64 count = 0, offset = 0;
-  bool no_count = false;
-  eval_limits(s, &count, &offset, &no_count);
-  if (!no_count && count == 0) return;  // as ExecLimit: the scan does not run
-  const int64 k = no_count || count > PG_INT64_MAX - offset ? PG_INT64_MAX : count + offset;
-  s->k = k;
+  ++s->rounds;
+  ++s->run_rounds;
   TopKEmitter em;
   compile_program(s, &em);
   // gknn.topk_parallel_device = cpu: a parallel plan's participants never
@@ -305,7 +315,7 @@ void run_topk(TopKScanState* s) {
                           : gknn::expr::make_topk_cpu(p, cols, cap_cpu, k);
   });
   s->device = device;
-  scan_heap(s, &em);
+  scan_heap(s, &em, filter);
   gknn::expr::EvalError err;
   bool ok = true;
   int64 n = 0;
@@ -331,9 +341,11 @@ void run_topk(TopKScanState* s) {
     s->topk = nullptr;
   });
   if (!ids) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+  if (s->row_ids) pfree(s->row_ids);
   s->row_ids = ids;
   s->nrows = n;
-  s->next = s->partial ? 0 : Min(offset, n);
+  s->round_k = k;
+  s->round_full = n == k;
   if (s->shared && IsParallelWorker() && ParallelWorkerNumber < s->shared->nworkers) {
     TopKWorkerStats* w = &s->shared->workers[ParallelWorkerNumber];  // this worker's slot: no lock
     w->ran = true;
@@ -343,20 +355,98 @@ void run_topk(TopKScanState* s) {
   }
 }
 
-TupleTableSlot* exec_scan(CustomScanState* node) {
-  TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
-  if (!s->done) run_topk(s);
-  if (s->next >= s->nrows) return nullptr;
-  const uint64 id = s->row_ids[s->next++];
+// The most candidates a recheck round fetches: 8 x gknn.max_k (the planner
+// offers a recheck when the first round's are at most gknn.max_k).
+int64 max_candidates() { return 8 * int64(gknn_max_k); }
+
+void run_topk(TopKScanState* s) {
+  s->done = true;
+  s->ran = true;
+  int64 count = 0, offset = 0;
+  bool no_count = false;
+  eval_limits(s, &count, &offset, &no_count);
+  s->nrows = s->next = 0;
+  if (!no_count && count == 0) return;  // as ExecLimit: the scan does not run
+  const int64 k = no_count || count > PG_INT64_MAX - offset ? PG_INT64_MAX : count + offset;
+  s->k = k;
+  s->offset_rows = offset;
+  s->passed = 0;
+  s->fallback = false;
+  s->run_rounds = 0;
+  const int64 fetch = topk_overfetch(k, s->other_selectivity);
+  if (s->recheck && fetch <= max_candidates()) {
+    run_round(s, fetch, false);
+  } else if (s->recheck) {  // a LIMIT parameter far above the plan's: filter during the scan
+    run_round(s, k, true);
+    s->fallback = true;
+  } else {
+    run_round(s, k, true);
+    s->next = s->partial ? 0 : Min(offset, s->nrows);
+  }
+}
+
+// A recheck's candidates ran out: the next round, or false when no rows
+// are left.
+bool next_round(TopKScanState* s) {
+  if (!s->recheck || s->fallback || !s->round_full) return false;
+  const int64 checked = s->nrows;
+  if (s->run_rounds == 1 && s->round_k <= max_candidates() / 8) {
+    run_round(s, s->round_k * 8, false);
+    s->next = checked;  // the first round's candidates lead this list
+  } else {
+    run_round(s, s->k, true);
+    s->fallback = true;
+    s->next = s->passed;  // they lead this list of rows that pass everything
+  }
+  return true;
+}
+
+// The row `id` of the node's relation, as the query's snapshot sees it.
+TupleTableSlot* fetch_row(TopKScanState* s, uint64 id) {
   ItemPointerData tid;
   ItemPointerSet(&tid, static_cast<BlockNumber>(id >> 16), static_cast<OffsetNumber>(id & 0xffff));
   TupleTableSlot* slot = s->fetch_slot;
-  if (!table_tuple_fetch_row_version(node->ss.ss_currentRelation, &tid, node->ss.ps.state->es_snapshot, slot))
+  if (!table_tuple_fetch_row_version(s->css.ss.ss_currentRelation, &tid, s->css.ss.ps.state->es_snapshot,
+                                     slot))
     elog(ERROR, "GpuTopK: selected tuple (%u,%u) is not visible", static_cast<unsigned>(id >> 16),
          static_cast<unsigned>(id & 0xffff));
-  ExprContext* ec = node->ss.ps.ps_ExprContext;
-  ResetExprContext(ec);
+  return slot;
+}
+
+// The next row to return, fetched; null at the end.
+TupleTableSlot* next_row(TopKScanState* s) {
+  ExprContext* ec = s->css.ss.ps.ps_ExprContext;
+  if (!s->recheck) {
+    if (s->next >= s->nrows) return nullptr;
+    ResetExprContext(ec);
+    return fetch_row(s, s->row_ids[s->next++]);
+  }
+  while (s->passed < s->k) {
+    if (s->next >= s->nrows && !next_round(s)) return nullptr;
+    if (s->next >= s->nrows) continue;
+    ResetExprContext(ec);
+    TupleTableSlot* slot = fetch_row(s, s->row_ids[s->next++]);
+    if (!s->fallback) {
+      CHECK_FOR_INTERRUPTS();
+      ++s->rechecked;
+      ec->ecxt_scantuple = slot;
+      if (!ExecQual(s->residual, ec)) {
+        ++s->removed;
+        continue;
+      }
+    }
+    if (++s->passed > s->offset_rows) return slot;
+  }
+  return nullptr;
+}
+
+TupleTableSlot* exec_scan(CustomScanState* node) {
+  TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
+  if (!s->done) run_topk(s);
+  TupleTableSlot* slot = next_row(s);
+  if (!slot) return nullptr;
   // The scan slot is virtual (ExecInitCustomScan) and the projection reads it so.
+  ExprContext* ec = node->ss.ps.ps_ExprContext;
   slot = ExecCopySlot(node->ss.ss_ScanTupleSlot, slot);
   ec->ecxt_scantuple = slot;
   return node->ss.ps.ps_ProjInfo ? ExecProject(node->ss.ps.ps_ProjInfo) : slot;

@@ -1,7 +1,8 @@
-// EXPLAIN for GpuTopK: where each qual runs (the compiled program on the
-// device, or PostgreSQL during the scan), the ORDER BY keys, and with
-// ANALYZE the device, k, rows scanned and passing, batches, bytes moved and
-// GPU time. In a parallel plan the lines are the leader's own (as Sort
+// EXPLAIN for GpuTopK: where each qual runs (Compiled Filter: the program,
+// on the device; Filter: PostgreSQL during the scan; Recheck Filter:
+// PostgreSQL over the fetched candidates), the ORDER BY keys, and with
+// ANALYZE the device, k, rows scanned and passing, batches, bytes moved,
+// GPU time, and a recheck's rounds and candidates. In a parallel plan the lines are the leader's own (as Sort
 // reports its method), followed by one line (text) or group per worker.
 #include "topk_state.h"
 
@@ -42,6 +43,11 @@ void show_run(TopKScanState* s, ExplainState* es) {
   if (s->device >= 0) {
     ExplainPropertyInteger("Bytes To Device", "bytes", s->stats.bytes_to_device, es);
     if (es->timing) ExplainPropertyFloat("GPU Time", "ms", s->stats.device_ms, 3, es);
+  }
+  if (s->recheck) {
+    ExplainPropertyInteger("Scans", nullptr, s->rounds, es);
+    ExplainPropertyInteger("Candidates Rechecked", nullptr, s->rechecked, es);
+    ExplainPropertyInteger("Rows Removed by Recheck", nullptr, s->removed, es);
   }
 }
 
@@ -90,7 +96,8 @@ void gknn_topk_explain(CustomScanState* node, List* ancestors, ExplainState* es)
   TopKScanState* s = reinterpret_cast<TopKScanState*>(node);
   List* ctx = set_deparse_context_plan(es->deparse_cxt, node->ss.ps.plan, ancestors);
   show_keys(s, ctx, es);
-  show_exprs(s->quals_compiled ? "Compiled Filter" : "Filter", s->quals, ctx, es);
+  show_exprs("Compiled Filter", s->quals, ctx, es);
+  show_exprs(s->recheck ? "Recheck Filter" : "Filter", s->other_quals, ctx, es);
   if (es->verbose) show_exprs("Compiled Checks", s->checks, ctx, es);
   if (!es->analyze) return;
   if (s->ran) show_run(s, es);

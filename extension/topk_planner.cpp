@@ -8,6 +8,14 @@
 // can run in parallel, a second path: Limit over Gather Merge over a partial
 // GpuTopK (every participant returns its own best LIMIT + OFFSET rows).
 //
+// Quals are split one by one: those that compile run in the program (on
+// the device); the others run in PostgreSQL, either during the scan on
+// every row, or as a recheck of an over-fetched candidate list (the best
+// topk_overfetch(k, their selectivity) rows by the compiled quals, fetched
+// by TID in order until k pass; topk_exec.cpp fetches more when they run
+// out). Both are offered and add_path keeps the cheaper; parallel plans
+// only filter during the scan.
+//
 // Offered only where the result cannot change: one plain table, no
 // grouping/aggregates/windows/DISTINCT/SRFs/locking/sublinks, every ORDER BY
 // key compiles with its type's default ordering, and every target-list
@@ -124,6 +132,37 @@ bool tlist_checks(PlannerInfo* root, Index relid, List* tlist, List** checks) {
   return true;
 }
 
+// The quals, one by one: those that compile (into `em`, as the program's
+// qual) and the others. The others can be rechecked over candidates when
+// none is volatile (PostgreSQL would evaluate a volatile qual on every row)
+// and k is known; their selectivity sizes the over-fetch.
+struct QualSplit {
+  List* compiled = NIL;
+  List* other = NIL;
+  double other_selectivity = 1.0;
+  bool recheckable = false;
+};
+
+QualSplit split_quals(PlannerInfo* root, RelOptInfo* rel, TopKEmitter* em) {
+  QualSplit q;
+  ListCell* lc;
+  foreach (lc, actual_quals(rel)) {
+    Expr* e = static_cast<Expr*>(lfirst(lc));
+    const bool compiles =
+        !contain_volatile_functions(reinterpret_cast<Node*>(e)) && topk_expr_compiles(rel->relid, e);
+    if (compiles)
+      q.compiled = lappend(q.compiled, e);
+    else
+      q.other = lappend(q.other, e);
+  }
+  if (!topk_compile_quals(em, q.compiled)) elog(ERROR, "GpuTopK: quals that compile one by one do not compile");
+  if (q.other != NIL) {
+    q.other_selectivity = clauselist_selectivity(root, q.other, rel->relid, JOIN_INNER, nullptr);
+    q.recheckable = !contain_volatile_functions(reinterpret_cast<Node*>(q.other));
+  }
+  return q;
+}
+
 // Cost, in PostgreSQL's units, so that add_path compares it with
 // PostgreSQL's own plans:
 //   pages      seq_page_cost per heap page (as cost_seqscan; a parallel plan
@@ -162,30 +201,35 @@ double parallel_divisor(int workers) {
   return divisor;
 }
 
-void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, bool quals_compiled, int ops,
-               bool gpu, int workers) {
+void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, const QualSplit& q, int ops,
+               bool gpu, int workers, bool recheck) {
   const double divisor = workers > 0 ? parallel_divisor(workers) : 1.0;
   Cost startup = seq_page_cost * rel->pages;
   Cost cpu = cpu_tuple_cost * rel->tuples;
   double per_row_ops = gpu ? 0.02 * ops : 0.5 * ops;
   cpu += cpu_operator_cost * per_row_ops * rel->tuples;
-  if (!quals_compiled) {
-    QualCost qc;
-    cost_qual_eval(&qc, rel->baserestrictinfo, root);
-    startup += qc.startup;
-    cpu += qc.per_tuple * rel->tuples;
-  }
+  QualCost qc{0, 0};
+  if (q.other != NIL) cost_qual_eval(&qc, q.other, root);
+  startup += qc.startup;
+  if (!recheck) cpu += qc.per_tuple * rel->tuples;
   if (gpu) startup += gknn_topk_gpu_setup_cost + (workers > 0 ? gknn_topk_gpu_worker_setup_cost : 0);
   double rows = k < 0 ? rel->rows / divisor : Min(k, rel->rows / divisor);
   Cost fetch = rows * (cpu_tuple_cost + seq_page_cost * 0.1);
+  if (recheck) {
+    // every candidate is fetched and rechecked (more rounds, when the
+    // estimate was too high, are not priced)
+    const double fetched = Min(double(topk_overfetch(int64(k), q.other_selectivity)), rel->tuples);
+    fetch = fetched * (cpu_tuple_cost + seq_page_cost * 0.1 + qc.per_tuple);
+  }
   p->path.rows = clamp_row_est(rows);
   p->path.startup_cost = startup + cpu / divisor + fetch;
   p->path.total_cost = p->path.startup_cost + rows * cpu_tuple_cost;
 }
 
 // workers > 0: a partial path (parallel aware, for a Gather Merge).
-CustomPath* make_topk_path(RelOptInfo* rel, PathTarget* target, List* pathkeys, bool quals_compiled,
-                           int workers) {
+// custom_private: (partial, recheck, the other quals' selectivity).
+CustomPath* make_topk_path(RelOptInfo* rel, PathTarget* target, List* pathkeys, int workers, bool recheck,
+                           double other_selectivity) {
   CustomPath* p = makeNode(CustomPath);
   p->path.pathtype = T_CustomScan;
   p->path.parent = rel;
@@ -197,7 +241,10 @@ CustomPath* make_topk_path(RelOptInfo* rel, PathTarget* target, List* pathkeys, 
   p->path.pathkeys = pathkeys;
   p->flags = 0;
   p->methods = &path_methods;
-  p->custom_private = list_make2(makeInteger(quals_compiled), makeInteger(workers > 0));
+  // The selectivity travels as a String: a Float node that prints like an
+  // integer ("1") would be read back as an Integer in parallel workers.
+  p->custom_private = list_make3(makeInteger(workers > 0), makeInteger(recheck),
+                                 makeString(psprintf("%.17g", other_selectivity)));
   return p;
 }
 
@@ -209,7 +256,7 @@ CustomPath* make_topk_path(RelOptInfo* rel, PathTarget* target, List* pathkeys, 
 // volatile functions in the target list (PostgreSQL postpones them above
 // its Sort; here each participant would compute them for its k rows).
 void add_partial_topk_path(PlannerInfo* root, RelOptInfo* rel, RelOptInfo* final_rel, FinalPathExtraData* fx,
-                           double k, bool quals_compiled, int ops) {
+                           double k, const QualSplit& quals, int ops) {
   Query* q = root->parse;
   PathTarget* target = root->upper_targets[UPPERREL_FINAL];
   if (!rel->consider_parallel || max_parallel_workers_per_gather <= 0 ||
@@ -219,10 +266,10 @@ void add_partial_topk_path(PlannerInfo* root, RelOptInfo* rel, RelOptInfo* final
     return;
   const int workers = compute_parallel_worker(rel, rel->pages, -1, max_parallel_workers_per_gather);
   if (workers <= 0) return;
-  CustomPath* p = make_topk_path(rel, target, root->sort_pathkeys, quals_compiled, workers);
+  CustomPath* p = make_topk_path(rel, target, root->sort_pathkeys, workers, false, 1.0);
   const bool gpu =
       gknn_device_mode != GKNN_DEVICE_CPU && gknn_topk_parallel_device == GKNN_TOPK_PARALLEL_SAME;
-  cost_topk(root, rel, p, k, quals_compiled, ops, gpu, workers);
+  cost_topk(root, rel, p, k, quals, ops, gpu, workers, false);
   double rows = p->path.rows * parallel_divisor(workers);
   GatherMergePath* gm =
       create_gather_merge_path(root, rel, &p->path, target, root->sort_pathkeys, nullptr, &rows);
@@ -260,18 +307,22 @@ void add_topk_path(PlannerInfo* root, RelOptInfo* final_rel, FinalPathExtraData*
         !topk_compile_key(&em, te->expr, desc, s->nulls_first))
       return;
   }
-  List* quals = actual_quals(rel);
-  bool quals_compiled =
-      !contain_volatile_functions(reinterpret_cast<Node*>(quals)) && topk_compile_quals(&em, quals);
+  const QualSplit quals = split_quals(root, rel, &em);
   List* checks = NIL;
   if (!tlist_checks(root, rel->relid, root->processed_tlist, &checks)) return;
 
   const int ops = em.ncode + 2;
-  CustomPath* p =
-      make_topk_path(rel, root->upper_targets[UPPERREL_FINAL], root->sort_pathkeys, quals_compiled, 0);
-  cost_topk(root, rel, p, k, quals_compiled, ops, gknn_device_mode != GKNN_DEVICE_CPU, 0);
+  const bool gpu = gknn_device_mode != GKNN_DEVICE_CPU;
+  PathTarget* target = root->upper_targets[UPPERREL_FINAL];
+  CustomPath* p = make_topk_path(rel, target, root->sort_pathkeys, 0, false, quals.other_selectivity);
+  cost_topk(root, rel, p, k, quals, ops, gpu, 0, false);
   add_path(final_rel, &p->path);
-  add_partial_topk_path(root, rel, final_rel, fx, k, quals_compiled, ops);
+  if (quals.recheckable && topk_overfetch(int64(k), quals.other_selectivity) <= gknn_max_k) {
+    p = make_topk_path(rel, target, root->sort_pathkeys, 0, true, quals.other_selectivity);
+    cost_topk(root, rel, p, k, quals, ops, gpu, 0, true);
+    add_path(final_rel, &p->path);
+  }
+  add_partial_topk_path(root, rel, final_rel, fx, k, quals, ops);
 }
 
 void upper_paths_hook(PlannerInfo* root, UpperRelationKind stage, RelOptInfo* input_rel,
@@ -281,10 +332,12 @@ void upper_paths_hook(PlannerInfo* root, UpperRelationKind stage, RelOptInfo* in
   add_topk_path(root, output_rel, static_cast<FinalPathExtraData*>(extra));
 }
 
-// custom_exprs: quals, then ORDER BY expressions, then checks, then LIMIT
-// and OFFSET (a NULL Const when absent). custom_private: counts and flags
-// (quals compiled; partial: a participant of a parallel plan, which returns
-// its best LIMIT + OFFSET rows and leaves OFFSET to the Limit above).
+// custom_exprs: compiled quals, ORDER BY expressions, checks, LIMIT and
+// OFFSET (a NULL Const when absent), then the quals PostgreSQL evaluates.
+// custom_private: the counts of those lists, then the path's flags
+// (partial: a participant of a parallel plan, which returns its best
+// LIMIT + OFFSET rows and leaves OFFSET to the Limit above; recheck: the
+// other quals are rechecked over candidates) and their selectivity.
 Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlist, List* clauses,
                 List* custom_plans) {
   (void)custom_plans;
@@ -295,10 +348,20 @@ Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlis
   cs->scan.scanrelid = rel->relid;
   cs->flags = path->flags;
   cs->methods = &gknn_topk_scan_methods;
-  List* quals = extract_actual_clauses(clauses, false);
+  // The same split as the path's (the quals are the path's restriction
+  // clauses, which are the relation's).
+  List* compiled = NIL;
+  List* other = NIL;
+  ListCell* lc;
+  foreach (lc, extract_actual_clauses(clauses, false)) {
+    Expr* e = static_cast<Expr*>(lfirst(lc));
+    if (!contain_volatile_functions(reinterpret_cast<Node*>(e)) && topk_expr_compiles(rel->relid, e))
+      compiled = lappend(compiled, e);
+    else
+      other = lappend(other, e);
+  }
   List* keys = NIL;
   List* dirs = NIL;
-  ListCell* lc;
   foreach (lc, q->sortClause) {
     SortGroupClause* s = static_cast<SortGroupClause*>(lfirst(lc));
     TargetEntry* te = get_sortgroupclause_tle(s, root->processed_tlist);
@@ -310,16 +373,16 @@ Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlis
   List* checks = NIL;
   tlist_checks(root, rel->relid, root->processed_tlist, &checks);
   Node* none = reinterpret_cast<Node*>(makeNullConst(INT8OID, -1, InvalidOid));
-  List* exprs = list_concat(list_copy(quals), keys);
+  List* exprs = list_concat(list_copy(compiled), keys);
   exprs = list_concat(exprs, list_copy(checks));
   exprs = lappend(exprs, q->limitCount ? static_cast<Node*>(copyObjectImpl(q->limitCount)) : none);
   exprs = lappend(exprs, q->limitOffset ? static_cast<Node*>(copyObjectImpl(q->limitOffset)) : none);
+  exprs = list_concat(exprs, list_copy(other));
   cs->custom_exprs = exprs;
-  cs->custom_private = list_make2(
-      list_make5(makeInteger(list_length(quals)), makeInteger(list_length(keys)),
-                 makeInteger(list_length(checks)), makeInteger(intVal(linitial(path->custom_private))),
-                 makeInteger(intVal(lsecond(path->custom_private)))),
-      dirs);
+  List* counts = list_make4(makeInteger(list_length(compiled)), makeInteger(list_length(keys)),
+                            makeInteger(list_length(checks)), makeInteger(list_length(other)));
+  counts = list_concat(counts, path->custom_private);  // partial, recheck, selectivity
+  cs->custom_private = list_make2(counts, dirs);
   return &cs->scan.plan;
 }
 

@@ -29,15 +29,17 @@ struct TopKShared {
 struct TopKScanState {
   CustomScanState css;
   // from the plan (custom_exprs / custom_private, see topk_planner.cpp)
-  List* quals;
+  List* quals;        // compiled: run in the program
+  List* other_quals;  // run in PostgreSQL: during the scan, or as a recheck
   List* keys;
   List* checks;
   List* dirs;  // per key: 1 = DESC, 2 = NULLS FIRST
   Expr* limit;
   Expr* offset;
-  bool quals_compiled;
-  bool partial;         // a participant of a parallel plan: no OFFSET (the Limit above applies it)
-  ExprState* residual;  // quals PostgreSQL evaluates during the scan (when they did not all compile)
+  bool partial;  // a participant of a parallel plan: no OFFSET (the Limit above applies it)
+  bool recheck;  // other_quals are rechecked over candidates, not run during the scan
+  double other_selectivity;
+  ExprState* residual;  // other_quals
   ExprState* limit_state;
   ExprState* offset_state;
   TupleTableSlot* fetch_slot;  // the table AM's slot, for fetches by TID
@@ -45,12 +47,20 @@ struct TopKScanState {
   gknn::expr::TopK* topk;  // freed by EndCustomScan or the memory context callback
   MemoryContextCallback free_cb;
   bool done;
-  uint64* row_ids;
+  uint64* row_ids;  // the current round's rows, best first
   int64 nrows, next;
+  // recheck: the current round's k, whether it came back full (more rows
+  // may follow), rows that passed so far (OFFSET included), and whether
+  // the last round filtered during the scan instead
+  int64 round_k, offset_rows, passed;
+  bool round_full, fallback;
+  int run_rounds;  // rounds of this run (rescans start again)
   // for EXPLAIN ANALYZE
   bool ran;
   int64 k;
   int64 heap_rows;
+  int rounds;                 // scans (a recheck may need more than one)
+  int64 rechecked, removed;  // candidates rechecked, and those the recheck removed
   int device;  // -1: CPU
   gknn::expr::TopKStats stats;
   // parallel execution (null when the node runs alone)

@@ -16,10 +16,42 @@ SELECT id, e <-> '[1,1,1]' AS d FROM tk ORDER BY e <-> '[1,1,1]', id LIMIT 3 OFF
 SET enable_sort = off;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT id FROM tk WHERE b < 2 ORDER BY a NULLS FIRST, id DESC LIMIT 4;
--- a qual that does not compile runs in PostgreSQL during the scan
+-- a qual that does not compile is rechecked by PostgreSQL over candidates:
+-- the best rows by the compiled quals, fetched in order until k pass
 SET enable_sort = off;
 EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE s LIKE 'x1%' ORDER BY b, id LIMIT 3;
 SELECT id FROM tk WHERE s LIKE 'x1%' ORDER BY b, id LIMIT 3;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, VERBOSE)
+  SELECT id FROM tk WHERE a > 0 AND s LIKE 'x1%' ORDER BY b DESC, id LIMIT 4 OFFSET 1;
+SELECT id FROM tk WHERE a > 0 AND s LIKE 'x1%' ORDER BY b DESC, id LIMIT 4 OFFSET 1;
+SET gknn.enable_topk = off;
+SELECT id FROM tk WHERE a > 0 AND s LIKE 'x1%' ORDER BY b DESC, id LIMIT 4 OFFSET 1;
+RESET gknn.enable_topk;
+-- the planner thinks a third of the rows pass (a function's default
+-- selectivity), 1 in 10 or 1 in 97 does: the candidates run out, a second
+-- round takes 8 times as many (enough for 1 in 10), then a third filters
+-- during the scan; the answers are PostgreSQL's
+CREATE FUNCTION tk_every(i int, m int) RETURNS bool LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN i % m = 5; END';
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id FROM tk WHERE tk_every(id, 10) ORDER BY a, id LIMIT 5 OFFSET 2;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+  SELECT id FROM tk WHERE tk_every(id, 97) ORDER BY a, id LIMIT 5 OFFSET 2;
+CREATE TEMP TABLE tk_every_gpu AS
+  SELECT m, ARRAY(SELECT id FROM tk WHERE tk_every(id, m) ORDER BY a, id LIMIT 5 OFFSET 2) AS ids
+  FROM (VALUES (10), (97)) v(m);
+SET gknn.enable_topk = off;
+SELECT m, ids AS gknn, ids = ARRAY(SELECT id FROM tk WHERE tk_every(id, m) ORDER BY a, id LIMIT 5 OFFSET 2) AS same
+FROM tk_every_gpu ORDER BY m;
+RESET gknn.enable_topk;
+-- filtered during the scan instead: where fetching the candidates would
+-- cost more (LIMIT 1000 of 2000 rows), where they would exceed
+-- gknn.max_k, and for a volatile qual (PostgreSQL runs it on every row)
+EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE tk_every(id, 97) ORDER BY a, id LIMIT 1000;
+SET gknn.max_k = 50;
+EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE s LIKE 'x1%' ORDER BY b, id LIMIT 30;
+RESET gknn.max_k;
+EXPLAIN (COSTS OFF) SELECT id FROM tk WHERE a > 0 AND random() < 2 ORDER BY a, id LIMIT 3;
+DROP FUNCTION tk_every(int, int);
 -- sub-selects: an InitPlan's result and a correlated outer column are
 -- values like $n (the scan recompiles on every rescan); the answers equal
 -- PostgreSQL's own plan

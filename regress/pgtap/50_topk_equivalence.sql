@@ -4,6 +4,8 @@
 -- gknn.enable_topk on equal those with it off. Every ORDER BY ends with the
 -- unique id, so the order is total and the comparison exact; each case also
 -- asserts that the plan really was GpuTopK, so a case cannot pass vacuously.
+-- Some quals do not compile (PostgreSQL runs them: during the scan, or as a
+-- recheck of the over-fetched candidates).
 -- The parallel cases run on a plain (non-temporary) copy of the table with
 -- parallel plans forced, and assert Gather Merge over a partial GpuTopK.
 \set ON_ERROR_STOP 1
@@ -63,6 +65,9 @@ BEGIN
 END
 $f$;
 
+CREATE FUNCTION topk_keep(x int) RETURNS bool LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+  AS 'BEGIN RETURN x % 9 = 1; END';
+
 CREATE TEMP TABLE keys(k text);
 INSERT INTO keys VALUES ('i2'), ('i4'), ('i8'), ('f4'), ('f8'), ('bo'), ('d'), ('ts'),
   ('i4 * 3 + i2'), ('f8 * 0.5 + i4'), ('abs(f8)'), ('i8 % 1000'), ('CASE WHEN bo THEN i4 ELSE -i4 END'),
@@ -73,7 +78,12 @@ INSERT INTO keys VALUES ('i2'), ('i4'), ('i8'), ('f4'), ('f8'), ('bo'), ('d'), (
 CREATE TEMP TABLE quals(w text);
 INSERT INTO quals VALUES ('true'), ('i4 > 0'), ('f8 < 10 OR bo'), ('i2 BETWEEN -3 AND 4 AND f8 IS NOT NULL'),
   ('i4 IN (1, 2, 3, -5, NULL) OR i2 NOT IN (0, 1)'), ('NOT bo IS TRUE'), ('d < date ''2020-01-20'''),
-  ('f8 = ''NaN'' OR f8 = ''Infinity'''), ('i8 % 3 = 0'), ('v IS NULL'), ('i4 * 0.5 > i2 + 0.75');
+  ('f8 = ''NaN'' OR f8 = ''Infinity'''), ('i8 % 3 = 0'), ('v IS NULL'), ('i4 * 0.5 > i2 + 0.75'),
+  -- quals that do not compile: rechecked over candidates or filtered during
+  -- the scan, alone and beside compiled ones; topk_keep's true selectivity
+  -- (1 in 9) is far below the planner's default guess, so rechecks run out
+  -- of candidates and fetch more
+  ('i4::text LIKE ''1%'''), ('f8 > 0 AND i2::text <> ''3'''), ('topk_keep(i4)'), ('bo AND topk_keep(i2)');
 CREATE TEMP TABLE cases AS
 SELECT row_number() OVER () AS n,
        format('SELECT id, %s AS key FROM %s WHERE %s ORDER BY %s %s %s, id %s LIMIT %s',
