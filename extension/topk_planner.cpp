@@ -248,6 +248,21 @@ CustomPath* make_topk_path(RelOptInfo* rel, PathTarget* target, List* pathkeys, 
   return p;
 }
 
+// Participants for a parallel GpuTopK. PostgreSQL's rule
+// (compute_parallel_worker) grows with the logarithm of the table's size:
+// 4 workers for 550 MB. GpuTopK's participants are bound by scanning and
+// deforming their share of the heap, which divides evenly, so a large table
+// gets one participant per 4 x min_parallel_table_scan_size of heap, up to
+// max_parallel_workers_per_gather. A table's parallel_workers setting
+// still decides.
+int topk_workers(RelOptInfo* rel) {
+  const int by_log = compute_parallel_worker(rel, rel->pages, -1, max_parallel_workers_per_gather);
+  if (rel->rel_parallel_workers != -1 || by_log <= 0) return by_log;
+  const double share = 4.0 * Max(min_parallel_table_scan_size, 1);
+  const int by_size = int(Min(double(max_parallel_workers_per_gather), double(rel->pages) / share));
+  return Max(by_log, by_size);
+}
+
 // The parallel plan: Limit over Gather Merge (by the ORDER BY) over a
 // partial GpuTopK in every participant, each returning its own best
 // LIMIT + OFFSET rows in order; the Limit applies OFFSET and LIMIT. Only
@@ -264,7 +279,7 @@ void add_partial_topk_path(PlannerInfo* root, RelOptInfo* rel, RelOptInfo* final
       !is_parallel_safe(root, reinterpret_cast<Node*>(target->exprs)) ||
       !is_parallel_safe(root, q->limitCount) || !is_parallel_safe(root, q->limitOffset))
     return;
-  const int workers = compute_parallel_worker(rel, rel->pages, -1, max_parallel_workers_per_gather);
+  const int workers = topk_workers(rel);
   if (workers <= 0) return;
   CustomPath* p = make_topk_path(rel, target, root->sort_pathkeys, workers, false, 1.0);
   const bool gpu =
