@@ -91,10 +91,10 @@ RelOptInfo* single_base_rel(PlannerInfo* root) {
 
 bool query_shape_ok(Query* q) {
   return q->commandType == CMD_SELECT && !q->hasAggs && !q->hasWindowFuncs && !q->hasTargetSRFs &&
-         !q->hasForUpdate && q->rowMarks == NIL && q->groupClause == NIL &&
-         q->groupingSets == NIL && q->havingQual == nullptr && q->distinctClause == NIL &&
-         q->setOperations == nullptr && q->sortClause != NIL && q->limitCount != nullptr &&
-         q->limitOption == LIMIT_OPTION_COUNT && !q->hasModifyingCTE;
+         !q->hasForUpdate && q->rowMarks == NIL && q->groupClause == NIL && q->groupingSets == NIL &&
+         q->havingQual == nullptr && q->distinctClause == NIL && q->setOperations == nullptr &&
+         q->sortClause != NIL && q->limitCount != nullptr && q->limitOption == LIMIT_OPTION_COUNT &&
+         !q->hasModifyingCTE;
 }
 
 // LIMIT and OFFSET: computable before the scan (constants, parameters).
@@ -143,19 +143,23 @@ struct QualSplit {
   bool recheckable = false;
 };
 
+// Whether one qual runs in the program (plan_topk splits by this too).
+bool qual_compiles(Index relid, Expr* e) {
+  return !contain_volatile_functions(reinterpret_cast<Node*>(e)) && topk_expr_compiles(relid, e);
+}
+
 QualSplit split_quals(PlannerInfo* root, RelOptInfo* rel, TopKEmitter* em) {
   QualSplit q;
   ListCell* lc;
   foreach (lc, actual_quals(rel)) {
     Expr* e = static_cast<Expr*>(lfirst(lc));
-    const bool compiles =
-        !contain_volatile_functions(reinterpret_cast<Node*>(e)) && topk_expr_compiles(rel->relid, e);
-    if (compiles)
+    if (qual_compiles(rel->relid, e))
       q.compiled = lappend(q.compiled, e);
     else
       q.other = lappend(q.other, e);
   }
-  if (!topk_compile_quals(em, q.compiled)) elog(ERROR, "GpuTopK: quals that compile one by one do not compile");
+  if (!topk_compile_quals(em, q.compiled))
+    elog(ERROR, "GpuTopK: quals that compile one by one do not compile");
   if (q.other != NIL) {
     q.other_selectivity = clauselist_selectivity(root, q.other, rel->relid, JOIN_INNER, nullptr);
     q.recheckable = !contain_volatile_functions(reinterpret_cast<Node*>(q.other));
@@ -370,7 +374,7 @@ Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlis
   ListCell* lc;
   foreach (lc, extract_actual_clauses(clauses, false)) {
     Expr* e = static_cast<Expr*>(lfirst(lc));
-    if (!contain_volatile_functions(reinterpret_cast<Node*>(e)) && topk_expr_compiles(rel->relid, e))
+    if (qual_compiles(rel->relid, e))
       compiled = lappend(compiled, e);
     else
       other = lappend(other, e);

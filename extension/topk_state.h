@@ -59,9 +59,9 @@ struct TopKScanState {
   bool ran;
   int64 k;
   int64 heap_rows;
-  int rounds;                 // scans (a recheck may need more than one)
+  int rounds;                // scans (a recheck may need more than one)
   int64 rechecked, removed;  // candidates rechecked, and those the recheck removed
-  int device;  // -1: CPU
+  int device;                // -1: CPU
   gknn::expr::TopKStats stats;
   // parallel execution (null when the node runs alone)
   TopKShared* shared;
