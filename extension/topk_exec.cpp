@@ -345,7 +345,6 @@ void run_round(TopKScanState* s, int64 k, bool filter) {
   s->row_ids = ids;
   s->nrows = n;
   s->round_k = k;
-  s->round_full = n == k;
   if (s->shared && IsParallelWorker() && ParallelWorkerNumber < s->shared->nworkers) {
     TopKWorkerStats* w = &s->shared->workers[ParallelWorkerNumber];  // this worker's slot: no lock
     w->ran = true;
@@ -388,7 +387,7 @@ void run_topk(TopKScanState* s) {
 // A recheck's candidates ran out: the next round, or false when no rows
 // are left.
 bool next_round(TopKScanState* s) {
-  if (!s->recheck || s->fallback || !s->round_full) return false;
+  if (!s->recheck || s->fallback || s->nrows < s->round_k) return false;
   const int64 checked = s->nrows;
   if (s->run_rounds == 1 && s->round_k <= max_candidates() / 8) {
     run_round(s, s->round_k * 8, false);

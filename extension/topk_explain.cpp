@@ -2,8 +2,9 @@
 // on the device; Filter: PostgreSQL during the scan; Recheck Filter:
 // PostgreSQL over the fetched candidates), the ORDER BY keys, and with
 // ANALYZE the device, k, rows scanned and passing, batches, bytes moved,
-// GPU time, and a recheck's rounds and candidates. In a parallel plan the lines are the leader's own (as Sort
-// reports its method), followed by one line (text) or group per worker.
+// GPU time, and a recheck's rounds and candidates. In a parallel plan the
+// lines are the leader's own (as Sort reports its method), followed by one
+// line (text) or group per worker.
 #include "topk_state.h"
 
 extern "C" {

@@ -143,21 +143,25 @@ struct QualSplit {
   bool recheckable = false;
 };
 
-// Whether one qual runs in the program (plan_topk splits by this too).
-bool qual_compiles(Index relid, Expr* e) {
-  return !contain_volatile_functions(reinterpret_cast<Node*>(e)) && topk_expr_compiles(relid, e);
+// `quals` in their order, into those that run in the program (not
+// volatile, and they compile) and the others. The path and the plan split
+// by this one rule.
+void split_by_compiling(Index relid, List* quals, List** compiled, List** other) {
+  ListCell* lc;
+  foreach (lc, quals) {
+    Expr* e = static_cast<Expr*>(lfirst(lc));
+    const bool compiles =
+        !contain_volatile_functions(reinterpret_cast<Node*>(e)) && topk_expr_compiles(relid, e);
+    if (compiles)
+      *compiled = lappend(*compiled, e);
+    else
+      *other = lappend(*other, e);
+  }
 }
 
 QualSplit split_quals(PlannerInfo* root, RelOptInfo* rel, TopKEmitter* em) {
   QualSplit q;
-  ListCell* lc;
-  foreach (lc, actual_quals(rel)) {
-    Expr* e = static_cast<Expr*>(lfirst(lc));
-    if (qual_compiles(rel->relid, e))
-      q.compiled = lappend(q.compiled, e);
-    else
-      q.other = lappend(q.other, e);
-  }
+  split_by_compiling(rel->relid, actual_quals(rel), &q.compiled, &q.other);
   if (!topk_compile_quals(em, q.compiled))
     elog(ERROR, "GpuTopK: quals that compile one by one do not compile");
   if (q.other != NIL) {
@@ -371,16 +375,10 @@ Plan* plan_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* path, List* tlis
   // clauses, which are the relation's).
   List* compiled = NIL;
   List* other = NIL;
-  ListCell* lc;
-  foreach (lc, extract_actual_clauses(clauses, false)) {
-    Expr* e = static_cast<Expr*>(lfirst(lc));
-    if (qual_compiles(rel->relid, e))
-      compiled = lappend(compiled, e);
-    else
-      other = lappend(other, e);
-  }
+  split_by_compiling(rel->relid, extract_actual_clauses(clauses, false), &compiled, &other);
   List* keys = NIL;
   List* dirs = NIL;
+  ListCell* lc;
   foreach (lc, q->sortClause) {
     SortGroupClause* s = static_cast<SortGroupClause*>(lfirst(lc));
     TargetEntry* te = get_sortgroupclause_tle(s, root->processed_tlist);

@@ -49,11 +49,11 @@ struct TopKScanState {
   bool done;
   uint64* row_ids;  // the current round's rows, best first
   int64 nrows, next;
-  // recheck: the current round's k, whether it came back full (more rows
-  // may follow), rows that passed so far (OFFSET included), and whether
-  // the last round filtered during the scan instead
+  // recheck: the current round's k (it came back full, so more rows may
+  // follow, when nrows == round_k), rows that passed so far (OFFSET
+  // included), and whether the last round filtered during the scan instead
   int64 round_k, offset_rows, passed;
-  bool round_full, fallback;
+  bool fallback;
   int run_rounds;  // rounds of this run (rescans start again)
   // for EXPLAIN ANALYZE
   bool ran;
