@@ -270,7 +270,7 @@ void encode_gpu(const Quantizer& q, const float* x, std::int64_t n, int device, 
   GKNN_CUDA(cudaMemcpy(codebooks.get(), q.codebooks.data(), sizeof(float) * q.codebooks.size(),
                        cudaMemcpyHostToDevice));
   const std::int64_t batch = std::min({n, kBatchRows, std::max<std::int64_t>(1, kBatchFloats / p.dim)});
-  const DeviceAssign assign(AssignPath::Auto);
+  DeviceAssign assign(AssignPath::Auto);
   Slot slots[2] = {Slot(batch, p), Slot(batch, p)};
 
   // Batch b runs in slot b % 2: while the GPU works on one, the host hands

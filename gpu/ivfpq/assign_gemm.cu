@@ -169,9 +169,17 @@ void nearest_gemm_gpu(const Gemm& gemm, int slot, const Groups& s, const float* 
       const std::int64_t rows = std::min(tile, s.n - r0);
       const float* xg = x + r0 * s.ld + std::int64_t(g) * s.dim;
       gemm.run(slot, stream, cg, s.k, s.dim, xg, int(rows), int(s.ld), s.dim, dots.get(), s.k);
-      CertifyArgs a{dots.get(),        rows, xg,    s.ld, cg,     cn2.get() + std::int64_t(g) * s.k,
-                    max_cn2.get() + g, s.k,  s.dim, b,    nullptr};
-      a.out = out + std::int64_t(g) * s.n + r0;
+      const CertifyArgs a{dots.get(),
+                          rows,
+                          xg,
+                          s.ld,
+                          cg,
+                          cn2.get() + std::int64_t(g) * s.k,
+                          max_cn2.get() + g,
+                          s.k,
+                          s.dim,
+                          b,
+                          out + std::int64_t(g) * s.n + r0};
       certify_kernel<<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kRowsPerBlock * 32, 0, stream>>>(
           a);
       GKNN_CUDA(cudaGetLastError());
@@ -179,20 +187,22 @@ void nearest_gemm_gpu(const Gemm& gemm, int slot, const Groups& s, const float* 
   }
 }
 
+// Forced, the GEMM must be there from the start; Auto loads cuBLAS (a large
+// library) only once a call would take the GEMM.
 DeviceAssign::DeviceAssign(AssignPath path) : path_(path) {
-  if (path == AssignPath::Direct) return;
+  if (path != AssignPath::Gemm) return;
   const char* why = "";
   const Cublas* blas = load_cublas(&why);
-  if (blas)
-    gemm_ = std::make_unique<Gemm>(blas, GemmPrecision::Fp32);
-  else if (path == AssignPath::Gemm)
-    throw Error(ErrorCode::NoDevice, std::string("GEMM assignment: ") + why);
+  if (!blas) throw Error(ErrorCode::NoDevice, std::string("GEMM assignment: ") + why);
+  gemm_ = std::make_unique<Gemm>(blas, GemmPrecision::Fp32);
 }
 
 DeviceAssign::~DeviceAssign() = default;
 
 void DeviceAssign::nearest(const Groups& s, const float* x, const float* centroids, std::int32_t* out,
-                           cudaStream_t stream, int slot) const {
+                           cudaStream_t stream, int slot) {
+  if (path_ == AssignPath::Auto && !gemm_ && gemm_pays(s))
+    if (const Cublas* blas = load_cublas()) gemm_ = std::make_unique<Gemm>(blas, GemmPrecision::Fp32);
   const bool gemm = gemm_ && s.k > 0 && (path_ == AssignPath::Gemm || gemm_pays(s));
   if (gemm)
     nearest_gemm_gpu(*gemm_, slot, s, x, centroids, out, stream);

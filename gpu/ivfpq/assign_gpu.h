@@ -28,14 +28,14 @@ void nearest_gemm_gpu(const Gemm& gemm, int slot, const Groups& s, const float* 
                       std::int32_t* out, cudaStream_t stream);
 
 // The assignment on the current device, by `path`: Auto takes the GEMM
-// where it pays (gemm_pays) and cuBLAS loads, else the direct kernel; Gemm
-// without cuBLAS is Error(NoDevice).
+// where it pays (gemm_pays) and cuBLAS loads (loading it at the first such
+// call), else the direct kernel; Gemm without cuBLAS is Error(NoDevice).
 class DeviceAssign {
  public:
   explicit DeviceAssign(AssignPath path);
   ~DeviceAssign();
   void nearest(const Groups& s, const float* x, const float* centroids, std::int32_t* out,
-               cudaStream_t stream, int slot = 0) const;
+               cudaStream_t stream, int slot = 0);
 
  private:
   AssignPath path_;
