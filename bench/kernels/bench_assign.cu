@@ -63,10 +63,8 @@ double gemm_alone_ms(const std::vector<float>& x, const std::vector<float>& cent
                      gknn::GemmPrecision precision) {
   const std::int64_t width = std::int64_t(s.dim) * s.groups;
   const std::int64_t tile = std::min<std::int64_t>(s.n, std::max<std::int64_t>(1, (1 << 26) / s.k));
-  float *dx, *dc, *dots;
-  GKNN_CUDA(cudaMalloc(&dx, sizeof(float) * x.size()));
-  GKNN_CUDA(cudaMalloc(&dc, sizeof(float) * cents.size()));
-  GKNN_CUDA(cudaMalloc(&dots, sizeof(float) * tile * s.k));
+  const gknn::DeviceBuffer<float> d_x(x.size()), d_c(cents.size()), d_dots(tile * s.k);
+  float *dx = d_x.get(), *dc = d_c.get(), *dots = d_dots.get();
   GKNN_CUDA(cudaMemcpy(dx, x.data(), sizeof(float) * x.size(), cudaMemcpyHostToDevice));
   GKNN_CUDA(cudaMemcpy(dc, cents.data(), sizeof(float) * cents.size(), cudaMemcpyHostToDevice));
   const gknn::Gemm gemm(gknn::load_cublas(), precision);
@@ -81,7 +79,6 @@ double gemm_alone_ms(const std::vector<float>& x, const std::vector<float>& cent
     GKNN_CUDA(cudaDeviceSynchronize());
     if (r) best = std::min(best, std::chrono::duration<double, std::milli>(Clock::now() - t).count());
   }
-  cudaFree(dx), cudaFree(dc), cudaFree(dots);
   return best;
 }
 
