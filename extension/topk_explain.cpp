@@ -45,6 +45,10 @@ void show_run(TopKScanState* s, ExplainState* es) {
     ExplainPropertyInteger("Bytes To Device", "bytes", s->stats.bytes_to_device, es);
     if (es->timing) ExplainPropertyFloat("GPU Time", "ms", s->stats.device_ms, 3, es);
   }
+  if (es->timing) {
+    ExplainPropertyFloat("Scan Time", "ms", s->times.scan_ms, 3, es);
+    ExplainPropertyFloat("Rank Time", "ms", s->times.rank_ms, 3, es);
+  }
   if (s->recheck) {
     ExplainPropertyInteger("Scans", nullptr, s->rounds, es);
     ExplainPropertyInteger("Candidates Rechecked", nullptr, s->rechecked, es);
@@ -65,6 +69,8 @@ void show_worker(int n, const TopKWorkerStats& w, ExplainState* es) {
                        (w.stats.bytes_to_device + 1023) / 1024);
       if (es->timing) appendStringInfo(es->str, "  GPU Time: %.3f ms", w.stats.device_ms);
     }
+    if (es->timing)
+      appendStringInfo(es->str, "  Scan Time: %.3f ms  Rank Time: %.3f ms", w.times.scan_ms, w.times.rank_ms);
     appendStringInfoChar(es->str, '\n');
     return;
   }
@@ -77,6 +83,10 @@ void show_worker(int n, const TopKWorkerStats& w, ExplainState* es) {
   if (w.device >= 0) {
     ExplainPropertyInteger("Bytes To Device", "bytes", w.stats.bytes_to_device, es);
     if (es->timing) ExplainPropertyFloat("GPU Time", "ms", w.stats.device_ms, 3, es);
+  }
+  if (es->timing) {
+    ExplainPropertyFloat("Scan Time", "ms", w.times.scan_ms, 3, es);
+    ExplainPropertyFloat("Rank Time", "ms", w.times.rank_ms, 3, es);
   }
   ExplainCloseGroup("Worker", nullptr, true, es);
 }

@@ -10,12 +10,22 @@ extern "C" {
 #include "storage/dsm.h"
 }
 
+// Where a GpuTopK's time went, in wall-clock ms of the backend: in the core
+// (rank: set-up, the CPU interpreter and top-k, or GPU launches and waits,
+// the final merge) and the rest of its scans (the heap scan, visibility,
+// deforming into the core's batches, the quals that run in PostgreSQL).
+struct TopKTimes {
+  double scan_ms;
+  double rank_ms;
+};
+
 // What one participant of a parallel GpuTopK did, for EXPLAIN ANALYZE.
 struct TopKWorkerStats {
   bool ran;
   int device;  // -1: CPU
   int64 heap_rows;
   gknn::expr::TopKStats stats;
+  TopKTimes times;
 };
 
 // The parallel plan's shared memory (the CustomScan's DSM chunk): one stats
@@ -54,7 +64,8 @@ struct TopKScanState {
   // included), and whether the last round filtered during the scan instead
   int64 round_k, offset_rows, passed;
   bool fallback;
-  int run_rounds;  // rounds of this run (rescans start again)
+  int run_rounds;        // rounds of this run (rescans start again)
+  double round_rank_ms;  // the current round's time in the core
   // for EXPLAIN ANALYZE
   bool ran;
   int64 k;
@@ -63,6 +74,7 @@ struct TopKScanState {
   int64 rechecked, removed;  // candidates rechecked, and those the recheck removed
   int device;                // -1: CPU
   gknn::expr::TopKStats stats;
+  TopKTimes times;
   // parallel execution (null when the node runs alone)
   TopKShared* shared;
   ParallelTableScanDesc pscan;

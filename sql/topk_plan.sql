@@ -16,6 +16,16 @@ SELECT id, e <-> '[1,1,1]' AS d FROM tk ORDER BY e <-> '[1,1,1]', id LIMIT 3 OFF
 SET enable_sort = off;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT id FROM tk WHERE b < 2 ORDER BY a NULLS FIRST, id DESC LIMIT 4;
+-- with TIMING, where the time went: the scan (heap, deform) and the ranking
+CREATE FUNCTION tk_times(q text) RETURNS TABLE (key text, ok bool) LANGUAGE plpgsql AS $$
+DECLARE p jsonb;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO p;
+  p := jsonb_path_query_first(p, 'strict $.**?(@."Custom Plan Provider" == "GpuTopK")');
+  RETURN QUERY SELECT k, (p->>k)::float8 >= 0 FROM unnest(ARRAY['Scan Time', 'Rank Time']) k;
+END $$;
+SELECT * FROM tk_times('SELECT id FROM tk WHERE b < 2 ORDER BY a NULLS FIRST, id DESC LIMIT 4');
+DROP FUNCTION tk_times(text);
 -- a qual that does not compile is rechecked by PostgreSQL over candidates:
 -- the best rows by the compiled quals, fetched in order until k pass
 SET enable_sort = off;
