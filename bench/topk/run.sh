@@ -10,7 +10,8 @@
 #
 # Environment: GKNN_DEVICE (auto), REPS (3, the median is reported),
 # VEC_ROWS (1000000; 0: no vector search), VEC_DIM (128), KEEP=1 keeps the
-# tables between runs (a later run with KEEP=1 reuses them),
+# tables between runs (a later run with KEEP=1 reuses them), LOAD_ONLY=1
+# makes the tweets tables and stops,
 # GKNN_WORKERS (the host's cores): max_parallel_workers_per_gather on gknn's
 # side, CONFIGS (default "auto serial parallel parallel-cpu"): which gknn configurations
 # each query is timed under, beside PostgreSQL's own plan:
@@ -157,6 +158,12 @@ row() {  # label, query, table, floor query
     "$(cut -f2 <<<"$a")" "$(cut -f1 <<<"$a")" "$(cut -f1 <<<"$f")" "$(python3 -c "print($best / 5)")" "$cells" | tee -a "$out"
   printf '%s' "$notes" >>"$breakdown"
 }
+
+if [ "${LOAD_ONLY:-0}" = 1 ]; then
+  for n in "${ROWS[@]}"; do make_tweets "$n"; done
+  q -c "SELECT relname, pg_size_pretty(pg_relation_size(oid)), reltuples FROM pg_class WHERE relname LIKE 'tweets_%'"
+  exit 0
+fi
 
 breakdown=$(mktemp)
 trap 'rm -f "$breakdown"' EXIT
