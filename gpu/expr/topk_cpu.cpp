@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "expr/batch_layout.h"
+#include "expr/resident_store.h"
 #include "expr/row_key.cuh"
 #include "expr/selected_order.h"
 #include "gknn/error.h"
@@ -34,26 +35,17 @@ class CpuTopK final : public TopK {
 
   bool push(EvalError& error) override {
     if (failed_.kind != ErrorKind::None) return fail(error);
-    Selected w;
-    w.nlimbs = plan_.key_limbs + 1;
-    for (std::int64_t r = 0; r < batch_.n; ++r) {
-      bool passed = false;
-      std::int32_t detail[2] = {0, 0};
-      ErrorKind e = eval_row(view_, plan_, batch_, r, passed, w.limbs, detail);
-      if (e != ErrorKind::None) {
-        failed_.kind = e;
-        failed_.row_id = batch_.row_ids[r];
-        failed_.detail[0] = detail[0];
-        failed_.detail[1] = detail[1];
-        return fail(error);
-      }
-      if (passed) {
-        ++stats_.rows_passed;
-        offer(w);
-      }
-    }
-    stats_.rows_scanned += batch_.n;
-    ++stats_.batches;
+    if (keep_ && !keep_->add(storage_.data(), batch_.capacity, batch_.n, nullptr)) keep_.reset();
+    return rank(batch_, error);
+  }
+
+  void keep_start(std::size_t max_bytes) override { keep_.reset(new ResidentStore(columns_, -1, max_bytes)); }
+  ResidentBatches* keep_stop() override { return keep_.release(); }
+
+  bool push_resident(const ResidentBatches& r, EvalError& error) override {
+    const ResidentStore& store = checked_store(r, -1, columns_);
+    for (const BatchView& b : store.views())
+      if (failed_.kind != ErrorKind::None || !rank(b, error)) return fail(error);
     return true;
   }
 
@@ -72,6 +64,30 @@ class CpuTopK final : public TopK {
   bool fail(EvalError& error) {
     error = failed_;
     return false;
+  }
+
+  bool rank(const BatchView& b, EvalError& error) {
+    Selected w;
+    w.nlimbs = plan_.key_limbs + 1;
+    for (std::int64_t r = 0; r < b.n; ++r) {
+      bool passed = false;
+      std::int32_t detail[2] = {0, 0};
+      ErrorKind e = eval_row(view_, plan_, b, r, passed, w.limbs, detail);
+      if (e != ErrorKind::None) {
+        failed_.kind = e;
+        failed_.row_id = b.row_ids[r];
+        failed_.detail[0] = detail[0];
+        failed_.detail[1] = detail[1];
+        return fail(error);
+      }
+      if (passed) {
+        ++stats_.rows_passed;
+        offer(w);
+      }
+    }
+    stats_.rows_scanned += b.n;
+    ++stats_.batches;
+    return true;
   }
 
   // heap_ is a max-heap: its front is the worst row kept.
@@ -97,6 +113,7 @@ class CpuTopK final : public TopK {
   std::vector<Selected> heap_;
   TopKStats stats_;
   EvalError failed_;
+  std::unique_ptr<ResidentStore> keep_;
 };
 
 }  // namespace

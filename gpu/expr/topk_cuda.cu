@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "expr/batch_layout.h"
+#include "expr/resident_store.h"
 #include "expr/row_key.cuh"
 #include "expr/selected_order.h"
 #include "gknn/error.h"
@@ -124,6 +125,8 @@ class GpuTopK final : public TopK {
     unsigned long long* counters_host = nullptr;  // pinned
     std::int64_t take = 0;
     bool pending = false;
+    std::int64_t n = 0;                   // rows of the batch in flight
+    const BatchView* resident = nullptr;  // its device view when kept, not copied
   };
 
  public:
@@ -133,6 +136,7 @@ class GpuTopK final : public TopK {
 
   // Allocates everything; on a throw the destructor frees what was taken.
   void init(int device) {
+    device_ = device;
     validate(program_, columns_);
     GKNN_CUDA(cudaSetDevice(device));
     plan_ = row_plan(program_);
@@ -188,7 +192,30 @@ class GpuTopK final : public TopK {
     Slot& s = slots_[next_];
     next_ = 1 - next_;
     if (failed_.kind != ErrorKind::None) return fail(error);
-    launch(s);
+    launch(s, nullptr);
+    if (keep_ && !keep_->add(s.device, capacity_, s.hview.n, s.stream)) keep_.reset();
+    return true;
+  }
+
+  void keep_start(std::size_t max_bytes) override {
+    keep_.reset(new ResidentStore(columns_, device_, max_bytes));
+  }
+  ResidentBatches* keep_stop() override {
+    // Its copies were queued on the slots' streams.
+    for (Slot& s : slots_) GKNN_CUDA(cudaStreamSynchronize(s.stream));
+    return keep_.release();
+  }
+
+  bool push_resident(const ResidentBatches& r, EvalError& error) override {
+    const ResidentStore& store = checked_store(r, device_, columns_);
+    for (const BatchView& b : store.views()) {
+      if (b.n > capacity_) throw Error(ErrorCode::InvalidArgument, "top-k: resident batch over capacity");
+      Slot& s = slots_[next_];
+      complete(s);
+      next_ = 1 - next_;
+      if (failed_.kind != ErrorKind::None) return fail(error);
+      launch(s, &b);
+    }
     return true;
   }
 
@@ -224,16 +251,23 @@ class GpuTopK final : public TopK {
     view_ = ProgramView{d_code_, d_consts_, d_const_nulls_, d_vectors_};
   }
 
-  void launch(Slot& s) {
-    const std::int64_t n = s.hview.n;
+  // Ranks the slot's batch (copied from its pinned host batch) or, given
+  // `resident`, a kept batch already on the device.
+  void launch(Slot& s, const BatchView* resident) {
+    const std::int64_t n = resident ? resident->n : s.hview.n;
+    s.n = n;
+    s.resident = resident;
     s.dview.n = n;
     GKNN_CUDA(cudaEventRecord(s.start, s.stream));
-    std::int64_t bytes = 0;
-    for_each_filled(columns_, capacity_, n, [&](std::size_t at, std::size_t len) {
-      if (len) GKNN_CUDA(cudaMemcpyAsync(s.device + at, s.host + at, len, cudaMemcpyHostToDevice, s.stream));
-      bytes += static_cast<std::int64_t>(len);
-    });
-    stats_.bytes_to_device += bytes;
+    if (!resident) {
+      std::int64_t bytes = 0;
+      for_each_filled(columns_, capacity_, n, [&](std::size_t at, std::size_t len) {
+        if (len)
+          GKNN_CUDA(cudaMemcpyAsync(s.device + at, s.host + at, len, cudaMemcpyHostToDevice, s.stream));
+        bytes += static_cast<std::int64_t>(len);
+      });
+      stats_.bytes_to_device += bytes;
+    }
     const unsigned long long init[2] = {~0ull, 0};
     s.counters_host[0] = init[0];
     s.counters_host[1] = init[1];
@@ -242,8 +276,9 @@ class GpuTopK final : public TopK {
     if (n > 0) {
       // Every row is evaluated even for k = 0 (as on the CPU): the counts and
       // the errors a row raises must not depend on k.
-      select::bitonic_topk<Word, true>(RowLoader<Word>{view_, plan_, s.dview, s.counters}, n,
-                                       std::max<std::int64_t>(k_, 1), s.top, s.scratch, s.stream);
+      select::bitonic_topk<Word, true>(
+          RowLoader<Word>{view_, plan_, resident ? *resident : s.dview, s.counters}, n,
+          std::max<std::int64_t>(k_, 1), s.top, s.scratch, s.stream);
       if (s.take > 0)
         GKNN_CUDA(
             cudaMemcpyAsync(s.top_host, s.top, s.take * sizeof(Word), cudaMemcpyDeviceToHost, s.stream));
@@ -261,7 +296,7 @@ class GpuTopK final : public TopK {
     float ms = 0;
     GKNN_CUDA(cudaEventElapsedTime(&ms, s.start, s.stop));
     stats_.device_ms += ms;
-    stats_.rows_scanned += s.hview.n;
+    stats_.rows_scanned += s.n;
     ++stats_.batches;
     if (failed_.kind != ErrorKind::None) return;
     if (s.counters_host[0] != ~0ull) return explain_error(s, static_cast<std::int64_t>(s.counters_host[0]));
@@ -273,13 +308,36 @@ class GpuTopK final : public TopK {
     bool passed = false;
     Selected w;
     std::int32_t detail[2] = {0, 0};
-    ErrorKind e = eval_row_cpu(program_, s.hview, row, passed, w, detail);
+    // A kept batch has no host copy: its one row comes back.
+    std::vector<unsigned char> one;
+    BatchView host = s.hview;
+    if (s.resident) {
+      one.resize(batch_bytes(columns_, 1));
+      layout_batch(host, columns_, 1, one.data());
+      host.n = 1;
+      copy_row_to_host(*s.resident, row, host);
+      row = 0;
+    }
+    ErrorKind e = eval_row_cpu(program_, host, row, passed, w, detail);
     if (e == ErrorKind::None)
       throw Error(ErrorCode::DeviceFault, "GpuTopK: a row raised on the GPU but not on the CPU");
     failed_.kind = e;
-    failed_.row_id = s.hview.row_ids[row];
+    failed_.row_id = host.row_ids[row];
     failed_.detail[0] = detail[0];
     failed_.detail[1] = detail[1];
+  }
+
+  void copy_row_to_host(const BatchView& d, std::int64_t row, BatchView& h) {
+    auto get = [&](void* to, const void* from, std::size_t bytes) {
+      GKNN_CUDA(cudaMemcpy(to, static_cast<const unsigned char*>(from) + row * bytes, bytes,
+                           cudaMemcpyDeviceToHost));
+    };
+    get(h.row_ids, d.row_ids, sizeof(std::uint64_t));
+    for (int c = 0; c < d.columns; ++c) {
+      get(h.column[c].data, d.column[c].data, value_bytes(columns_[c]));
+      get(h.column[c].nulls, d.column[c].nulls, 1);
+      if (columns_[c].type == Type::Vector) get(h.column[c].dims, d.column[c].dims, sizeof(std::int32_t));
+    }
   }
 
   void merge(Slot& s) {
@@ -305,6 +363,8 @@ class GpuTopK final : public TopK {
   float* d_vectors_ = nullptr;
   Slot slots_[2];
   int next_ = 0;
+  int device_ = 0;
+  std::unique_ptr<ResidentStore> keep_;
   std::vector<Selected> running_;
   TopKStats stats_;
   EvalError failed_;

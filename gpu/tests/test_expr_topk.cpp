@@ -224,5 +224,126 @@ TEST(ExprTopKGpu, GpuReportsTheCpuError) {
   EXPECT_EQ(eg.row_id, ec.row_id);
 }
 
+// Kept batches ranked again by a new TopK (the table cache's path) give the
+// rows of pushing them again: a third of the batches kept, the rest pushed
+// alongside, and a store over its byte limit given up.
+void check_resident(int device) {
+  auto make = [&](const Program& p, std::int64_t k) {
+    return std::unique_ptr<TopK>(device >= 0 ? make_topk_gpu(p, kColumns, 4000, k, device)
+                                             : make_topk_cpu(p, kColumns, 4000, k));
+  };
+  for (int variant = 0; variant < 4; ++variant)
+    for (std::int64_t k : {1, 10, 500}) {
+      SCOPED_TRACE(::testing::Message() << "device " << device << " variant " << variant << " k " << k);
+      Program p = make_program(variant, variant & 1, variant & 2, false);
+      const std::uint64_t seed = 3000 + variant;
+      std::unique_ptr<TopK> first = make(p, k);
+      first->keep_start(std::size_t(1) << 30);
+      std::mt19937_64 rng(seed);
+      EvalError err;
+      for (int i = 0; i < 6; ++i) {
+        if (i == 2) {
+          std::unique_ptr<ResidentBatches> none(first->keep_stop());  // an empty store still comes back
+        }
+        if (i == 4) first->keep_start(std::size_t(1) << 30);
+        BatchView& b = first->next_batch();
+        fill(b, 4000 - i * 7, i * 4000, rng);
+        ASSERT_TRUE(first->push(err));
+      }
+      ASSERT_TRUE(first->finish(err));
+      std::unique_ptr<ResidentBatches> kept(first->keep_stop());
+      ASSERT_TRUE(kept);
+      EXPECT_EQ(kept->rows(), (4000 - 28) + (4000 - 35));
+      EXPECT_EQ(kept->device(), device);
+      // batches 0-3 pushed again, 4-5 from the store
+      std::unique_ptr<TopK> again = make(p, k);
+      std::mt19937_64 rng2(seed);
+      for (int i = 0; i < 4; ++i) {
+        BatchView& b = again->next_batch();
+        fill(b, 4000 - i * 7, i * 4000, rng2);
+        ASSERT_TRUE(again->push(err));
+      }
+      ASSERT_TRUE(again->push_resident(*kept, err));
+      ASSERT_TRUE(again->finish(err));
+      expect_same(again->result(), first->result());
+      EXPECT_EQ(again->stats().rows_scanned, first->stats().rows_scanned);
+      EXPECT_EQ(again->stats().rows_passed, first->stats().rows_passed);
+      // a store over its limit is given up
+      std::unique_ptr<TopK> small = make(p, k);
+      small->keep_start(batch_bytes(kColumns, 4000));
+      for (int i = 0; i < 2; ++i) {
+        BatchView& b = small->next_batch();
+        fill(b, 4000, i * 4000, rng);
+        ASSERT_TRUE(small->push(err));
+      }
+      ASSERT_TRUE(small->finish(err));
+      EXPECT_EQ(small->keep_stop(), nullptr);
+    }
+}
+
+// An error in a kept batch names the same row as the CPU's.
+void check_resident_error(int device) {
+  Asm a;
+  SortKey k;
+  a.i(100).col(0, Type::I32).i(2).op(Op::Sub, Type::I32).op(Op::Div, Type::I32);
+  k.code.end = a.here();
+  k.type = Type::I32;
+  a.p.keys.push_back(k);
+  Program ok_program = make_program(1, false, false, false);
+  auto make = [&](const Program& p) {
+    return std::unique_ptr<TopK>(device >= 0 ? make_topk_gpu(p, kColumns, 3000, 10, device)
+                                             : make_topk_cpu(p, kColumns, 3000, 10));
+  };
+  std::unique_ptr<TopK> keeper = make(ok_program);
+  keeper->keep_start(std::size_t(1) << 30);
+  std::mt19937_64 rng(17);
+  EvalError err;
+  for (int i = 0; i < 2; ++i) {
+    BatchView& b = keeper->next_batch();
+    fill(b, 3000, i * 3000, rng);
+    ASSERT_TRUE(keeper->push(err));
+  }
+  ASSERT_TRUE(keeper->finish(err));
+  std::unique_ptr<ResidentBatches> kept(keeper->keep_stop());
+  ASSERT_TRUE(kept);
+  std::unique_ptr<TopK> cpu(make_topk_cpu(a.p, kColumns, 3000, 10));
+  std::mt19937_64 rng2(17);
+  EvalError ec, er;
+  bool ok = true;
+  for (int i = 0; i < 2 && ok; ++i) {
+    BatchView& b = cpu->next_batch();
+    fill(b, 3000, i * 3000, rng2);
+    ok = cpu->push(ec);
+  }
+  ASSERT_FALSE(ok && cpu->finish(ec));
+  std::unique_ptr<TopK> t = make(a.p);
+  ok = t->push_resident(*kept, er);
+  if (ok) ok = t->finish(er);
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(er.kind, ec.kind);
+  EXPECT_EQ(er.row_id, ec.row_id);
+  // another TopK's columns are refused
+  const std::vector<ColumnSpec> other = {{Type::I64, 0}};
+  Asm b;
+  SortKey k2;
+  b.col(0, Type::I64);
+  k2.code.end = b.here();
+  k2.type = Type::I64;
+  b.p.keys.push_back(k2);
+  std::unique_ptr<TopK> wrong(make_topk_cpu(b.p, other, 10, 1));
+  EXPECT_THROW(wrong->push_resident(*kept, er), Error);
+}
+
+TEST(ExprTopK, ResidentBatchesRankAsPushed) { check_resident(-1); }
+TEST(ExprTopK, ResidentBatchesReportTheFirstError) { check_resident_error(-1); }
+TEST(ExprTopKGpu, ResidentBatchesRankAsPushed) {
+  GKNN_NEED_GPU();
+  check_resident(0);
+}
+TEST(ExprTopKGpu, ResidentBatchesReportTheFirstError) {
+  GKNN_NEED_GPU();
+  check_resident_error(0);
+}
+
 }  // namespace
 }  // namespace gknn::test

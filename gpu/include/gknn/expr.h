@@ -16,6 +16,7 @@
 // compute for every row below its Sort).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -220,6 +221,18 @@ struct TopKStats {
   double device_ms = 0;  // GPU time (kernels and copies), 0 on the CPU
 };
 
+// Batches kept after ranking, for ranking again with no heap scan and no
+// copy (DESIGN.md stage 5: GpuTopK's columnar table cache). They live where
+// the TopK that kept them runs (device memory for the GPU, host memory for
+// the CPU), each compacted to its rows, in push order.
+class ResidentBatches {
+ public:
+  virtual ~ResidentBatches() = default;
+  virtual std::int64_t rows() const = 0;
+  virtual std::size_t bytes() const = 0;
+  virtual int device() const = 0;  // -1: host memory
+};
+
 // Keeps the k best rows of every batch pushed so far. Implementations: CPU
 // (the interpreter per row, a bounded heap) and GPU (upload, fused top-k
 // kernel, merge on the host). Both give the same rows in the same order.
@@ -242,6 +255,15 @@ class TopK {
   virtual std::vector<Selected> result() = 0;
   virtual const TopKStats& stats() const = 0;
   virtual bool on_gpu() const = 0;
+  // Every batch pushed from now on is also copied into a store, until
+  // keep_stop() hands it over (the caller owns it; it may outlive this
+  // TopK). A store that would pass max_bytes, or find no device memory, is
+  // given up: keep_stop() returns null.
+  virtual void keep_start(std::size_t max_bytes) = 0;
+  virtual ResidentBatches* keep_stop() = 0;
+  // Ranks every batch of a store kept by a TopK of the same columns and
+  // device, as if they were pushed in their order.
+  virtual bool push_resident(const ResidentBatches& r, EvalError& error) = 0;
 };
 
 // `program` is validated and copied. k >= 0 (k rows are kept); batches hold
