@@ -20,6 +20,7 @@ OBJS = \
 	extension/topk_compile.o \
 	extension/topk_planner.o \
 	extension/topk_exec.o \
+	extension/topk_cache.o \
 	extension/topk_explain.o \
 	extension/ivfpq_handler.o \
 	extension/ivfpq_options.o \

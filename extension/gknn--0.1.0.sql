@@ -208,6 +208,14 @@ CREATE FUNCTION @extschema@.gknn_devices(
 CREATE FUNCTION @extschema@.gknn_current_device()
   RETURNS pg_catalog.text AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
+-- GpuTopK's table cache (per backend; gknn.topk_cache_mb) --------------------
+CREATE FUNCTION @extschema@.gknn_topk_cache(
+    OUT relation pg_catalog.oid, OUT columns pg_catalog.int2[], OUT device pg_catalog.text,
+    OUT cached_rows pg_catalog.int8, OUT cached_pages pg_catalog.int8, OUT bytes pg_catalog.int8)
+  RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+CREATE FUNCTION @extschema@.gknn_topk_cache_reset()
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
 -- gpu_ivfpq index access method ---------------------------------------------
 -- CREATE INDEX ON t USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 100, m = 16);
 -- An access method has no schema; its handler and operator classes live in

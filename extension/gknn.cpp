@@ -7,6 +7,7 @@
 #include "ivfpq.h"
 #include "pg.h"
 #include "topk.h"
+#include "topk_cache.h"
 
 extern "C" {
 #include "utils/guc.h"
@@ -60,6 +61,12 @@ void _PG_init(void) {
                            "uses the CPU interpreter (no GPU setup per worker).",
                            &gknn_topk_parallel_device, GKNN_TOPK_PARALLEL_CPU, parallel_device_options,
                            PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("gknn.topk_cache_mb", "Size of GpuTopK's table cache in this backend (0: off).",
+                          "A serial GpuTopK whose quals all compile keeps the ranked columns of the table's "
+                          "all-visible pages where it ranks them (GPU or host memory) and checks those pages "
+                          "instead of scanning them in later queries.",
+                          &gknn_topk_cache_mb, 0, 0, INT_MAX / 2, PGC_USERSET, GUC_UNIT_MB, nullptr, nullptr,
+                          nullptr);
   gknn_topk_register();
   gknn_ivfpq_register();
   // Last: reserving the prefix drops every placeholder not defined by now,

@@ -24,13 +24,16 @@
 
 #include "core_call.h"
 #include "device.h"
+#include "topk_cache.h"
 #include "topk_state.h"
 #include "vector.h"
 
 extern "C" {
+#include "access/heapam.h"
 #include "access/parallel.h"
 #include "access/tableam.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "portability/instr_time.h"
 #include "utils/date.h"
 #include "utils/memutils.h"
@@ -266,40 +269,156 @@ void push_batch(TopKScanState* s) {
   if (!ok) raise_eval_error(err);
 }
 
-// filter: run the other quals on each row before it is deformed.
-void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter) {
+AttrNumber max_attno(const TopKEmitter* em) {
+  AttrNumber n = 0;
+  for (int c = 0; c < em->ncolumns; ++c) n = Max(n, em->attnos[c]);
+  return n;
+}
+
+// One row of the slot into the current batch; a full batch is pushed.
+void add_row(TopKScanState* s, const TopKEmitter* em, TupleTableSlot* slot, AttrNumber natts,
+             gknn::expr::BatchView*& b) {
+  ExprContext* ec = s->css.ss.ps.ps_ExprContext;
+  slot_getsomeattrs(slot, natts);
+  MemoryContext old = MemoryContextSwitchTo(ec->ecxt_per_tuple_memory);
+  deform_row(em, slot, b, b->n++);
+  MemoryContextSwitchTo(old);
+  if (b->n == b->capacity) {
+    push_batch(s);
+    CHECK_FOR_INTERRUPTS();
+    rank_call(s, [&] { b = &s->topk->next_batch(); });
+  }
+}
+
+// The heap scan under the query's snapshot. filter: run the other quals on
+// each row before it is deformed. skip: blocks [0, nskip) whose cached flag
+// is set are not read (the table cache has their rows).
+void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const bool* skip = nullptr,
+               BlockNumber nskip = 0) {
   EState* estate = s->css.ss.ps.state;
   Relation rel = s->css.ss.ss_currentRelation;
   ExprContext* ec = s->css.ss.ps.ps_ExprContext;
-  AttrNumber max_attno = 0;
-  for (int c = 0; c < em->ncolumns; ++c) max_attno = Max(max_attno, em->attnos[c]);
+  const AttrNumber natts = max_attno(em);
   TupleTableSlot* slot = table_slot_create(rel, nullptr);
   // A parallel plan's participant takes blocks from the shared scan; run
   // alone (no DSM: parallel mode was not available), it scans everything.
+  // Block ranges (beside the cache) need a heap scan without sync scans.
   TableScanDesc scan = s->pscan ? table_beginscan_parallel(rel, s->pscan)
+                       : skip   ? table_beginscan_strat(rel, estate->es_snapshot, 0, nullptr, true, false)
                                 : table_beginscan(rel, estate->es_snapshot, 0, nullptr);
+  const BlockNumber nblocks = skip ? reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks : 0;
+  BlockNumber next = 0;
   gknn::expr::BatchView* b = nullptr;
   rank_call(s, [&] { b = &s->topk->next_batch(); });
-  while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
-    ++s->heap_rows;
-    ResetExprContext(ec);
-    if (filter && s->residual) {
-      ec->ecxt_scantuple = slot;
-      if (!ExecQual(s->residual, ec)) continue;
+  for (;;) {
+    if (skip) {  // the next range of blocks the cache does not have
+      while (next < nblocks && next < nskip && skip[next]) ++next;
+      if (next >= nblocks) break;
+      BlockNumber end = next + 1;
+      while (end < nblocks && !(end < nskip && skip[end])) ++end;
+      table_rescan(scan, nullptr);
+      heap_setscanlimits(scan, next, end - next);
+      next = end;
     }
-    slot_getsomeattrs(slot, max_attno);
-    MemoryContext old = MemoryContextSwitchTo(ec->ecxt_per_tuple_memory);
-    deform_row(em, slot, b, b->n++);
-    MemoryContextSwitchTo(old);
-    if (b->n == b->capacity) {
-      push_batch(s);
-      CHECK_FOR_INTERRUPTS();
-      rank_call(s, [&] { b = &s->topk->next_batch(); });
+    while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
+      ++s->heap_rows;
+      ResetExprContext(ec);
+      if (filter && s->residual) {
+        ec->ecxt_scantuple = slot;
+        if (!ExecQual(s->residual, ec)) continue;
+      }
+      add_row(s, em, slot, natts, b);
     }
+    if (!skip) break;
   }
   if (b->n > 0) push_batch(s);
   table_endscan(scan);
   ExecDropSingleTupleTableSlot(slot);
+}
+
+// A cache build: every all-visible page, copied with its LSN under the
+// buffer's share lock, into batches the TopK keeps; cached[b] says which.
+void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nblocks, XLogRecPtr* lsn,
+                      bool* cached) {
+  Relation rel = s->css.ss.ss_currentRelation;
+  ExprContext* ec = s->css.ss.ps.ps_ExprContext;
+  const AttrNumber natts = max_attno(em);
+  TupleTableSlot* slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
+  BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+  PGAlignedBlock copy;
+  gknn::expr::BatchView* b = nullptr;
+  rank_call(s, [&] { b = &s->topk->next_batch(); });
+  for (BlockNumber blk = 0; blk < nblocks; ++blk) {
+    if ((blk & 255) == 0) CHECK_FOR_INTERRUPTS();
+    Buffer buf = ReadBufferExtended(rel, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buf);
+    cached[blk] = PageIsAllVisible(page);
+    lsn[blk] = cached[blk] ? PageGetLSN(page) : InvalidXLogRecPtr;
+    if (cached[blk]) memcpy(copy.data, page, BLCKSZ);
+    UnlockReleaseBuffer(buf);
+    if (!cached[blk]) continue;
+    Page p = copy.data;
+    const OffsetNumber maxoff = PageGetMaxOffsetNumber(p);
+    for (OffsetNumber off = FirstOffsetNumber; off <= maxoff; off = OffsetNumberNext(off)) {
+      ItemId lp = PageGetItemId(p, off);
+      if (!ItemIdIsNormal(lp)) continue;
+      HeapTupleData tup;
+      tup.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(p, lp));
+      tup.t_len = ItemIdGetLength(lp);
+      tup.t_tableOid = RelationGetRelid(rel);
+      ItemPointerSet(&tup.t_self, blk, off);
+      ++s->heap_rows;
+      ResetExprContext(ec);
+      ExecStoreHeapTuple(&tup, slot, false);
+      add_row(s, em, slot, natts, b);
+      ExecClearTuple(slot);
+    }
+  }
+  if (b->n > 0) push_batch(s);
+  FreeAccessStrategy(strategy);
+  ExecDropSingleTupleTableSlot(slot);
+}
+
+// The scan with the table cache: the kept rows ranked where they are and
+// the pages the cache does not have scanned; or, with no valid entry, a
+// build (all-visible pages kept, then the rest scanned).
+void scan_with_cache(TopKScanState* s, const TopKEmitter* em, int device) {
+  Relation rel = s->css.ss.ss_currentRelation;
+  TopKCacheEntry* e = topk_cache_lookup(rel, em, device);
+  BlockNumber nblocks;
+  bool* cached;
+  if (e) {
+    s->cache = TOPK_CACHE_HIT;
+    s->cached_rows += topk_cache_rows(e);
+    gknn::expr::EvalError err;
+    bool ok = true;
+    rank_call(s, [&] { ok = s->topk->push_resident(*topk_cache_store(e), err); });
+    if (!ok) raise_eval_error(err);
+    nblocks = RelationGetNumberOfBlocks(rel);
+    cached = static_cast<bool*>(palloc_extended(Max(nblocks, BlockNumber(1)), MCXT_ALLOC_HUGE));
+    for (BlockNumber b = 0; b < nblocks; ++b) cached[b] = topk_cache_block_cached(e, b);
+  } else {
+    const Size room = topk_cache_make_room(rel, em, device);
+    nblocks = RelationGetNumberOfBlocks(rel);
+    XLogRecPtr* lsn = static_cast<XLogRecPtr*>(
+        palloc_extended(sizeof(XLogRecPtr) * Max(nblocks, BlockNumber(1)), MCXT_ALLOC_HUGE));
+    cached = static_cast<bool*>(palloc_extended(Max(nblocks, BlockNumber(1)), MCXT_ALLOC_HUGE));
+    rank_call(s, [&] { s->topk->keep_start(room); });
+    read_all_visible(s, em, nblocks, lsn, cached);
+    gknn::expr::ResidentBatches* store = nullptr;
+    int64 kept = 0;
+    rank_call(s, [&] {
+      store = s->topk->keep_stop();
+      kept = store ? store->rows() : 0;
+    });
+    s->cache = store ? TOPK_CACHE_BUILT : TOPK_CACHE_TOO_LARGE;
+    s->cached_rows += kept;
+    if (store) topk_cache_add(rel, em, device, nblocks, lsn, store);
+    pfree(lsn);
+  }
+  scan_heap(s, em, false, cached, nblocks);
+  pfree(cached);
 }
 
 void add_stats(gknn::expr::TopKStats* to, const gknn::expr::TopKStats& from) {
@@ -340,7 +459,14 @@ void run_round(TopKScanState* s, int64 k, bool filter) {
                           : gknn::expr::make_topk_cpu(p, cols, cap_cpu, k);
   });
   s->device = device;
-  scan_heap(s, &em, filter);
+  s->cache = TOPK_CACHE_UNUSED;
+  if (gknn_topk_cache_mb == 0) topk_cache_reset();  // turned off: its memory goes
+  // The table cache: a serial scan whose quals all run in the program.
+  if (!s->partial && s->other_quals == NIL &&
+      topk_cache_usable(s->css.ss.ss_currentRelation, s->css.ss.ps.state->es_snapshot))
+    scan_with_cache(s, &em, device);
+  else
+    scan_heap(s, &em, filter);
   gknn::expr::EvalError err;
   bool ok = true;
   int64 n = 0;

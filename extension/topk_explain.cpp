@@ -45,6 +45,11 @@ void show_run(TopKScanState* s, ExplainState* es) {
     ExplainPropertyInteger("Bytes To Device", "bytes", s->stats.bytes_to_device, es);
     if (es->timing) ExplainPropertyFloat("GPU Time", "ms", s->stats.device_ms, 3, es);
   }
+  if (s->cache != TOPK_CACHE_UNUSED) {
+    static const char* const use[] = {"", "hit", "built", "too large"};
+    ExplainPropertyText("Table Cache", use[s->cache], es);
+    ExplainPropertyInteger("Cached Rows", nullptr, s->cached_rows, es);
+  }
   if (es->timing) {
     ExplainPropertyFloat("Scan Time", "ms", s->times.scan_ms, 3, es);
     ExplainPropertyFloat("Rank Time", "ms", s->times.rank_ms, 3, es);

@@ -25,9 +25,11 @@
 
 #include "device.h"
 #include "topk.h"
+#include "topk_cache.h"
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "utils/syscache.h"
@@ -210,10 +212,11 @@ double parallel_divisor(int workers) {
 }
 
 void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, const QualSplit& q, int ops,
-               bool gpu, int workers, bool recheck) {
+               bool gpu, int workers, bool recheck, bool cached = false) {
   const double divisor = workers > 0 ? parallel_divisor(workers) : 1.0;
   Cost startup = seq_page_cost * rel->pages;
-  Cost cpu = cpu_tuple_cost * rel->tuples;
+  // With the table cache, a page check instead of every row's scan and deform.
+  Cost cpu = cached ? cpu_operator_cost * rel->pages : cpu_tuple_cost * rel->tuples;
   double per_row_ops = gpu ? 0.02 * ops : 0.5 * ops;
   cpu += cpu_operator_cost * per_row_ops * rel->tuples;
   QualCost qc{0, 0};
@@ -232,6 +235,21 @@ void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, cons
   p->path.rows = clamp_row_est(rows);
   p->path.startup_cost = startup + cpu / divisor + fetch;
   p->path.total_cost = p->path.startup_cost + rows * cpu_tuple_cost;
+}
+
+// Whether a serial GpuTopK over rel would use the table cache
+// (topk_cache.cpp): the GUC on, every qual compiled, a permanent heap table,
+// not SERIALIZABLE. The first query of a backend builds the cache (a scan);
+// the cost is that of the queries after it, as for an index image.
+bool cache_applies(PlannerInfo* root, RelOptInfo* rel, const QualSplit& q) {
+  if (gknn_topk_cache_mb <= 0 || q.other != NIL || IsolationIsSerializable()) return false;
+  HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(planner_rt_fetch(rel->relid, root)->relid));
+  if (!HeapTupleIsValid(tup)) return false;
+  const Form_pg_class c = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup));
+  const bool ok = c->relkind == RELKIND_RELATION && c->relam == HEAP_TABLE_AM_OID &&
+                  c->relpersistence == RELPERSISTENCE_PERMANENT;
+  ReleaseSysCache(tup);
+  return ok;
 }
 
 // workers > 0: a partial path (parallel aware, for a Gather Merge).
@@ -338,7 +356,7 @@ void add_topk_path(PlannerInfo* root, RelOptInfo* final_rel, FinalPathExtraData*
   const bool gpu = gknn_device_mode != GKNN_DEVICE_CPU;
   PathTarget* target = root->upper_targets[UPPERREL_FINAL];
   CustomPath* p = make_topk_path(rel, target, root->sort_pathkeys, 0, false, quals.other_selectivity);
-  cost_topk(root, rel, p, k, quals, ops, gpu, 0, false);
+  cost_topk(root, rel, p, k, quals, ops, gpu, 0, false, cache_applies(root, rel, quals));
   add_path(final_rel, &p->path);
   if (quals.recheckable && topk_overfetch(int64(k), quals.other_selectivity) <= gknn_max_k) {
     p = make_topk_path(rel, target, root->sort_pathkeys, 0, true, quals.other_selectivity);

@@ -36,6 +36,9 @@ struct TopKShared {
   TopKWorkerStats workers[FLEXIBLE_ARRAY_MEMBER];
 };
 
+// What the table cache did in a node's last scan (topk_cache.cpp).
+enum TopKCacheUse { TOPK_CACHE_UNUSED, TOPK_CACHE_HIT, TOPK_CACHE_BUILT, TOPK_CACHE_TOO_LARGE };
+
 struct TopKScanState {
   CustomScanState css;
   // from the plan (custom_exprs / custom_private, see topk_planner.cpp)
@@ -75,6 +78,8 @@ struct TopKScanState {
   int device;                // -1: CPU
   gknn::expr::TopKStats stats;
   TopKTimes times;
+  TopKCacheUse cache;  // the last scan's
+  int64 cached_rows;   // rows it ranked from the cache (or kept, when built)
   // parallel execution (null when the node runs alone)
   TopKShared* shared;
   ParallelTableScanDesc pscan;
