@@ -1,6 +1,7 @@
 -- GpuTopK's table cache: built from the all-visible pages, hit while they
 -- are unchanged, rebuilt after a change; every answer equals PostgreSQL's.
 -- (gknn.device as the run sets it: the GPU's device memory on a GPU host)
+LOAD 'gknn';  -- its planner hook (a server may not preload it)
 SET gknn.topk_min_rows = 0;
 SET max_parallel_workers_per_gather = 0;
 SET enable_sort = off;
