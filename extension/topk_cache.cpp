@@ -52,6 +52,7 @@ struct TopKCacheEntry {
   gknn::expr::ColumnSpec columns[gknn::expr::kMaxColumns];
   BlockNumber nblocks;  // the table's length when built
   XLogRecPtr* lsn;      // per block; InvalidXLogRecPtr: not cached (scanned every time)
+  Buffer* recent;       // per block: the buffer it was last seen in (ReadRecentBuffer skips the lookup)
   gknn::expr::ResidentBatches* store;
   int64 rows;
   Size bytes;
@@ -72,6 +73,7 @@ void drop(int i) {
   if (!e) return;
   gknn_pg::core_call([&] { delete e->store; });
   pfree(e->lsn);
+  pfree(e->recent);
   pfree(e);
 }
 
@@ -99,7 +101,11 @@ bool pages_unchanged(Relation rel, const TopKCacheEntry* e) {
   for (BlockNumber b = 0; b < e->nblocks && same; ++b) {
     if (e->lsn[b] == InvalidXLogRecPtr) continue;
     if ((b & 1023) == 0) CHECK_FOR_INTERRUPTS();
-    Buffer buf = ReadBufferExtended(rel, MAIN_FORKNUM, b, RBM_NORMAL, strategy);
+    Buffer buf = e->recent[b];
+    if (!BufferIsValid(buf) || !ReadRecentBuffer(rel->rd_node, MAIN_FORKNUM, b, buf)) {
+      buf = ReadBufferExtended(rel, MAIN_FORKNUM, b, RBM_NORMAL, strategy);
+      e->recent[b] = buf;
+    }
     LockBuffer(buf, BUFFER_LOCK_SHARE);
     Page page = BufferGetPage(buf);
     same = PageIsAllVisible(page) && PageGetLSN(page) == e->lsn[b];
@@ -171,12 +177,17 @@ void topk_cache_add(Relation rel, const TopKEmitter* em, int device, BlockNumber
   XLogRecPtr* kept = static_cast<XLogRecPtr*>(
       MemoryContextAllocExtended(TopMemoryContext, sizeof(XLogRecPtr) * Max(nblocks, BlockNumber(1)),
                                  MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
+  Buffer* recent = kept ? static_cast<Buffer*>(MemoryContextAllocExtended(
+                              TopMemoryContext, sizeof(Buffer) * Max(nblocks, BlockNumber(1)),
+                              MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM | MCXT_ALLOC_ZERO))
+                        : nullptr;
   TopKCacheEntry* e =
-      kept ? static_cast<TopKCacheEntry*>(MemoryContextAllocExtended(TopMemoryContext, sizeof(TopKCacheEntry),
-                                                                     MCXT_ALLOC_ZERO | MCXT_ALLOC_NO_OOM))
-           : nullptr;
+      recent ? static_cast<TopKCacheEntry*>(MemoryContextAllocExtended(
+                   TopMemoryContext, sizeof(TopKCacheEntry), MCXT_ALLOC_ZERO | MCXT_ALLOC_NO_OOM))
+             : nullptr;
   if (!e) {
     if (kept) pfree(kept);
+    if (recent) pfree(recent);
     gknn_pg::core_call([&] { delete store; });
     return;
   }
@@ -200,6 +211,7 @@ void topk_cache_add(Relation rel, const TopKEmitter* em, int device, BlockNumber
   }
   e->nblocks = nblocks;
   e->lsn = kept;
+  e->recent = recent;  // InvalidBuffer (0): the first check looks each page up
   e->store = store;
   gknn_pg::core_call([&] {
     e->rows = store->rows();

@@ -279,6 +279,7 @@ AttrNumber max_attno(const TopKEmitter* em) {
 void add_row(TopKScanState* s, const TopKEmitter* em, TupleTableSlot* slot, AttrNumber natts,
              gknn::expr::BatchView*& b) {
   ExprContext* ec = s->css.ss.ps.ps_ExprContext;
+  if (!b) rank_call(s, [&] { b = &s->topk->next_batch(); });  // on the first row: a cache hit may need none
   slot_getsomeattrs(slot, natts);
   MemoryContext old = MemoryContextSwitchTo(ec->ecxt_per_tuple_memory);
   deform_row(em, slot, b, b->n++);
@@ -309,7 +310,6 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const bool*
   const BlockNumber nblocks = skip ? reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks : 0;
   BlockNumber next = 0;
   gknn::expr::BatchView* b = nullptr;
-  rank_call(s, [&] { b = &s->topk->next_batch(); });
   for (;;) {
     if (skip) {  // the next range of blocks the cache does not have
       while (next < nblocks && next < nskip && skip[next]) ++next;
@@ -331,7 +331,7 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const bool*
     }
     if (!skip) break;
   }
-  if (b->n > 0) push_batch(s);
+  if (b && b->n > 0) push_batch(s);
   table_endscan(scan);
   ExecDropSingleTupleTableSlot(slot);
 }
@@ -347,7 +347,6 @@ void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nbloc
   BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
   PGAlignedBlock copy;
   gknn::expr::BatchView* b = nullptr;
-  rank_call(s, [&] { b = &s->topk->next_batch(); });
   for (BlockNumber blk = 0; blk < nblocks; ++blk) {
     if ((blk & 255) == 0) CHECK_FOR_INTERRUPTS();
     Buffer buf = ReadBufferExtended(rel, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
@@ -375,7 +374,7 @@ void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nbloc
       ExecClearTuple(slot);
     }
   }
-  if (b->n > 0) push_batch(s);
+  if (b && b->n > 0) push_batch(s);
   FreeAccessStrategy(strategy);
   ExecDropSingleTupleTableSlot(slot);
 }

@@ -141,16 +141,11 @@ class GpuTopK final : public TopK {
     GKNN_CUDA(cudaSetDevice(device));
     plan_ = row_plan(program_);
     upload_program();
-    const std::size_t bytes = batch_bytes(columns_, capacity_);
     const std::int64_t kk = std::max<std::int64_t>(k_, 1);
     for (Slot& s : slots_) {
       GKNN_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
       GKNN_CUDA(cudaEventCreate(&s.start));
       GKNN_CUDA(cudaEventCreate(&s.stop));
-      GKNN_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.host), bytes, cudaHostAllocDefault));
-      s.device = device_alloc<unsigned char>(bytes);
-      layout_batch(s.hview, columns_, capacity_, s.host);
-      layout_batch(s.dview, columns_, capacity_, s.device);
       s.scratch = device_alloc<Word>(select::bitonic_scratch_words(capacity_, kk));
       s.top = device_alloc<Word>(kk);
       GKNN_CUDA(
@@ -184,6 +179,13 @@ class GpuTopK final : public TopK {
   BatchView& next_batch() override {
     Slot& s = slots_[next_];
     complete(s);
+    if (!s.host) {  // on first use: ranking only kept batches needs none
+      const std::size_t bytes = batch_bytes(columns_, capacity_);
+      GKNN_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.host), bytes, cudaHostAllocDefault));
+      s.device = device_alloc<unsigned char>(bytes);
+      layout_batch(s.hview, columns_, capacity_, s.host);
+      layout_batch(s.dview, columns_, capacity_, s.device);
+    }
     s.hview.n = 0;
     return s.hview;
   }
