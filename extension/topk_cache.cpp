@@ -86,6 +86,14 @@ bool same_columns(const TopKCacheEntry* e, const TopKEmitter* em) {
   return true;
 }
 
+// The least recently used entry's slot, -1 when there is none.
+int least_recent() {
+  int oldest = -1;
+  for (int i = 0; i < kMaxEntries; ++i)
+    if (entries[i] && (oldest < 0 || entries[i]->used < entries[oldest]->used)) oldest = i;
+  return oldest;
+}
+
 Size used_bytes() {
   Size n = 0;
   for (TopKCacheEntry* e : entries)
@@ -119,8 +127,7 @@ bool pages_unchanged(Relation rel, const TopKCacheEntry* e) {
 
 bool topk_cache_usable(Relation rel, Snapshot snapshot) {
   return gknn_topk_cache_mb > 0 && rel->rd_rel->relkind == RELKIND_RELATION &&
-         rel->rd_tableam == GetHeapamTableAmRoutine() && RelationNeedsWAL(rel) &&
-         rel->rd_rel->relpersistence == RELPERSISTENCE_PERMANENT && IsMVCCSnapshot(snapshot) &&
+         rel->rd_tableam == GetHeapamTableAmRoutine() && RelationNeedsWAL(rel) && IsMVCCSnapshot(snapshot) &&
          !snapshot->takenDuringRecovery && !RecoveryInProgress() && !IsolationIsSerializable();
 }
 
@@ -147,23 +154,17 @@ TopKCacheEntry* topk_cache_lookup(Relation rel, const TopKEmitter* em, int devic
 const gknn::expr::ResidentBatches* topk_cache_store(const TopKCacheEntry* e) { return e->store; }
 int64 topk_cache_rows(const TopKCacheEntry* e) { return e->rows; }
 
-bool topk_cache_block_cached(const TopKCacheEntry* e, BlockNumber b) {
-  return b < e->nblocks && e->lsn[b] != InvalidXLogRecPtr;
+const XLogRecPtr* topk_cache_lsns(const TopKCacheEntry* e, BlockNumber* nblocks) {
+  *nblocks = e->nblocks;
+  return e->lsn;
 }
 
-Size topk_cache_make_room(Relation rel, const TopKEmitter* em, int device) {
-  // This table's other entry of these columns is about to be replaced.
-  for (int i = 0; i < kMaxEntries; ++i)
-    if (entries[i] && entries[i]->relid == RelationGetRelid(rel) && entries[i]->device == device &&
-        same_columns(entries[i], em))
-      drop(i);
+Size topk_cache_make_room(void) {
   const Size limit = limit_bytes();
   Size used = used_bytes();
   // Least recently used first, until half the limit is free (or all is).
   while (used > limit / 2) {
-    int oldest = -1;
-    for (int i = 0; i < kMaxEntries; ++i)
-      if (entries[i] && (oldest < 0 || entries[i]->used < entries[oldest]->used)) oldest = i;
+    const int oldest = least_recent();
     if (oldest < 0) break;
     used -= entries[oldest]->bytes;
     drop(oldest);
@@ -196,9 +197,7 @@ void topk_cache_add(Relation rel, const TopKEmitter* em, int device, BlockNumber
   for (int i = 0; i < kMaxEntries && slot < 0; ++i)
     if (!entries[i]) slot = i;
   if (slot < 0) {  // full: the least recently used goes
-    slot = 0;
-    for (int i = 1; i < kMaxEntries; ++i)
-      if (entries[i]->used < entries[slot]->used) slot = i;
+    slot = least_recent();
     drop(slot);
   }
   e->relid = RelationGetRelid(rel);

@@ -21,11 +21,12 @@ bool topk_cache_usable(Relation rel, Snapshot snapshot);
 TopKCacheEntry* topk_cache_lookup(Relation rel, const TopKEmitter* em, int device);
 const gknn::expr::ResidentBatches* topk_cache_store(const TopKCacheEntry* e);
 int64 topk_cache_rows(const TopKCacheEntry* e);
-// Whether block b's rows are in the entry (else the heap scan reads them).
-bool topk_cache_block_cached(const TopKCacheEntry* e, BlockNumber b);
-// Before a build: drops the table's entry of these columns and the least
-// recently used ones; returns the bytes the new entry may take.
-Size topk_cache_make_room(Relation rel, const TopKEmitter* em, int device);
+// The entry's page LSNs for blocks [0, *nblocks): InvalidXLogRecPtr for a
+// page whose rows are not in it (the heap scan reads those).
+const XLogRecPtr* topk_cache_lsns(const TopKCacheEntry* e, BlockNumber* nblocks);
+// Before a build (after a lookup found no entry of its columns): drops the
+// least recently used entries; returns the bytes the new entry may take.
+Size topk_cache_make_room(void);
 // Registers a built entry: the pages' LSNs (InvalidXLogRecPtr: not cached)
 // are copied; the entry owns the store from now on (freed if out of memory).
 void topk_cache_add(Relation rel, const TopKEmitter* em, int device, BlockNumber nblocks,

@@ -292,10 +292,10 @@ void add_row(TopKScanState* s, const TopKEmitter* em, TupleTableSlot* slot, Attr
 }
 
 // The heap scan under the query's snapshot. filter: run the other quals on
-// each row before it is deformed. skip: blocks [0, nskip) whose cached flag
-// is set are not read (the table cache has their rows).
-void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const bool* skip = nullptr,
-               BlockNumber nskip = 0) {
+// each row before it is deformed. cached: the table cache's page LSNs for
+// blocks [0, ncached); those with one are not read (the cache has their rows).
+void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const XLogRecPtr* cached = nullptr,
+               BlockNumber ncached = 0) {
   EState* estate = s->css.ss.ps.state;
   Relation rel = s->css.ss.ss_currentRelation;
   ExprContext* ec = s->css.ss.ps.ps_ExprContext;
@@ -305,17 +305,18 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const bool*
   // alone (no DSM: parallel mode was not available), it scans everything.
   // Block ranges (beside the cache) need a heap scan without sync scans.
   TableScanDesc scan = s->pscan ? table_beginscan_parallel(rel, s->pscan)
-                       : skip   ? table_beginscan_strat(rel, estate->es_snapshot, 0, nullptr, true, false)
+                       : cached ? table_beginscan_strat(rel, estate->es_snapshot, 0, nullptr, true, false)
                                 : table_beginscan(rel, estate->es_snapshot, 0, nullptr);
-  const BlockNumber nblocks = skip ? reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks : 0;
+  const BlockNumber nblocks = cached ? reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks : 0;
+  auto skip = [&](BlockNumber b) { return b < ncached && cached[b] != InvalidXLogRecPtr; };
   BlockNumber next = 0;
   gknn::expr::BatchView* b = nullptr;
   for (;;) {
-    if (skip) {  // the next range of blocks the cache does not have
-      while (next < nblocks && next < nskip && skip[next]) ++next;
+    if (cached) {  // the next range of blocks the cache does not have
+      while (next < nblocks && skip(next)) ++next;
       if (next >= nblocks) break;
       BlockNumber end = next + 1;
-      while (end < nblocks && !(end < nskip && skip[end])) ++end;
+      while (end < nblocks && !skip(end)) ++end;
       table_rescan(scan, nullptr);
       heap_setscanlimits(scan, next, end - next);
       next = end;
@@ -329,7 +330,7 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const bool*
       }
       add_row(s, em, slot, natts, b);
     }
-    if (!skip) break;
+    if (!cached) break;
   }
   if (b && b->n > 0) push_batch(s);
   table_endscan(scan);
@@ -337,9 +338,9 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const bool*
 }
 
 // A cache build: every all-visible page, copied with its LSN under the
-// buffer's share lock, into batches the TopK keeps; cached[b] says which.
-void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nblocks, XLogRecPtr* lsn,
-                      bool* cached) {
+// buffer's share lock, into batches the TopK keeps; lsn[b] is
+// InvalidXLogRecPtr for the pages not kept.
+void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nblocks, XLogRecPtr* lsn) {
   Relation rel = s->css.ss.ss_currentRelation;
   ExprContext* ec = s->css.ss.ps.ps_ExprContext;
   const AttrNumber natts = max_attno(em);
@@ -352,11 +353,11 @@ void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nbloc
     Buffer buf = ReadBufferExtended(rel, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
     LockBuffer(buf, BUFFER_LOCK_SHARE);
     Page page = BufferGetPage(buf);
-    cached[blk] = PageIsAllVisible(page);
-    lsn[blk] = cached[blk] ? PageGetLSN(page) : InvalidXLogRecPtr;
-    if (cached[blk]) memcpy(copy.data, page, BLCKSZ);
+    const bool keep = PageIsAllVisible(page);
+    lsn[blk] = keep ? PageGetLSN(page) : InvalidXLogRecPtr;
+    if (keep) memcpy(copy.data, page, BLCKSZ);
     UnlockReleaseBuffer(buf);
-    if (!cached[blk]) continue;
+    if (!keep) continue;
     Page p = copy.data;
     const OffsetNumber maxoff = PageGetMaxOffsetNumber(p);
     for (OffsetNumber off = FirstOffsetNumber; off <= maxoff; off = OffsetNumberNext(off)) {
@@ -385,8 +386,6 @@ void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nbloc
 void scan_with_cache(TopKScanState* s, const TopKEmitter* em, int device) {
   Relation rel = s->css.ss.ss_currentRelation;
   TopKCacheEntry* e = topk_cache_lookup(rel, em, device);
-  BlockNumber nblocks;
-  bool* cached;
   if (e) {
     s->cache = TOPK_CACHE_HIT;
     s->cached_rows += topk_cache_rows(e);
@@ -394,30 +393,28 @@ void scan_with_cache(TopKScanState* s, const TopKEmitter* em, int device) {
     bool ok = true;
     rank_call(s, [&] { ok = s->topk->push_resident(*topk_cache_store(e), err); });
     if (!ok) raise_eval_error(err);
-    nblocks = RelationGetNumberOfBlocks(rel);
-    cached = static_cast<bool*>(palloc_extended(Max(nblocks, BlockNumber(1)), MCXT_ALLOC_HUGE));
-    for (BlockNumber b = 0; b < nblocks; ++b) cached[b] = topk_cache_block_cached(e, b);
-  } else {
-    const Size room = topk_cache_make_room(rel, em, device);
-    nblocks = RelationGetNumberOfBlocks(rel);
-    XLogRecPtr* lsn = static_cast<XLogRecPtr*>(
-        palloc_extended(sizeof(XLogRecPtr) * Max(nblocks, BlockNumber(1)), MCXT_ALLOC_HUGE));
-    cached = static_cast<bool*>(palloc_extended(Max(nblocks, BlockNumber(1)), MCXT_ALLOC_HUGE));
-    rank_call(s, [&] { s->topk->keep_start(room); });
-    read_all_visible(s, em, nblocks, lsn, cached);
-    gknn::expr::ResidentBatches* store = nullptr;
-    int64 kept = 0;
-    rank_call(s, [&] {
-      store = s->topk->keep_stop();
-      kept = store ? store->rows() : 0;
-    });
-    s->cache = store ? TOPK_CACHE_BUILT : TOPK_CACHE_TOO_LARGE;
-    s->cached_rows += kept;
-    if (store) topk_cache_add(rel, em, device, nblocks, lsn, store);
-    pfree(lsn);
+    BlockNumber ncached = 0;
+    const XLogRecPtr* lsn = topk_cache_lsns(e, &ncached);
+    scan_heap(s, em, false, lsn, ncached);
+    return;
   }
-  scan_heap(s, em, false, cached, nblocks);
-  pfree(cached);
+  const Size room = topk_cache_make_room();
+  const BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
+  XLogRecPtr* lsn = static_cast<XLogRecPtr*>(
+      palloc_extended(sizeof(XLogRecPtr) * Max(nblocks, BlockNumber(1)), MCXT_ALLOC_HUGE));
+  rank_call(s, [&] { s->topk->keep_start(room); });
+  read_all_visible(s, em, nblocks, lsn);
+  gknn::expr::ResidentBatches* store = nullptr;
+  int64 kept = 0;
+  rank_call(s, [&] {
+    store = s->topk->keep_stop();
+    kept = store ? store->rows() : 0;
+  });
+  s->cache = store ? TOPK_CACHE_BUILT : TOPK_CACHE_TOO_LARGE;
+  s->cached_rows += kept;
+  if (store) topk_cache_add(rel, em, device, nblocks, lsn, store);
+  scan_heap(s, em, false, lsn, nblocks);
+  pfree(lsn);
 }
 
 void add_stats(gknn::expr::TopKStats* to, const gknn::expr::TopKStats& from) {
