@@ -85,6 +85,17 @@ Program make_program(int variant, bool desc, bool nulls_first, bool two_keys) {
   return a.p;
 }
 
+// ORDER BY 100 / (c0 - 2): rows with c0 = 2 divide by zero.
+Program divide_by_c0_minus_2() {
+  Asm a;
+  SortKey k;
+  a.i(100).col(0, Type::I32).i(2).op(Op::Sub, Type::I32).op(Op::Div, Type::I32);
+  k.code.end = a.here();
+  k.type = Type::I32;
+  a.p.keys.push_back(k);
+  return a.p;
+}
+
 std::vector<Selected> run_topk(TopK& t, std::int64_t batches, std::int64_t rows, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   EvalError err;
@@ -143,15 +154,8 @@ TEST(ExprTopK, CpuMatchesBruteForce) {
 }
 
 TEST(ExprTopK, FirstErrorInScanOrder) {
-  // ORDER BY 100 / (c0 - 2): rows with c0 = 2 divide by zero.
-  Asm a;
-  SortKey k;
-  k.code.begin = 0;
-  a.i(100).col(0, Type::I32).i(2).op(Op::Sub, Type::I32).op(Op::Div, Type::I32);
-  k.code.end = a.here();
-  k.type = Type::I32;
-  a.p.keys.push_back(k);
-  std::unique_ptr<TopK> t(make_topk_cpu(a.p, kColumns, 100, 10));
+  const Program p = divide_by_c0_minus_2();
+  std::unique_ptr<TopK> t(make_topk_cpu(p, kColumns, 100, 10));
   std::mt19937_64 rng(7);
   BatchView& b = t->next_batch();
   fill(b, 100, 0, rng);
@@ -199,14 +203,9 @@ TEST(ExprTopKGpu, GpuMatchesCpu) {
 
 TEST(ExprTopKGpu, GpuReportsTheCpuError) {
   GKNN_NEED_GPU();
-  Asm a;
-  SortKey k;
-  a.i(100).col(0, Type::I32).i(2).op(Op::Sub, Type::I32).op(Op::Div, Type::I32);
-  k.code.end = a.here();
-  k.type = Type::I32;
-  a.p.keys.push_back(k);
-  std::unique_ptr<TopK> cpu(make_topk_cpu(a.p, kColumns, 5000, 10));
-  std::unique_ptr<TopK> gpu(make_topk_gpu(a.p, kColumns, 5000, 10, 0));
+  const Program p = divide_by_c0_minus_2();
+  std::unique_ptr<TopK> cpu(make_topk_cpu(p, kColumns, 5000, 10));
+  std::unique_ptr<TopK> gpu(make_topk_gpu(p, kColumns, 5000, 10, 0));
   EvalError ec, eg;
   for (TopK* t : {cpu.get(), gpu.get()}) {
     std::mt19937_64 rng(11);
@@ -283,16 +282,11 @@ void check_resident(int device) {
 
 // An error in a kept batch names the same row as the CPU's.
 void check_resident_error(int device) {
-  Asm a;
-  SortKey k;
-  a.i(100).col(0, Type::I32).i(2).op(Op::Sub, Type::I32).op(Op::Div, Type::I32);
-  k.code.end = a.here();
-  k.type = Type::I32;
-  a.p.keys.push_back(k);
+  const Program p = divide_by_c0_minus_2();
   Program ok_program = make_program(1, false, false, false);
-  auto make = [&](const Program& p) {
-    return std::unique_ptr<TopK>(device >= 0 ? make_topk_gpu(p, kColumns, 3000, 10, device)
-                                             : make_topk_cpu(p, kColumns, 3000, 10));
+  auto make = [&](const Program& prog) {
+    return std::unique_ptr<TopK>(device >= 0 ? make_topk_gpu(prog, kColumns, 3000, 10, device)
+                                             : make_topk_cpu(prog, kColumns, 3000, 10));
   };
   std::unique_ptr<TopK> keeper = make(ok_program);
   keeper->keep_start(std::size_t(1) << 30);
@@ -306,7 +300,7 @@ void check_resident_error(int device) {
   ASSERT_TRUE(keeper->finish(err));
   std::unique_ptr<ResidentBatches> kept(keeper->keep_stop());
   ASSERT_TRUE(kept);
-  std::unique_ptr<TopK> cpu(make_topk_cpu(a.p, kColumns, 3000, 10));
+  std::unique_ptr<TopK> cpu(make_topk_cpu(p, kColumns, 3000, 10));
   std::mt19937_64 rng2(17);
   EvalError ec, er;
   bool ok = true;
@@ -316,7 +310,7 @@ void check_resident_error(int device) {
     ok = cpu->push(ec);
   }
   ASSERT_FALSE(ok && cpu->finish(ec));
-  std::unique_ptr<TopK> t = make(a.p);
+  std::unique_ptr<TopK> t = make(p);
   ok = t->push_resident(*kept, er);
   if (ok) ok = t->finish(er);
   EXPECT_FALSE(ok);
