@@ -12,28 +12,10 @@ MODULE_big = gknn
 OBJS = \
 	extension/gknn.o \
 	extension/device.o \
-	extension/vector_io.o \
-	extension/vector_cast.o \
-	extension/vector_ops.o \
-	extension/vector_cmp.o \
-	extension/vector_agg.o \
-	extension/topk_compile.o \
-	extension/topk_planner.o \
-	extension/topk_exec.o \
-	extension/topk_cache.o \
-	extension/topk_explain.o \
-	extension/ivfpq_handler.o \
-	extension/ivfpq_options.o \
-	extension/ivfpq_pages.o \
-	extension/ivfpq_build.o \
-	extension/ivfpq_insert.o \
-	extension/ivfpq_image.o \
-	extension/ivfpq_scan.o \
-	extension/ivfpq_limit.o \
-	extension/ivfpq_vacuum.o \
-	extension/ivfpq_cost.o \
-	extension/ivfpq_validate.o \
-	extension/ivfpq_info.o
+	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/types/*.cpp))) \
+	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/topk/*.cpp))) \
+	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/ivfpq/*.cpp))) \
+	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/service/*.cpp)))
 DATA = extension/gknn--$(EXTVERSION).sql
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --load-extension=gknn
@@ -41,7 +23,7 @@ REGRESS_OPTS = --load-extension=gknn
 CUDA_HOME ?= /usr/local/cuda
 CORE_BUILD = build/cmake
 CORE_LIB = $(CORE_BUILD)/gpu/libgknn_core.a
-PG_CPPFLAGS = -Igpu/include
+PG_CPPFLAGS = -Igpu/include -Iextension
 PG_CXXFLAGS = -std=c++17 -Wno-register
 SHLIB_LINK = $(CORE_LIB) -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -ldl -lpthread -lstdc++
 EXTRA_CLEAN = build
@@ -69,7 +51,13 @@ core:
 	cmake -S . -B $(CORE_BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(CORE_BUILD) --target gknn_core
 
+# GKNN_CORE_LIB=path links a core library built elsewhere (another checkout
+# of the same gpu/) instead of building one here.
+ifdef GKNN_CORE_LIB
+CORE_LIB = $(GKNN_CORE_LIB)
+else
 $(CORE_LIB): core
+endif
 $(shlib): $(CORE_LIB)
-$(OBJS): $(wildcard extension/*.h) $(wildcard gpu/include/gknn/*.h)
+$(OBJS): $(wildcard extension/*.h extension/*/*.h) $(wildcard gpu/include/gknn/*.h)
 endif

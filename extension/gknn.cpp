@@ -4,10 +4,10 @@
 
 #include "device.h"
 #include "gknn/runtime.h"
-#include "ivfpq.h"
+#include "ivfpq/ivfpq.h"
 #include "pg.h"
-#include "topk.h"
-#include "topk_cache.h"
+#include "topk/topk.h"
+#include "topk/topk_cache.h"
 
 extern "C" {
 #include "utils/guc.h"

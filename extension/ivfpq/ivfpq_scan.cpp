@@ -19,7 +19,7 @@
 
 #include "device.h"
 #include "ivfpq.h"
-#include "vector.h"
+#include "types/vector.h"
 
 extern "C" {
 #include "access/relscan.h"

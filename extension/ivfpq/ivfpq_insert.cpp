@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "ivfpq.h"
-#include "vector.h"
+#include "types/vector.h"
 
 extern "C" {
 #include "access/generic_xlog.h"

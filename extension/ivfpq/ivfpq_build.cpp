@@ -6,7 +6,7 @@
 
 #include "device.h"
 #include "ivfpq.h"
-#include "vector.h"
+#include "types/vector.h"
 
 extern "C" {
 #include "access/generic_xlog.h"

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "topk.h"
-#include "vector.h"
+#include "types/vector.h"
 
 extern "C" {
 #include "access/htup_details.h"

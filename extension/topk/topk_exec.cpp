@@ -26,7 +26,7 @@
 #include "device.h"
 #include "topk_cache.h"
 #include "topk_state.h"
-#include "vector.h"
+#include "types/vector.h"
 
 extern "C" {
 #include "access/heapam.h"
