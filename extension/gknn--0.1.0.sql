@@ -216,6 +216,23 @@ CREATE FUNCTION @extschema@.gknn_topk_cache(
 CREATE FUNCTION @extschema@.gknn_topk_cache_reset()
   RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
+-- The GPU service (shared_preload_libraries = 'gknn') --------------------------
+CREATE FUNCTION @extschema@.gknn_service_status(
+    OUT state pg_catalog.text, OUT pid pg_catalog.int4, OUT device pg_catalog.text,
+    OUT reason pg_catalog.text, OUT started pg_catalog.timestamptz, OUT restarts pg_catalog.int8,
+    OUT queued pg_catalog.int4, OUT running pg_catalog.int4, OUT requests pg_catalog.int8,
+    OUT searches pg_catalog.int8, OUT batches pg_catalog.int8, OUT mean_batch pg_catalog.float8,
+    OUT busy_ms pg_catalog.float8, OUT loads pg_catalog.int8, OUT evictions pg_catalog.int8,
+    OUT errors pg_catalog.int8, OUT images pg_catalog.int4, OUT memory_used pg_catalog.int8,
+    OUT memory_budget pg_catalog.int8)
+  RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.gknn_service_images(
+    OUT database pg_catalog.oid, OUT index_oid pg_catalog.oid, OUT index_name pg_catalog.text,
+    OUT generation pg_catalog.int8, OUT device pg_catalog.int4, OUT bytes pg_catalog.int8,
+    OUT entries pg_catalog.int8, OUT hits pg_catalog.int8, OUT loaded pg_catalog.timestamptz,
+    OUT last_used pg_catalog.timestamptz)
+  RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
 -- gpu_ivfpq index access method ---------------------------------------------
 -- CREATE INDEX ON t USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 100, m = 16);
 -- An access method has no schema; its handler and operator classes live in
