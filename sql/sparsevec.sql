@@ -175,3 +175,33 @@ FROM (VALUES ($$SELECT '[0,1.5,0,3.5,0]'::vector::sparsevec(4)::text$$),
 SELECT pg_temp.try($$SELECT l2_distance('[0,0]', '[3,4]')$$) AS untyped,
        pg_temp.try($$SELECT l2_distance('[0,0]'::vector, '[3,4]')$$) AS vector,
        pg_temp.try($$SELECT l2_distance('{}/2'::sparsevec, '{1:3,2:4}/2')$$) AS sparsevec;
+
+-- GpuTopK beside sparsevec and bit: their expressions do not compile, so a
+-- ranking by them keeps PostgreSQL's plan; as projected columns and as a
+-- filter PostgreSQL rechecks they go along with a vector ranking. The
+-- answers equal those without GpuTopK.
+SET gknn.device = cpu;
+SET gknn.topk_min_rows = 0;
+CREATE TABLE sv_k AS SELECT i AS id, ARRAY[i % 3, 0, i % 5 - 2]::float8[]::sparsevec AS s, (i % 8)::bit(3) AS b,
+  ARRAY[i % 3, 1, i % 5 - 2]::float8[]::vector AS v FROM generate_series(1, 2000) i;
+ANALYZE sv_k;
+EXPLAIN (COSTS OFF) SELECT id FROM sv_k ORDER BY s <-> '{1:1}/3', id LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM sv_k ORDER BY b <~> B'101', id LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id, s, b FROM sv_k WHERE s <-> '{1:1}/3' < 1.5 ORDER BY v <-> '[1,1,1]', id LIMIT 4;
+CREATE TEMP TABLE sv_k_on AS
+  SELECT 1 AS q, id, s::text, b::text FROM (SELECT * FROM sv_k ORDER BY s <-> '{1:1}/3', id LIMIT 3) x
+  UNION ALL SELECT 2, id, s::text, b::text FROM (SELECT * FROM sv_k ORDER BY b <~> B'101', id LIMIT 3) x
+  UNION ALL SELECT 3, id, s::text, b::text
+    FROM (SELECT * FROM sv_k WHERE s <-> '{1:1}/3' < 1.5 ORDER BY v <-> '[1,1,1]', id LIMIT 4) x;
+SELECT * FROM sv_k_on ORDER BY q, id;
+SET gknn.enable_topk = off;
+SELECT count(*) AS differ FROM (
+  (SELECT * FROM sv_k_on
+   EXCEPT ALL (SELECT 1, id, s::text, b::text FROM (SELECT * FROM sv_k ORDER BY s <-> '{1:1}/3', id LIMIT 3) x
+               UNION ALL SELECT 2, id, s::text, b::text FROM (SELECT * FROM sv_k ORDER BY b <~> B'101', id LIMIT 3) x
+               UNION ALL SELECT 3, id, s::text, b::text
+                 FROM (SELECT * FROM sv_k WHERE s <-> '{1:1}/3' < 1.5 ORDER BY v <-> '[1,1,1]', id LIMIT 4) x))) d;
+RESET gknn.enable_topk;
+RESET gknn.topk_min_rows;
+RESET gknn.device;
+DROP TABLE sv_k;
