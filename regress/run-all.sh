@@ -15,6 +15,10 @@
 # The ivfpq-recall stage (regress/ivfpq-recall.sh, TAP) asserts gpu_ivfpq's
 # recall@10 on Fashion-MNIST at documented settings.
 #
+# The service stage (regress/service-live.sh, TAP, on a cluster of its own
+# with gknn preloaded) checks the GPU service: answers equal to the CPU path,
+# 64 concurrent sessions, eviction, cancellation, the service killed.
+#
 # The bench stage builds bench/ (build/bench), runs the load generator's unit
 # tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
 # (TAP): both counted under "bench".
@@ -287,6 +291,27 @@ run_ivfpq_recall() {
   fi
 }
 
+# The GPU service (regress/service-live.sh, TAP): on a cluster of its own with
+# gknn preloaded and the service on the CPU (gknn.service = cpu), or on the
+# server given (GKNN_USE_SERVER=1), which must preload gknn.
+run_service_live() {
+  local rc=0 p f
+  if [ "${GKNN_USE_SERVER:-0}" != 1 ]; then
+    GKNN_CLUSTER_LOG=$(realpath "$LOGS")/server-service.log
+    # shellcheck disable=SC2119
+    cluster_start_temp shared_preload_libraries=gknn gknn.service=cpu > >(tee -a "$(log_path service)") 2>&1 || {
+      tally service 1 0 1
+      return 0
+    }
+  fi
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged service regress/service-live.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path service)")"
+  tally service "$rc" "$p" "$f"
+  [ "${GKNN_USE_SERVER:-0}" = 1 ] || cluster_stop
+}
+
 run_sql_suites() {
   if [ -n "${GKNN_DEVICE:-}" ]; then
     export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c gknn.device=$GKNN_DEVICE"
@@ -305,6 +330,7 @@ run_sql_suites() {
   run_ivfpq_recall
   run_ivfpq_live
   cluster_stop
+  run_service_live
 }
 
 main() {

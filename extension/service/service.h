@@ -26,7 +26,7 @@ extern "C" {
 // GUCs
 enum { GKNN_SERVICE_OFF = 0, GKNN_SERVICE_GPU = 1, GKNN_SERVICE_CPU = 2 };
 extern int gknn_service_mode;          // gknn.service (postmaster)
-extern int gknn_service_memory_limit;  // gknn.gpu_memory_limit (MB; 0: 90% of the device)
+extern int gknn_service_memory_limit;  // gknn.gpu_memory_limit (kB; 0: 90% of the device)
 
 // From _PG_init: GUCs; when preloading, shared memory and the worker.
 void gknn_service_register();

@@ -29,6 +29,15 @@ std::int64_t image_bytes(const gknn::ivfpq::Image& image) {
 ResidentImages::ResidentImages(std::vector<int> devices, std::int64_t budget)
     : devices_(std::move(devices)), budget_(budget) {}
 
+void ResidentImages::set_budget(std::int64_t budget) {
+  budget_ = budget;
+  std::vector<int> places = devices_;
+  places.push_back(-1);  // images searched on the CPU
+  for (int d : places)
+    while (used_on(d) > budget_ && evict_one(d)) {
+    }
+}
+
 std::int64_t ResidentImages::used_on(int device) const {
   std::int64_t n = 0;
   for (const auto& r : images_)

@@ -39,7 +39,8 @@ class ResidentImages {
   // budget: bytes per device (or for the CPU).
   ResidentImages(std::vector<int> devices, std::int64_t budget);
 
-  void set_budget(std::int64_t budget) { budget_ = budget; }
+  // A smaller budget evicts least recently used images down to it.
+  void set_budget(std::int64_t budget);
   std::int64_t budget() const { return budget_; }
   std::int64_t used() const;
 

@@ -100,7 +100,7 @@ void gknn_service_register() {
                           "Memory the GPU service may use for resident index images, per device (0: 90% of "
                           "the device's memory).",
                           "Least recently used images are evicted to make room.", &gknn_service_memory_limit,
-                          0, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_MB, nullptr, nullptr, nullptr);
+                          0, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr, nullptr);
   if (!process_shared_preload_libraries_in_progress || gknn_service_mode == GKNN_SERVICE_OFF) return;
   gknn_service::prev_request_hook = shmem_request_hook;
   shmem_request_hook = gknn_service::request_shmem;

@@ -88,7 +88,7 @@ void on_service_exit(int, Datum) {
 }
 
 int64 budget_bytes(int64 device_memory) {
-  if (gknn_service_memory_limit > 0) return static_cast<int64>(gknn_service_memory_limit) << 20;
+  if (gknn_service_memory_limit > 0) return static_cast<int64>(gknn_service_memory_limit) << 10;  // kB
   if (device_memory > 0) return device_memory / 10 * 9;
   return PG_INT64_MAX / 4;  // the CPU: no limit of its own
 }
@@ -405,7 +405,10 @@ void gknn_service_main(Datum) {
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
-      if (images) images->set_budget(budget_bytes(device_memory));
+      if (images) {
+        images->set_budget(budget_bytes(device_memory));
+        publish_images(ctl);
+      }
     }
     // Requests to a service with no device: answered with the reason.
     bool worked = false;
