@@ -15,6 +15,11 @@
 # The ivfpq-recall stage (regress/ivfpq-recall.sh, TAP) asserts gpu_ivfpq's
 # recall@10 on Fashion-MNIST at documented settings.
 #
+# The dump-halfvec stage (regress/dump-halfvec.sh, TAP) dumps a database with
+# halfvec and vector columns, indexes, a constraint and a view with pg_dump
+# (custom and plain format) and restores it, with gknn in public and in its
+# own schema.
+#
 # The service stage (regress/service-live.sh, TAP, on a cluster of its own
 # with gknn preloaded) checks the GPU service: answers equal to the CPU path,
 # 64 concurrent sessions, eviction, cancellation, the service killed.
@@ -266,6 +271,14 @@ run_bench_tests() {
   tally bench "$rc" "$p" "$f" "$s"
 }
 
+# pg_dump / pg_restore round trips of halfvec; TAP lines count like pgTAP's.
+run_dump_halfvec() {
+  local rc=0 p f
+  GKNN_PG_BIN=$GKNN_PG_BIN run_logged dump-halfvec regress/dump-halfvec.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path dump-halfvec)")"
+  tally dump-halfvec "$rc" "$p" "$f"
+}
+
 # gpu_ivfpq under concurrent sessions and a backend crash; TAP lines count
 # like pgTAP's.
 run_ivfpq_live() {
@@ -320,6 +333,7 @@ run_sql_suites() {
     skip_stage pg_regress 'no server'
     skip_stage pgtap 'no server'
     skip_stage ivfpq-recall 'no server'
+    skip_stage dump-halfvec 'no server'
     skip_stage ivfpq-live 'no server'
     run_bench_tests 0
     return 0
@@ -327,6 +341,7 @@ run_sql_suites() {
   run_pg_regress
   run_pgtap
   run_bench_tests 1
+  run_dump_halfvec
   run_ivfpq_recall
   run_ivfpq_live
   cluster_stop
