@@ -317,3 +317,34 @@ RESET min_parallel_table_scan_size;
 RESET max_parallel_workers_per_gather;
 RESET parallel_leader_participation;
 DROP TABLE hv_agg, hv_par;
+
+-- GpuTopK beside halfvec ------------------------------------------------------------
+-- GpuTopK compiles no halfvec function: a ranking by a halfvec distance, or
+-- a halfvec expression (|| too) it would compute below the sort, keeps
+-- PostgreSQL's plan; a halfvec column projected, or a halfvec qual that
+-- PostgreSQL rechecks, go along with a vector ranking. Answers equal those
+-- with GpuTopK off.
+SET gknn.device = cpu;
+SET gknn.topk_min_rows = 0;
+SET enable_sort = off;
+CREATE TABLE hv_topk AS
+SELECT i AS id, ARRAY[i % 7, i % 5, i % 3]::halfvec(3) AS h, ARRAY[i % 7, i % 5, i % 3]::vector(3) AS v
+FROM generate_series(1, 500) i;
+EXPLAIN (COSTS OFF) SELECT id FROM hv_topk ORDER BY h <-> '[1,2,2]', id LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id, v || '[9]' FROM hv_topk ORDER BY v <-> '[1,2,2]', id LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id, h FROM hv_topk WHERE id > 5 ORDER BY v <-> '[1,2,2]', id LIMIT 3;
+EXPLAIN (COSTS OFF) SELECT id FROM hv_topk WHERE h <-> '[1,2,2]' < 1 ORDER BY v <-> '[1,2,2]', id LIMIT 3;
+CREATE FUNCTION pg_temp.topk_answers() RETURNS text LANGUAGE sql AS $$
+  SELECT (SELECT string_agg(format('%s %s', id, h), ', ')
+          FROM (SELECT id, h FROM hv_topk WHERE id > 5 ORDER BY v <-> '[1,2,2]', id LIMIT 3) s) || ' | ' ||
+         (SELECT string_agg(id::text, ', ')
+          FROM (SELECT id FROM hv_topk WHERE h <-> '[1,2,2]' < 1 ORDER BY v <-> '[1,2,2]', id LIMIT 3) s)
+$$;
+CREATE TEMP TABLE hv_topk_on AS SELECT pg_temp.topk_answers() AS answers;
+SET gknn.enable_topk = off;
+RESET enable_sort;
+SELECT answers, answers = pg_temp.topk_answers() AS same_without_topk FROM hv_topk_on;
+RESET gknn.enable_topk;
+RESET gknn.topk_min_rows;
+RESET gknn.device;
+DROP TABLE hv_topk, hv_topk_on;
