@@ -12,13 +12,13 @@
 # the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
 # backend against the gpu_ivfpq index.
 #
+# The dump stage (regress/dump-restore.sh, TAP) dumps a database with
+# vector, halfvec, sparsevec and bit columns, their indexes, a CHECK and a
+# view with pg_dump (custom and plain format) and restores it, with gknn in
+# public and in its own schema.
+#
 # The ivfpq-recall stage (regress/ivfpq-recall.sh, TAP) asserts gpu_ivfpq's
 # recall@10 on Fashion-MNIST at documented settings.
-#
-# The dump-halfvec stage (regress/dump-halfvec.sh, TAP) dumps a database with
-# halfvec and vector columns, indexes, a constraint and a view with pg_dump
-# (custom and plain format) and restores it, with gknn in public and in its
-# own schema.
 #
 # The service stage (regress/service-live.sh, TAP, on a cluster of its own
 # with gknn preloaded) checks the GPU service: answers equal to the CPU path,
@@ -248,6 +248,14 @@ run_pgtap() {
   tally pgtap "$rc" "$p" "$f"
 }
 
+# pg_dump / pg_restore round trips; TAP lines count like pgTAP's.
+run_dump_restore() {
+  local rc=0 p f
+  GKNN_PG_BIN=$GKNN_PG_BIN run_logged dump regress/dump-restore.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path dump)")"
+  tally dump "$rc" "$p" "$f"
+}
+
 # bench/: the load generator's unit tests, then (with a server) its live
 # check; one stage. TAP lines of the live check count like pgTAP's.
 run_bench_tests() {
@@ -269,14 +277,6 @@ run_bench_tests() {
     f=$((f + f2))
   fi
   tally bench "$rc" "$p" "$f" "$s"
-}
-
-# pg_dump / pg_restore round trips of halfvec; TAP lines count like pgTAP's.
-run_dump_halfvec() {
-  local rc=0 p f
-  GKNN_PG_BIN=$GKNN_PG_BIN run_logged dump-halfvec regress/dump-halfvec.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path dump-halfvec)")"
-  tally dump-halfvec "$rc" "$p" "$f"
 }
 
 # gpu_ivfpq under concurrent sessions and a backend crash; TAP lines count
@@ -332,16 +332,16 @@ run_sql_suites() {
   if ! start_server; then
     skip_stage pg_regress 'no server'
     skip_stage pgtap 'no server'
+    skip_stage dump 'no server'
     skip_stage ivfpq-recall 'no server'
-    skip_stage dump-halfvec 'no server'
     skip_stage ivfpq-live 'no server'
     run_bench_tests 0
     return 0
   fi
   run_pg_regress
   run_pgtap
+  run_dump_restore
   run_bench_tests 1
-  run_dump_halfvec
   run_ivfpq_recall
   run_ivfpq_live
   cluster_stop

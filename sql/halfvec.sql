@@ -206,7 +206,8 @@ SELECT binary_quantize('[1,-1,0,2,3,4,5,6,-7]'::halfvec), binary_quantize('[-0,5
        pg_typeof(binary_quantize('[1]'::halfvec));
 SELECT l2_distance(NULL::halfvec, '[1]') IS NULL AS null_in_null_out, vector_dims(NULL::halfvec) IS NULL AS dims_null;
 -- Unknown literals name vector's and halfvec's functions alike (as in pgvector).
-SELECT pg_temp.err($$SELECT vector_dims('[1,2]')$$) AS ambiguous;
+SELECT pg_temp.err($$SELECT vector_dims('[1,2]')$$) AS ambiguous,
+       pg_temp.err($$SELECT l2_norm('[3,4]'::vector)$$) AS ambiguous_through_casts;
 
 -- Arithmetic: computed in float, rounded to the nearest half -----------------------
 SELECT '[1,2,3]'::halfvec + '[4,5,6]' AS sum, '[1,2,3]'::halfvec - '[4,5,6]' AS diff,
@@ -271,6 +272,15 @@ FROM (VALUES ($$SELECT '[70000]'::vector::halfvec$$), ($$SELECT '[1,2]'::vector:
              ($$SELECT ARRAY[1e40]::numeric[]::halfvec$$), ($$SELECT ARRAY[1,NULL]::int[]::halfvec$$),
              ($$SELECT ARRAY[[1,2],[3,4]]::int[]::halfvec$$), ($$SELECT '{}'::real[]::halfvec$$),
              ($$SELECT array_fill(1, ARRAY[16001])::halfvec$$), ($$SELECT ARRAY[1,2]::halfvec(3)$$)) t(s);
+-- halfvec <-> sparsevec: non-zero halves kept exactly (-0 is zero); stored
+-- values rounded to halves.
+SELECT '[0,1.5,-0,65504,5.9604645e-08]'::halfvec::sparsevec AS to_sparse,
+       '{2:0.1,4:1e-8,5:-2049}/5'::sparsevec::halfvec AS to_half,
+       '[1,2]'::halfvec <-> '{1:1}/2'::sparsevec AS mixed_l2,
+       pg_typeof('[1,2]'::halfvec + '[1,1]'::vector) AS half_plus_vector;
+SELECT s AS sparse_cast_case, pg_temp.err(s) AS error
+FROM (VALUES ($$SELECT '{1:70000}/2'::sparsevec::halfvec$$), ($$SELECT '{1:1}/16001'::sparsevec::halfvec$$),
+             ($$SELECT '{1:1}/2'::sparsevec::halfvec(3)$$), ($$SELECT '[1,2]'::halfvec::sparsevec(3)$$)) t(s);
 -- Contexts at work: assignment to columns; vector -> halfvec also implicitly
 -- in expressions; arrays and halfvec -> vector never implicitly.
 CREATE TABLE hv_cast (h halfvec(2), v vector(2), r real[]);

@@ -89,13 +89,16 @@ int64 now_us() { return GetCurrentTimestamp(); }
 }  // namespace gknn_service
 
 void gknn_service_register() {
-  DefineCustomEnumVariable(
-      "gknn.service", "Whether gknn runs its GPU service process (needs shared_preload_libraries).",
-      "gpu: the service owns the GPUs and serves every session's index searches, batched; cpu: the "
-      "service serves them on the CPU (for hosts without a GPU and for tests); off: no service, each "
-      "backend searches on its CPU.",
-      &gknn_service_mode, GKNN_SERVICE_GPU, gknn_service::service_options, PGC_POSTMASTER, 0, nullptr,
-      nullptr, nullptr);
+  // A server-start setting can only be defined while the postmaster loads
+  // the library; without the preload there is no service to configure.
+  if (process_shared_preload_libraries_in_progress)
+    DefineCustomEnumVariable(
+        "gknn.service", "Whether gknn runs its GPU service process (needs shared_preload_libraries).",
+        "gpu: the service owns the GPUs and serves every session's index searches, batched; cpu: the "
+        "service serves them on the CPU (for hosts without a GPU and for tests); off: no service, each "
+        "backend searches on its CPU.",
+        &gknn_service_mode, GKNN_SERVICE_GPU, gknn_service::service_options, PGC_POSTMASTER, 0, nullptr,
+        nullptr, nullptr);
   DefineCustomIntVariable("gknn.gpu_memory_limit",
                           "Memory the GPU service may use for resident index images, per device (0: 90% of "
                           "the device's memory).",
