@@ -445,3 +445,253 @@ CREATE FUNCTION @extschema@.gknn_ivfpq_info(index pg_catalog.regclass,
     OUT generation pg_catalog.int8, OUT entries pg_catalog.int8, OUT pending pg_catalog.int8,
     OUT nulls pg_catalog.int8, OUT empty_lists pg_catalog.int8, OUT pages pg_catalog.int8)
   RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+
+-- || for vector, and the halfvec type (pgvector's) ----------------------------
+-- halfvec keeps each element as IEEE binary16 in pgvector's on-disk, text and
+-- binary formats, up to 16000 dimensions. float -> half rounds to nearest
+-- even; distances are those of the elements widened to float (as pgvector
+-- computes them). Casts are declared as pgvector declares them: vector ->
+-- halfvec implicit; halfvec -> vector, halfvec -> real[] and arrays -> halfvec
+-- by assignment. C symbols are halfvec_*, so GpuTopK's compiler (which
+-- recognises gknn functions by symbol) does not take them for vector's.
+
+CREATE FUNCTION @extschema@.vector_concat(@extschema@.vector, @extschema@.vector)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE OPERATOR @extschema@.|| (
+  LEFTARG = @extschema@.vector, RIGHTARG = @extschema@.vector,
+  FUNCTION = @extschema@.vector_concat
+);
+
+CREATE TYPE @extschema@.halfvec;
+
+CREATE FUNCTION @extschema@.halfvec_in(pg_catalog.cstring, pg_catalog.oid, pg_catalog.int4)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_out(@extschema@.halfvec)
+  RETURNS pg_catalog.cstring AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_typmod_in(pg_catalog.cstring[])
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_recv(pg_catalog.internal, pg_catalog.oid, pg_catalog.int4)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_send(@extschema@.halfvec)
+  RETURNS pg_catalog.bytea AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE @extschema@.halfvec (
+  INPUT = @extschema@.halfvec_in,
+  OUTPUT = @extschema@.halfvec_out,
+  TYPMOD_IN = @extschema@.halfvec_typmod_in,
+  RECEIVE = @extschema@.halfvec_recv,
+  SEND = @extschema@.halfvec_send,
+  STORAGE = external
+);
+
+-- halfvec functions (SQL names overloaded as pgvector's, C symbols halfvec_*)
+CREATE FUNCTION @extschema@.l2_distance(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'halfvec_l2_distance'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.inner_product(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'halfvec_inner_product'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.cosine_distance(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'halfvec_cosine_distance'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.l1_distance(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'halfvec_l1_distance'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_dims(@extschema@.halfvec)
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME', 'halfvec_vector_dims'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.l2_norm(@extschema@.halfvec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'halfvec_l2_norm'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.l2_normalize(@extschema@.halfvec)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME', 'halfvec_l2_normalize'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.binary_quantize(@extschema@.halfvec)
+  RETURNS pg_catalog.bit AS 'MODULE_PATHNAME', 'halfvec_binary_quantize'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.subvector(@extschema@.halfvec, pg_catalog.int4, pg_catalog.int4)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME', 'halfvec_subvector'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- halfvec operator support (not part of the documented API)
+CREATE FUNCTION @extschema@.halfvec_l2_squared_distance(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_negative_inner_product(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_add(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_sub(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_mul(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_concat(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_lt(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_le(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_eq(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_ne(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_ge(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_gt(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_cmp(@extschema@.halfvec, @extschema@.halfvec)
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- halfvec aggregates: avg accumulates in float8 (the state of avg(vector), so
+-- the combine function is vector_combine's C function, as in pgvector).
+CREATE FUNCTION @extschema@.halfvec_accum(pg_catalog.float8[], @extschema@.halfvec)
+  RETURNS pg_catalog.float8[] AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_avg(pg_catalog.float8[])
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_combine(pg_catalog.float8[], pg_catalog.float8[])
+  RETURNS pg_catalog.float8[] AS 'MODULE_PATHNAME', 'vector_combine'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE AGGREGATE @extschema@.avg(@extschema@.halfvec) (
+  SFUNC = @extschema@.halfvec_accum,
+  STYPE = pg_catalog.float8[],
+  FINALFUNC = @extschema@.halfvec_avg,
+  COMBINEFUNC = @extschema@.halfvec_combine,
+  INITCOND = '{0}',
+  PARALLEL = SAFE
+);
+
+CREATE AGGREGATE @extschema@.sum(@extschema@.halfvec) (
+  SFUNC = @extschema@.halfvec_add,
+  STYPE = @extschema@.halfvec,
+  COMBINEFUNC = @extschema@.halfvec_add,
+  PARALLEL = SAFE
+);
+
+-- halfvec casts
+CREATE FUNCTION @extschema@.halfvec(@extschema@.halfvec, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_to_vector(@extschema@.halfvec, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_to_halfvec(@extschema@.vector, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_halfvec(pg_catalog.int4[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_halfvec(pg_catalog.float4[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_halfvec(pg_catalog.float8[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_halfvec(pg_catalog.numeric[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.halfvec_to_float4(@extschema@.halfvec, pg_catalog.int4, pg_catalog.bool)
+  RETURNS pg_catalog.float4[] AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE CAST (@extschema@.halfvec AS @extschema@.halfvec)
+  WITH FUNCTION @extschema@.halfvec(@extschema@.halfvec, pg_catalog.int4, pg_catalog.bool) AS IMPLICIT;
+CREATE CAST (@extschema@.halfvec AS @extschema@.vector)
+  WITH FUNCTION @extschema@.halfvec_to_vector(@extschema@.halfvec, pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (@extschema@.vector AS @extschema@.halfvec)
+  WITH FUNCTION @extschema@.vector_to_halfvec(@extschema@.vector, pg_catalog.int4, pg_catalog.bool)
+  AS IMPLICIT;
+CREATE CAST (@extschema@.halfvec AS pg_catalog.float4[])
+  WITH FUNCTION @extschema@.halfvec_to_float4(@extschema@.halfvec, pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (pg_catalog.int4[] AS @extschema@.halfvec)
+  WITH FUNCTION @extschema@.array_to_halfvec(pg_catalog.int4[], pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (pg_catalog.float4[] AS @extschema@.halfvec)
+  WITH FUNCTION @extschema@.array_to_halfvec(pg_catalog.float4[], pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (pg_catalog.float8[] AS @extschema@.halfvec)
+  WITH FUNCTION @extschema@.array_to_halfvec(pg_catalog.float8[], pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (pg_catalog.numeric[] AS @extschema@.halfvec)
+  WITH FUNCTION @extschema@.array_to_halfvec(pg_catalog.numeric[], pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+
+-- halfvec operators
+CREATE OPERATOR @extschema@.<-> (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec,
+  FUNCTION = @extschema@.l2_distance, COMMUTATOR = OPERATOR(@extschema@.<->)
+);
+CREATE OPERATOR @extschema@.<#> (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec,
+  FUNCTION = @extschema@.halfvec_negative_inner_product, COMMUTATOR = OPERATOR(@extschema@.<#>)
+);
+CREATE OPERATOR @extschema@.<=> (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec,
+  FUNCTION = @extschema@.cosine_distance, COMMUTATOR = OPERATOR(@extschema@.<=>)
+);
+CREATE OPERATOR @extschema@.<+> (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec,
+  FUNCTION = @extschema@.l1_distance, COMMUTATOR = OPERATOR(@extschema@.<+>)
+);
+
+CREATE OPERATOR @extschema@.+ (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec,
+  FUNCTION = @extschema@.halfvec_add, COMMUTATOR = OPERATOR(@extschema@.+)
+);
+CREATE OPERATOR @extschema@.- (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec,
+  FUNCTION = @extschema@.halfvec_sub
+);
+CREATE OPERATOR @extschema@.* (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec,
+  FUNCTION = @extschema@.halfvec_mul, COMMUTATOR = OPERATOR(@extschema@.*)
+);
+CREATE OPERATOR @extschema@.|| (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec,
+  FUNCTION = @extschema@.halfvec_concat
+);
+
+CREATE OPERATOR @extschema@.< (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec, FUNCTION = @extschema@.halfvec_lt,
+  COMMUTATOR = OPERATOR(@extschema@.>), NEGATOR = OPERATOR(@extschema@.>=),
+  RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel
+);
+CREATE OPERATOR @extschema@.<= (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec, FUNCTION = @extschema@.halfvec_le,
+  COMMUTATOR = OPERATOR(@extschema@.>=), NEGATOR = OPERATOR(@extschema@.>),
+  RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel
+);
+CREATE OPERATOR @extschema@.= (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec, FUNCTION = @extschema@.halfvec_eq,
+  COMMUTATOR = OPERATOR(@extschema@.=), NEGATOR = OPERATOR(@extschema@.<>),
+  RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel
+);
+CREATE OPERATOR @extschema@.<> (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec, FUNCTION = @extschema@.halfvec_ne,
+  COMMUTATOR = OPERATOR(@extschema@.<>), NEGATOR = OPERATOR(@extschema@.=),
+  RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel
+);
+CREATE OPERATOR @extschema@.>= (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec, FUNCTION = @extschema@.halfvec_ge,
+  COMMUTATOR = OPERATOR(@extschema@.<=), NEGATOR = OPERATOR(@extschema@.<),
+  RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel
+);
+CREATE OPERATOR @extschema@.> (
+  LEFTARG = @extschema@.halfvec, RIGHTARG = @extschema@.halfvec, FUNCTION = @extschema@.halfvec_gt,
+  COMMUTATOR = OPERATOR(@extschema@.<), NEGATOR = OPERATOR(@extschema@.<=),
+  RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel
+);
+
+CREATE OPERATOR CLASS @extschema@.halfvec_ops
+  DEFAULT FOR TYPE @extschema@.halfvec USING btree AS
+  OPERATOR 1 @extschema@.<,
+  OPERATOR 2 @extschema@.<=,
+  OPERATOR 3 @extschema@.=,
+  OPERATOR 4 @extschema@.>=,
+  OPERATOR 5 @extschema@.>,
+  FUNCTION 1 @extschema@.halfvec_cmp(@extschema@.halfvec, @extschema@.halfvec);
+
+-- halfvec <-> sparsevec casts (as pgvector declares them)
+CREATE FUNCTION @extschema@.halfvec_to_sparsevec(@extschema@.halfvec, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_to_halfvec(@extschema@.sparsevec, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.halfvec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE CAST (@extschema@.halfvec AS @extschema@.sparsevec)
+  WITH FUNCTION @extschema@.halfvec_to_sparsevec(@extschema@.halfvec, pg_catalog.int4, pg_catalog.bool)
+  AS IMPLICIT;
+CREATE CAST (@extschema@.sparsevec AS @extschema@.halfvec)
+  WITH FUNCTION @extschema@.sparsevec_to_halfvec(@extschema@.sparsevec, pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;

@@ -13,8 +13,9 @@
 # backend against the gpu_ivfpq index.
 #
 # The dump stage (regress/dump-restore.sh, TAP) dumps a database with
-# vector, sparsevec and bit columns and their indexes with pg_dump (custom and
-# plain format) and restores it, with gknn in public and in its own schema.
+# vector, halfvec, sparsevec and bit columns, their indexes, a CHECK and a
+# view with pg_dump (custom and plain format) and restores it, with gknn in
+# public and in its own schema.
 #
 # The ivfpq-recall stage (regress/ivfpq-recall.sh, TAP) asserts gpu_ivfpq's
 # recall@10 on Fashion-MNIST at documented settings.

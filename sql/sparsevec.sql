@@ -152,8 +152,10 @@ SELECT '[0,1.5,0,3.5,0]'::vector::sparsevec, '[0,1.5,0,3.5,0]'::vector::sparseve
 SELECT ARRAY[1,0,2,0,3,0]::sparsevec AS int, ARRAY[1.0,0.0,2.0,0.0,3.0,0.0]::sparsevec AS num,
        '{1,0,2,0,3,0}'::real[]::sparsevec(6) AS real, '{1,0,2,0,3,0}'::double precision[]::sparsevec AS double,
        '{1e-46,-1e-46}'::double precision[]::sparsevec AS underflow_is_zero;
--- implicit: a vector goes where a sparsevec is expected
-SELECT l2_norm('[3,0,4]'::vector) AS vector_to_l2_norm, '{1:1}/3'::sparsevec <-> '[0,0,1]'::vector AS mixed;
+-- implicit: a vector goes where a sparsevec is expected (l2_norm(vector) alone
+-- names halfvec's and sparsevec's l2_norm alike: ambiguous, as in pgvector)
+SELECT l2_distance('{2:3}/3'::sparsevec, '[0,0,4]'::vector) AS vector_to_l2_distance,
+       '{1:1}/3'::sparsevec <-> '[0,0,1]'::vector AS mixed;
 CREATE TABLE sv_c (s sparsevec, v vector);
 INSERT INTO sv_c VALUES ('[1,0,2]'::vector, '{1:1,3:2}/3'::sparsevec), (ARRAY[0,5]::int[], NULL);
 SELECT s, v FROM sv_c;

@@ -7,7 +7,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(69);
+SELECT plan(103);
 
 -- Move the existing installation out of the way and put stand-ins for
 -- pgvector's objects into public.
@@ -27,6 +27,13 @@ CREATE FUNCTION public.hamming_distance(bit, bit) RETURNS int
   LANGUAGE sql IMMUTABLE AS 'SELECT -7';
 CREATE OPERATOR public.<~> (LEFTARG = bit, RIGHTARG = bit, FUNCTION = public.hamming_distance);
 CREATE SCHEMA gknn;
+-- pgvector's halfvec and || stand-ins
+CREATE TYPE public.halfvec AS (h int);
+CREATE FUNCTION public.l2_norm(public.halfvec) RETURNS int
+  LANGUAGE sql IMMUTABLE AS 'SELECT -3';
+CREATE FUNCTION public.vector_concat(public.vector, public.vector) RETURNS public.vector
+  LANGUAGE sql IMMUTABLE AS 'SELECT ROW(-4)::public.vector';
+CREATE OPERATOR public.|| (LEFTARG = public.vector, RIGHTARG = public.vector, FUNCTION = public.vector_concat);
 
 SELECT lives_ok('CREATE EXTENSION gknn SCHEMA gknn',
                 'CREATE EXTENSION gknn SCHEMA gknn beside a public.vector type');
@@ -77,9 +84,9 @@ SELECT ok((SELECT count(DISTINCT catalog) FROM members) = 7,
 SELECT is((SELECT array_agg(object ORDER BY object) FROM members WHERE catalog = 'pg_am'),
           ARRAY['access method gpu_ivfpq'], 'one access method: gpu_ivfpq');
 SELECT is((SELECT count(*) FROM members m JOIN pg_proc p ON p.oid = m.objid
-           WHERE p.prokind = 'a')::int, 2, 'two aggregates (avg, sum) are members');
-SELECT is((SELECT count(*) FROM members WHERE catalog = 'pg_cast')::int, 13,
-          'thirteen casts are members (vector: 6, sparsevec: 7)');
+           WHERE p.prokind = 'a')::int, 4, 'four aggregates (avg, sum of vector and halfvec) are members');
+SELECT is((SELECT count(*) FROM members WHERE catalog = 'pg_cast')::int, 23,
+          'twenty-three casts are members (vector: 6, sparsevec: 7, halfvec: 10)');
 SELECT is((SELECT typnamespace::regnamespace::text FROM pg_type
            WHERE oid = (SELECT typarray FROM pg_type WHERE oid = 'gknn.vector'::regtype)),
           'gknn', 'the array type of gknn.vector lives in gknn too');
@@ -140,7 +147,7 @@ SELECT is((SELECT gknn.vector_dims(v) FROM agg_in LIMIT 1), 2,
           'gknn.vector_dims beside public.vector_dims(public.vector)');
 SELECT is(gknn.vector_norm('[3,4]'), 5::float8, 'gknn.vector_norm with search_path = public');
 SELECT is(gknn.l2_normalize('[3,4]'::gknn.vector)::text, '[0.6,0.8]', 'gknn.l2_normalize with search_path = public');
-SELECT is(gknn.subvector('[1,2,3,4]', 2, 2)::text, '[2,3]', 'gknn.subvector with search_path = public');
+SELECT is(gknn.subvector('[1,2,3,4]'::gknn.vector, 2, 2)::text, '[2,3]', 'gknn.subvector with search_path = public');
 SELECT is((ARRAY[1,2,3]::int[]::gknn.vector(3))::text, '[1,2,3]',
           'int[] -> gknn.vector(3) cast with search_path = public');
 SELECT is('[1.5,2]'::gknn.vector::real[], ARRAY[1.5,2]::real[],
@@ -203,6 +210,88 @@ SELECT ok((SELECT entries = 200 FROM gknn.gknn_ivfpq_info('ivf_in_idx')),
 RESET enable_seqscan;
 DROP TABLE ivf_in;
 
+-- halfvec and || with search_path = public: gknn.halfvec beside public.halfvec.
+SELECT is((SELECT typnamespace::regnamespace::text FROM pg_type
+           WHERE oid = (SELECT typarray FROM pg_type WHERE oid = 'gknn.halfvec'::regtype)),
+          'gknn', 'the array type of gknn.halfvec lives in gknn too');
+SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_proc p
+                  WHERE p.pronamespace IN ('public'::regnamespace, 'pg_catalog'::regnamespace)
+                    AND 'gknn.halfvec'::regtype = ANY (p.proargtypes::oid[] || p.prorettype)$$,
+                'no function in public or pg_catalog takes or returns gknn.halfvec');
+SELECT is_empty($$SELECT o.oid::regoperator::text FROM pg_operator o
+                  WHERE o.oprnamespace IN ('public'::regnamespace, 'pg_catalog'::regnamespace)
+                    AND ('gknn.halfvec'::regtype IN (o.oprleft, o.oprright)
+                         OR (o.oprname = '||' AND 'gknn.vector'::regtype IN (o.oprleft, o.oprright)))$$,
+                'no operator in public or pg_catalog works on gknn.halfvec, nor || on gknn.vector');
+SELECT is((SELECT count(*) FROM members m JOIN pg_cast c ON c.oid = m.objid
+           WHERE 'gknn.halfvec'::regtype IN (c.castsource, c.casttarget))::int, 10,
+          'ten casts of gknn.halfvec are members');
+SELECT is('[1,2]'::gknn.halfvec OPERATOR(gknn.<->) '[2,3]'::gknn.halfvec, sqrt(2::float8),
+          'OPERATOR(gknn.<->) on gknn.halfvec with search_path = public');
+SELECT is('[1,2]'::gknn.halfvec OPERATOR(gknn.<#>) '[2,3]'::gknn.halfvec, -8::float8,
+          'OPERATOR(gknn.<#>) on gknn.halfvec with search_path = public');
+SELECT is('[1,0]'::gknn.halfvec OPERATOR(gknn.<=>) '[0,1]'::gknn.halfvec, 1::float8,
+          'OPERATOR(gknn.<=>) on gknn.halfvec with search_path = public');
+SELECT is('[1,2]'::gknn.halfvec OPERATOR(gknn.<+>) '[2,4]'::gknn.halfvec, 3::float8,
+          'OPERATOR(gknn.<+>) on gknn.halfvec with search_path = public');
+SELECT is(('[1,2]'::gknn.halfvec OPERATOR(gknn.*) '[2,3]'::gknn.halfvec)::text, '[2,6]',
+          'OPERATOR(gknn.*) on gknn.halfvec with search_path = public');
+SELECT is('[1,2]'::gknn.vector OPERATOR(gknn.<->) '[1,3]'::gknn.halfvec, 1::float8,
+          'gknn.vector meets gknn.halfvec through the implicit cast with search_path = public');
+SELECT is(('[1,2]'::gknn.vector OPERATOR(gknn.||) '[3]'::gknn.vector)::text, '[1,2,3]',
+          'OPERATOR(gknn.||) on gknn.vector with search_path = public');
+SELECT is(('[1,2]'::gknn.halfvec OPERATOR(gknn.||) '[0.1]'::gknn.halfvec)::text, '[1,2,0.099975586]',
+          'OPERATOR(gknn.||) on gknn.halfvec with search_path = public');
+SELECT is((ROW(1)::public.vector || ROW(2)::public.vector)::text, '(-4)', 'public''s own || on public.vector is untouched');
+SELECT is(gknn.l2_norm('[3,4]'::gknn.halfvec), 5::float8, 'gknn.l2_norm beside public.l2_norm(public.halfvec)');
+SELECT is(gknn.vector_dims('[1,2,3]'::gknn.halfvec), 3, 'gknn.vector_dims on gknn.halfvec with search_path = public');
+SELECT is(gknn.l2_normalize('[3,4]'::gknn.halfvec)::text, '[0.60009766,0.7998047]',
+          'gknn.l2_normalize on gknn.halfvec with search_path = public');
+SELECT is(gknn.subvector('[1,2,3,4]'::gknn.halfvec, 2, 2)::text, '[2,3]',
+          'gknn.subvector on gknn.halfvec with search_path = public');
+SELECT is(gknn.binary_quantize('[1,-1,0.5]'::gknn.halfvec)::text, '101',
+          'gknn.binary_quantize on gknn.halfvec with search_path = public');
+CREATE TEMP TABLE hagg_in (v gknn.halfvec(2));
+INSERT INTO hagg_in VALUES ('[1,2]'), ('[3,4]'), ('[5,9]');
+SELECT is((SELECT gknn.avg(v)::text FROM hagg_in), '[3,5]', 'gknn.avg(gknn.halfvec) with search_path = public');
+SELECT is((SELECT gknn.sum(v)::text FROM hagg_in), '[9,15]', 'gknn.sum(gknn.halfvec) with search_path = public');
+SELECT is((SELECT string_agg(v::text, ' ' ORDER BY v DESC) FROM hagg_in), '[5,9] [3,4] [1,2]',
+          'ORDER BY on gknn.halfvec finds the btree opclass with search_path = public');
+DROP TABLE hagg_in;
+SELECT is(('[1,2.5]'::gknn.vector::gknn.halfvec(2))::text, '[1,2.5]',
+          'gknn.vector -> gknn.halfvec(2) cast with search_path = public');
+SELECT is(('[0.1]'::gknn.halfvec::gknn.vector)::text, '[0.099975586]',
+          'gknn.halfvec -> gknn.vector cast with search_path = public');
+SELECT is((ARRAY[1,2,3]::int[]::gknn.halfvec(3))::text, '[1,2,3]',
+          'int[] -> gknn.halfvec(3) cast with search_path = public');
+SELECT is('[1.5,2]'::gknn.halfvec::real[], ARRAY[1.5,2]::real[],
+          'gknn.halfvec -> real[] cast with search_path = public');
+SELECT is(('[0,1.5]'::gknn.halfvec::gknn.sparsevec)::text, '{2:1.5}/2',
+          'gknn.halfvec -> gknn.sparsevec cast with search_path = public');
+SELECT is(('{2:0.1}/2'::gknn.sparsevec::gknn.halfvec)::text, '[0,0.099975586]',
+          'gknn.sparsevec -> gknn.halfvec cast with search_path = public');
+SELECT throws_ok($$SELECT '[1,2,3]'::gknn.halfvec(2)$$, '22000', 'expected 2 dimensions, not 3',
+                 'the halfvec(n) typmod check with search_path = public');
+SELECT throws_ok($$SELECT '[70000]'::gknn.halfvec$$, '22003', '"70000" is out of range for type halfvec',
+                 'halfvec''s range error with search_path = public');
+SELECT is(encode(gknn.halfvec_send('[1]'), 'hex'), '000100003c00',
+          'gknn.halfvec_send with search_path = public');
+SET LOCAL search_path = '';
+CREATE TEMP TABLE half_empty_path AS
+SELECT ('[1,2]'::gknn.halfvec OPERATOR(gknn.<->) '[2,3]'::gknn.halfvec) = pg_catalog.sqrt(2::float8) AS l2,
+       (SELECT gknn.avg(v)::text FROM (VALUES ('[1,2]'::gknn.halfvec), ('[3,4]')) t(v)) AS avg,
+       (SELECT gknn.sum(v)::text FROM (VALUES ('[1,2]'::gknn.halfvec), ('[3,4]')) t(v)) AS sum,
+       (SELECT pg_catalog.string_agg(v::text, ' ' ORDER BY v)
+          FROM (VALUES ('[2]'::gknn.halfvec), ('[1,5]'), ('[1]')) t(v)) AS sorted,
+       ('{1,2}'::float8[]::gknn.halfvec)::text AS cast,
+       ('[1]'::gknn.vector OPERATOR(gknn.||) '[2]'::gknn.vector)::text AS concat,
+       ('[1]'::gknn.vector::gknn.halfvec OPERATOR(gknn.||) '[2]'::gknn.halfvec)::text AS half_concat;
+SET LOCAL search_path = public;
+SELECT results_eq('SELECT l2, avg, sum, sorted, "cast", concat, half_concat FROM pg_temp.half_empty_path',
+                  $$VALUES (true, '[2,3]', '[4,6]', '[1] [1,5] [2]', '[1,2]', '[1,2]', '[1,2]')$$,
+                  'halfvec operators, aggregates, ORDER BY, casts and || work with an empty search_path');
+DROP TABLE pg_temp.half_empty_path;
+
 -- The same with an empty search_path (only pg_catalog and pg_temp).
 SET LOCAL search_path = '';
 CREATE TEMP TABLE empty_path AS
@@ -236,6 +325,12 @@ SELECT is_empty($$SELECT 1 FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
                                       'vector_to_sparsevec', 'sparsevec_to_vector', 'array_to_sparsevec')$$,
                 'DROP EXTENSION removes the casts');
 SELECT is_empty($$SELECT 1 FROM pg_am WHERE amname = 'gpu_ivfpq'$$, 'DROP EXTENSION removes gpu_ivfpq');
+SELECT is_empty($$SELECT 1 FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
+                  WHERE p.proname IN ('halfvec', 'array_to_halfvec', 'halfvec_to_float4', 'halfvec_to_vector',
+                                      'vector_to_halfvec', 'halfvec_to_sparsevec', 'sparsevec_to_halfvec')$$,
+                'DROP EXTENSION removes the casts of halfvec');
+SELECT is(public.l2_norm(ROW(1)::public.halfvec), -3, 'public.halfvec and public.l2_norm still work');
+SELECT is((ROW(1)::public.vector || ROW(2)::public.vector)::text, '(-4)', 'public.|| on public.vector still works');
 SELECT is((SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ')
            FROM pg_attribute WHERE attrelid = (SELECT typrelid FROM pg_type
                                                WHERE oid = 'public.vector'::regtype)
