@@ -18,11 +18,10 @@ INSERT INTO ivf_q
 SELECT k, ARRAY(SELECT (k % 13) * 2 - 12 + ((k * 31 + j * 17) % 101) / 50.0 FROM generate_series(1, 16) j)::float8[]::vector
 FROM generate_series(1, 5) k;
 
--- The index serves ORDER BY <op> LIMIT and nothing else. (On a table this
--- small a sort is cheaper; enable_seqscan = off leaves the index as the
--- other way to order, and still no index path for other queries.
--- regress/pgtap/60_ivfpq.sql checks that the planner picks the index by
--- itself on a larger table.)
+-- The index serves ORDER BY <op> LIMIT and nothing else. (enable_seqscan =
+-- off leaves the index as the other way to order, and still no index path
+-- for other queries; ivfpq_plan.sql tests the choice the planner makes by
+-- cost alone.)
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM ivf_s ORDER BY emb <-> '[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]' LIMIT 10;
 EXPLAIN (COSTS OFF) SELECT id FROM ivf_s WHERE cat = 3 ORDER BY emb <-> '[1,2,3,4,5,6,7,8,1,2,3,4,5,6,7,8]' LIMIT 10;
