@@ -9,6 +9,7 @@
 #include <climits>
 #include <vector>
 
+#include "distance/knn_resident.h"
 #include "gknn/knn.h"
 #include "runtime/cuda_check.h"
 
@@ -43,6 +44,11 @@ std::int64_t tile_queries(std::int64_t n, std::int64_t nq) {
 }  // namespace
 
 void exact_knn_gpu_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+  with_uploaded_base(req, device,
+                     [&](const KnnRequest& r) { exact_knn_resident_bruteforce(r, device, ids, distances); });
+}
+
+void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
   validate(req);
   if (req.n >= INT_MAX) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu: base too large");
   GKNN_CUDA(cudaSetDevice(device));
@@ -53,8 +59,7 @@ void exact_knn_gpu_bruteforce(const KnnRequest& req, int device, std::int64_t* i
   }
   if (take == 0 || req.nq == 0) return;
 
-  DeviceBuffer<float> d_base(req.n * req.dim), d_queries(req.nq * req.dim);
-  GKNN_CUDA(cudaMemcpy(d_base.get(), req.base, sizeof(float) * req.n * req.dim, cudaMemcpyHostToDevice));
+  DeviceBuffer<float> d_queries(req.nq * req.dim);
   GKNN_CUDA(
       cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * req.nq * req.dim, cudaMemcpyHostToDevice));
 
@@ -73,7 +78,7 @@ void exact_knn_gpu_bruteforce(const KnnRequest& req, int device, std::int64_t* i
   for (std::int64_t q0 = 0; q0 < req.nq; q0 += tile) {
     const int rows = static_cast<int>(std::min(tile, req.nq - q0));
     dim3 grid(static_cast<unsigned>((req.n + 255) / 256), rows);
-    score_tile<<<grid, 256>>>(d_base.get(), req.n, d_queries.get() + q0 * req.dim, req.dim, req.metric,
+    score_tile<<<grid, 256>>>(req.base, req.n, d_queries.get() + q0 * req.dim, req.dim, req.metric,
                               keys_in.get(), vals_in.get());
     GKNN_CUDA(cudaGetLastError());
     segment_offsets<<<(rows + 256) / 256, 256>>>(offsets.get(), rows, req.n);

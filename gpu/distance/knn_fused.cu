@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "distance/knn_resident.h"
 #include "gknn/error.h"
 #include "gknn/knn.h"
 #include "gknn/select.h"
@@ -146,6 +147,11 @@ bool exact_knn_gpu_fused_fits(int dim, int k, int device) {
 }
 
 void exact_knn_gpu_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+  with_uploaded_base(req, device,
+                     [&](const KnnRequest& r) { exact_knn_resident_fused(r, device, ids, distances); });
+}
+
+void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
   validate(req);
   if (req.k > kMaxRowK) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_fused: k above 2048");
   if (req.n >= (std::int64_t(1) << 32) - 1)
@@ -157,8 +163,7 @@ void exact_knn_gpu_fused(const KnnRequest& req, int device, std::int64_t* ids, d
   const int kk = static_cast<int>(std::min<std::int64_t>(req.k, req.n));
   if (kk == 0 || req.nq == 0) return;
   GKNN_CUDA(cudaSetDevice(device));
-  DeviceBuffer<float> d_base(req.n * req.dim), d_queries(req.nq * req.dim);
-  GKNN_CUDA(cudaMemcpy(d_base.get(), req.base, sizeof(float) * req.n * req.dim, cudaMemcpyHostToDevice));
+  DeviceBuffer<float> d_queries(req.nq * req.dim);
   GKNN_CUDA(
       cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * req.nq * req.dim, cudaMemcpyHostToDevice));
 
@@ -186,7 +191,7 @@ void exact_knn_gpu_fused(const KnnRequest& req, int device, std::int64_t* ids, d
     for (std::int64_t q0 = 0; q0 < req.nq; q0 += per_launch) {
       const std::int64_t rows = std::min(per_launch, req.nq - q0);
       dim3 grid(unsigned((rows + S::kWarps - 1) / S::kWarps), unsigned(parts));
-      fused_knn<K><<<grid, S::kWarps * kWarpSize, smem>>>(d_base.get(), req.n, d_queries.get() + q0 * req.dim,
+      fused_knn<K><<<grid, S::kWarps * kWarpSize, smem>>>(req.base, req.n, d_queries.get() + q0 * req.dim,
                                                           rows, req.dim, req.metric, chunk, kk,
                                                           d_words.get());
       GKNN_CUDA(cudaGetLastError());

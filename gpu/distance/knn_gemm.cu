@@ -20,10 +20,13 @@
 //      ties at the margin, zero vectors) are recomputed by brute force.
 #include <cuda_bf16.h>
 
+#include <cub/device/device_reduce.cuh>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "distance/knn_resident.h"
 #include "gknn/error.h"
 #include "gknn/knn.h"
 #include "gknn/select.h"
@@ -148,6 +151,24 @@ __global__ void __launch_bounds__(kRerankThreads)
   if (!ok) uncertified[q] = 1;
 }
 
+// The largest |y|^2 of the base, rows with a NaN ignored: such a row's
+// exact distance is NaN, so it ranks after every other row whatever the
+// bound says (and the k-th distance being NaN leaves a query uncertified).
+struct MaxIgnoringNan {
+  __host__ __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+
+double largest_square(const double* d_sq, std::int64_t n) {
+  DeviceBuffer<double> out(1);
+  std::size_t bytes = 0;
+  GKNN_CUDA(cub::DeviceReduce::Reduce(nullptr, bytes, d_sq, out.get(), n, MaxIgnoringNan{}, 0.0));
+  DeviceBuffer<unsigned char> temp(bytes);
+  GKNN_CUDA(cub::DeviceReduce::Reduce(temp.get(), bytes, d_sq, out.get(), n, MaxIgnoringNan{}, 0.0));
+  double host = 0;
+  GKNN_CUDA(cudaMemcpy(&host, out.get(), sizeof(double), cudaMemcpyDeviceToHost));
+  return host;
+}
+
 }  // namespace
 
 // The candidate list: k plus a margin for the re-rank.
@@ -160,27 +181,29 @@ bool exact_knn_gpu_gemm_fits(std::int64_t n, int k, Metric metric) {
 }
 
 void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+  with_uploaded_base(req, device,
+                     [&](const KnnRequest& r) { exact_knn_resident_gemm(r, device, ids, distances); });
+}
+
+void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
   validate(req);
   const Cublas* blas = load_cublas();
   const std::int64_t kk = candidates_for(req.k);
   if (!blas || !exact_knn_gpu_gemm_fits(req.n, req.k, req.metric) || req.k == 0 || req.nq == 0)
-    return exact_knn_gpu_bruteforce(req, device, ids, distances);
+    return exact_knn_resident_bruteforce(req, device, ids, distances);
   GKNN_CUDA(cudaSetDevice(device));
 
   const int dim = req.dim, dp = augmented_dim(dim);
   const std::int64_t n = req.n, nq = req.nq, k = req.k;
-  DeviceBuffer<float> d_base(n * dim), d_queries(nq * dim), base_aug(n * dp), q_aug(nq * dp);
+  DeviceBuffer<float> d_queries(nq * dim), base_aug(n * dp), q_aug(nq * dp);
   DeviceBuffer<double> base_sq(n), q_sq(nq);
-  GKNN_CUDA(cudaMemcpy(d_base.get(), req.base, sizeof(float) * n * dim, cudaMemcpyHostToDevice));
   GKNN_CUDA(cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * nq * dim, cudaMemcpyHostToDevice));
-  augment_rows<<<unsigned((n * 32 + 255) / 256), 256>>>(d_base.get(), n, dim, dp, req.metric, false,
+  augment_rows<<<unsigned((n * 32 + 255) / 256), 256>>>(req.base, n, dim, dp, req.metric, false,
                                                         base_aug.get(), base_sq.get());
   augment_rows<<<unsigned((nq * 32 + 255) / 256), 256>>>(d_queries.get(), nq, dim, dp, req.metric, true,
                                                          q_aug.get(), q_sq.get());
   GKNN_CUDA(cudaGetLastError());
-  std::vector<double> host_sq(n);
-  GKNN_CUDA(cudaMemcpy(host_sq.data(), base_sq.get(), sizeof(double) * n, cudaMemcpyDeviceToHost));
-  const double y_max_sq = *std::max_element(host_sq.begin(), host_sq.end());
+  const double y_max_sq = largest_square(base_sq.get(), n);
 
   Gemm gemm(blas, req.precision);
   const bool bf16 = req.precision == GemmPrecision::Bf16;
@@ -246,7 +269,7 @@ void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, do
     // ccols index each query's row of partials; rerank maps them to ids.
     GKNN_CUDA(cudaMemsetAsync(uncertified.get(), 0, sizeof(int) * rows, streams[0]));
     rerank<<<rows, kRerankThreads, rerank_smem, streams[0]>>>(
-        d_base.get(), d_queries.get() + q0 * dim, dim, req.metric, pids.get(), ld, ckeys.get(), ccols.get(),
+        req.base, d_queries.get() + q0 * dim, dim, req.metric, pids.get(), ld, ckeys.get(), ccols.get(),
         int(kk), int(k), q_sq.get() + q0, y_max_sq, gemm.input_rounding(), out_ids.get(), out_dist.get(),
         uncertified.get());
     GKNN_CUDA(cudaGetLastError());
@@ -275,9 +298,9 @@ void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, do
   std::vector<double> sub_dist(again.nq * k);
   if (req.precision != GemmPrecision::Fp32) {
     again.precision = GemmPrecision::Fp32;
-    exact_knn_gpu_gemm(again, device, sub_ids.data(), sub_dist.data());
+    exact_knn_resident_gemm(again, device, sub_ids.data(), sub_dist.data());
   } else {
-    exact_knn_gpu_bruteforce(again, device, sub_ids.data(), sub_dist.data());
+    exact_knn_resident_bruteforce(again, device, sub_ids.data(), sub_dist.data());
   }
   for (std::size_t i = 0; i < redo.size(); ++i) {
     std::copy(sub_ids.begin() + i * k, sub_ids.begin() + (i + 1) * k, ids + redo[i] * k);

@@ -2,6 +2,8 @@
 #include "ivfpq/common.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "gknn/error.h"
 #include "ivfpq/arith.h"
@@ -31,14 +33,57 @@ void check_image(const Image& image) {
   if (off.back() != std::int64_t(image.ids.size())) invalid("ivfpq: image ids do not match the last offset");
   if (image.codes.size() != image.ids.size() * std::size_t(code_size(image.quantizer.params)))
     invalid("ivfpq: image codes do not match entries x code_size");
+  if (!image.vectors.empty() &&
+      image.vectors.size() != image.ids.size() * std::size_t(image.quantizer.params.dim))
+    invalid("ivfpq: image vectors do not match entries x dim");
 }
+
+bool has_vectors(const Image& image) {
+  return image.vectors.size() == image.ids.size() * std::size_t(image.quantizer.params.dim);
+}
+
+void require_vectors(const Image& image) {
+  if (!has_vectors(image)) invalid("ivfpq: the image holds no vectors (exact distances need them)");
+}
+
+namespace {
+
+void check_buffers(const float* queries, std::int64_t nq, int k, const void* ids, const void* distances) {
+  if (k < 0) invalid("ivfpq: k must be >= 0");
+  if (nq < 0) invalid("ivfpq: nq must be >= 0");
+  if (nq > 0 && (!queries || (k > 0 && (!ids || !distances)))) invalid("ivfpq: missing search buffer");
+}
+
+}  // namespace
 
 void check_search(const float* queries, std::int64_t nq, const SearchParams& sp, const std::int64_t* ids,
                   const float* distances) {
-  if (sp.k < 0) invalid("ivfpq: k must be >= 0");
+  check_buffers(queries, nq, sp.k, ids, distances);
   if (sp.probes < 1) invalid("ivfpq: probes must be >= 1");
-  if (nq < 0) invalid("ivfpq: nq must be >= 0");
-  if (nq > 0 && (!queries || (sp.k > 0 && (!ids || !distances)))) invalid("ivfpq: missing search buffer");
+  if (sp.refine != 0) invalid("ivfpq: refine is for search_refined (0 here)");
+}
+
+void check_refined(const float* queries, std::int64_t nq, const SearchParams& sp, const std::int64_t* ids,
+                   const double* distances) {
+  check_buffers(queries, nq, sp.k, ids, distances);
+  if (sp.probes < 1) invalid("ivfpq: probes must be >= 1");
+  if (sp.refine < 1) invalid("ivfpq: refine must be >= 1");
+}
+
+void check_exact(const float* queries, std::int64_t nq, int k, const std::int64_t* ids,
+                 const double* distances) {
+  check_buffers(queries, nq, k, ids, distances);
+}
+
+int refine_candidates(const SearchParams& sp, std::int64_t entries) {
+  const std::int64_t want = std::min(std::int64_t(sp.refine) * sp.k, entries);
+  if (want > std::numeric_limits<int>::max()) invalid("ivfpq: refine x k candidates do not fit an int");
+  return int(want);
+}
+
+void pad_exact(std::int64_t* ids, double* distances, std::int64_t count) {
+  std::fill(ids, ids + count, std::int64_t(-1));
+  std::fill(distances, distances + count, canonical_score(NAN));
 }
 
 void check_progress(const Progress& progress, Phase phase, std::int64_t done, std::int64_t total) {

@@ -17,6 +17,24 @@ void check_quantizer(const Quantizer& q);
 void check_image(const Image& image);
 void check_search(const float* queries, std::int64_t nq, const SearchParams& sp, const std::int64_t* ids,
                   const float* distances);
+void check_refined(const float* queries, std::int64_t nq, const SearchParams& sp, const std::int64_t* ids,
+                   const double* distances);
+void check_exact(const float* queries, std::int64_t nq, int k, const std::int64_t* ids,
+                 const double* distances);
+// Throws Error(InvalidArgument) unless the image carries its vectors.
+void require_vectors(const Image& image);
+
+// PQ candidates re-ranked per query: refine x k, at most every entry (more
+// could only add padding); throws when that does not fit an int.
+int refine_candidates(const SearchParams& sp, std::int64_t entries);
+
+// Ids as unsigned selection payloads, in the same order (the sign bit
+// flipped), so ties broken by ascending payload are ties by ascending id.
+inline std::uint64_t id_payload(std::int64_t id) { return std::uint64_t(id) ^ (std::uint64_t(1) << 63); }
+inline std::int64_t payload_id(std::uint64_t p) { return std::int64_t(p ^ (std::uint64_t(1) << 63)); }
+
+// The padding of a result row of the exact searches: id -1, distance NaN.
+void pad_exact(std::int64_t* ids, double* distances, std::int64_t count);
 
 // Reports progress; throws Error(Cancelled) when the callback says stop.
 void check_progress(const Progress& progress, Phase phase, std::int64_t done, std::int64_t total);

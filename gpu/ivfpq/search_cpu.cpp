@@ -1,12 +1,14 @@
 // search_cpu: the reference IVF-PQ search, one query at a time, with the
 // arithmetic of scoring.h and the k-selection of gknn/select.h, exactly as
 // the GPU path runs them (so the GPU's results can be compared for equality).
+// Its PQ stage (pq_candidates_cpu) also feeds search_refined_cpu.
 #include <algorithm>
 #include <limits>
 
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
 #include "gknn/select.h"
+#include "ivfpq/candidates.h"
 #include "ivfpq/codes.h"
 #include "ivfpq/common.h"
 #include "ivfpq/scoring.h"
@@ -43,8 +45,9 @@ void scan_list(const Image& image, int list, float coarse, std::int64_t start, Q
   }
 }
 
-void search_one(const Image& image, const float* query, int probes, int k, QueryWork& w, std::int64_t* ids,
-                float* distances) {
+// The k best entries of one (prepared) query, as image positions.
+void search_one(const Image& image, const float* query, int probes, int k, QueryWork& w,
+                std::int64_t* entries, float* keys) {
   const Quantizer& qz = image.quantizer;
   const Params& p = qz.params;
   for (int l = 0; l < p.lists; ++l)
@@ -65,26 +68,23 @@ void search_one(const Image& image, const float* query, int probes, int k, Query
       w.cand.data(), nullptr, count, k, SelectOrder::Smallest, w.out_keys.data(), w.out_cols.data());
   for (std::int64_t r = 0; r < k; ++r) {
     if (r >= got) {
-      ids[r] = -1;
-      distances[r] = std::numeric_limits<float>::quiet_NaN();
+      entries[r] = -1;
+      keys[r] = std::numeric_limits<float>::quiet_NaN();
       continue;
     }
     const std::int64_t col = w.out_cols[r];
     const int pr = probe_of(w.starts.data(), probes, col);
-    ids[r] = image.ids[image.offsets[w.probe_lists[pr]] + col - w.starts[pr]];
-    distances[r] = w.out_keys[r];
+    entries[r] = image.offsets[w.probe_lists[pr]] + col - w.starts[pr];
+    keys[r] = w.out_keys[r];
   }
 }
 
 }  // namespace
 
-void search_cpu(const Image& image, const float* queries, std::int64_t nq, const SearchParams& sp,
-                std::int64_t* ids, float* distances) {
-  check_image(image);
-  check_search(queries, nq, sp, ids, distances);
-  if (sp.k == 0) return;
+void pq_candidates_cpu(const Image& image, const float* queries, std::int64_t nq, int k, int probes,
+                       std::int64_t* entries, float* keys) {
+  if (k == 0) return;
   const Params& p = image.quantizer.params;
-  const int probes = std::min(sp.probes, p.lists);
   QueryWork w;
   w.coarse.resize(p.lists);
   w.probe_keys.resize(probes);
@@ -92,12 +92,23 @@ void search_cpu(const Image& image, const float* queries, std::int64_t nq, const
   w.starts.resize(probes + 1);
   w.vec.resize(p.dim);
   w.lut.resize(std::size_t(p.m) * ksub(p));
-  w.out_keys.resize(sp.k);
-  w.out_cols.resize(sp.k);
+  w.out_keys.resize(k);
+  w.out_cols.resize(k);
   for (std::int64_t q = 0; q < nq; ++q) {
     const std::vector<float> query = prepared_rows(p, queries + q * p.dim, 1);
-    search_one(image, query.data(), probes, sp.k, w, ids + q * sp.k, distances + q * sp.k);
+    search_one(image, query.data(), probes, k, w, entries + q * k, keys + q * k);
   }
+}
+
+void search_cpu(const Image& image, const float* queries, std::int64_t nq, const SearchParams& sp,
+                std::int64_t* ids, float* distances) {
+  check_image(image);
+  check_search(queries, nq, sp, ids, distances);
+  if (sp.k == 0) return;
+  const int probes = std::min(sp.probes, image.quantizer.params.lists);
+  pq_candidates_cpu(image, queries, nq, sp.k, probes, ids, distances);
+  for (std::int64_t i = 0; i < nq * sp.k; ++i)
+    if (ids[i] >= 0) ids[i] = image.ids[ids[i]];
 }
 
 }  // namespace gknn::ivfpq

@@ -8,11 +8,15 @@
 //      fp16 only where fp32 does not fit) and scores its list's codes;
 //   4. the k best columns per row (ties by column = probe rank, position),
 //      mapped back to ids.
+// Steps 1-4 are the PQ stage (Impl::PqStage) that search_refined also runs.
+// The Impl (device_image.h) also holds the image's vectors when it has them,
+// in id order (refine_cuda.cu and exact_cuda.cu search them).
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -22,6 +26,7 @@
 #include "gknn/select.h"
 #include "ivfpq/codes.h"
 #include "ivfpq/common.h"
+#include "ivfpq/device_image.h"
 #include "ivfpq/scoring.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
@@ -51,21 +56,6 @@ __global__ void coarse_keys(const float* queries, std::int64_t nq, const float* 
     keys[i] = coarse_key(metric, queries + q * dim, centroids + l * dim, dim);
   }
 }
-
-struct ScanArgs {
-  const float* queries;       // rows x dim, prepared
-  const float* centroids;     // lists x dim
-  const float* codebooks;     // m x ksub x dsub
-  const std::uint8_t* codes;  // entries x code_size
-  const std::int64_t* offsets;
-  const std::uint32_t* probe_lists;  // rows x probes
-  const float* probe_keys;           // rows x probes (the lists' coarse keys)
-  const std::int64_t* starts;        // rows x (probes + 1)
-  int probes, dim, m, ksub, dsub, nbits, code_size;
-  Metric metric;
-  std::int64_t ld;  // candidate row length
-  float* cand;      // rows x ld
-};
 
 __device__ __forceinline__ void store_lut(float* lut, int e, float v) { lut[e] = v; }
 __device__ __forceinline__ void store_lut(__half* lut, int e, float v) { lut[e] = __float2half_rn(v); }
@@ -123,20 +113,6 @@ __global__ void map_results(const float* keys, const std::uint32_t* cols, std::i
   }
 }
 
-// The k best columns of each row, (key, column) order, short rows padded
-// with column ~0: select_rows_gpu up to its k limit, beyond it one
-// select_topk_gpu per row (same order, so the same result).
-void select_best(const float* keys, std::int64_t rows, std::int64_t len, int k, float* out_keys,
-                 std::uint32_t* out_cols, cudaStream_t s) {
-  if (k <= kMaxRowK)
-    return select_rows_gpu<float, std::uint32_t>(keys, rows, len, len, k, SelectOrder::Smallest, out_keys,
-                                                 out_cols, s);
-  GKNN_CUDA(cudaMemsetAsync(out_cols, 0xff, sizeof(std::uint32_t) * rows * k, s));
-  for (std::int64_t r = 0; r < rows; ++r)
-    select_topk_gpu<float, std::uint32_t>(keys + r * len, nullptr, len, k, SelectOrder::Smallest,
-                                          out_keys + r * k, out_cols + r * k, s);
-}
-
 template <typename T>
 void upload(DeviceBuffer<T>& dst, const std::vector<T>& src) {
   if (!src.empty())
@@ -151,39 +127,32 @@ int activate(const Image& image, int device) {
   return device;
 }
 
+// Rows of vectors staged per copy when the image's vectors are uploaded in
+// id order (bounds the host staging buffer to about 64 MiB).
+std::int64_t staging_rows(int dim) { return std::max<std::int64_t>(1, (std::int64_t(1) << 24) / dim); }
+
 }  // namespace
-
-struct DeviceImage::Impl {
-  Impl(const Image& image, int dev);
-  void search_batch(const float* queries, std::int64_t rows, int probes, int k, cudaStream_t s,
-                    std::int64_t* ids, float* distances) const;
-  std::int64_t batch_rows(int probes, int k) const;
-  void launch_scan(const ScanArgs& a, std::int64_t rows, cudaStream_t s) const;
-
-  int device;
-  Params params;
-  std::vector<std::int64_t> offsets;
-  std::vector<std::int64_t> largest;  // largest[p]: entries in the p largest lists
-  bool fp16 = false;
-  DeviceBuffer<float> centroids, codebooks;
-  DeviceBuffer<std::uint8_t> codes;
-  DeviceBuffer<std::int64_t> ids, d_offsets;
-};
 
 DeviceImage::Impl::Impl(const Image& image, int dev)
     : device(activate(image, dev)),
       params(image.quantizer.params),
+      entries(std::int64_t(image.ids.size())),
       offsets(image.offsets),
       centroids(image.quantizer.centroids.size()),
       codebooks(image.quantizer.codebooks.size()),
       codes(image.codes.size()),
       ids(image.ids.size()),
-      d_offsets(image.offsets.size()) {
+      d_offsets(image.offsets.size()),
+      with_vectors(ivfpq::has_vectors(image)),
+      vectors(with_vectors ? image.vectors.size() : 0),
+      rank(with_vectors ? image.ids.size() : 0),
+      ranked_ids(with_vectors ? image.ids.size() : 0) {
   upload(centroids, image.quantizer.centroids);
   upload(codebooks, image.quantizer.codebooks);
   upload(codes, image.codes);
   upload(ids, image.ids);
   upload(d_offsets, image.offsets);
+  if (with_vectors) upload_vectors(image);
   std::vector<std::int64_t> sizes(params.lists);
   for (int l = 0; l < params.lists; ++l) sizes[l] = offsets[l + 1] - offsets[l];
   std::sort(sizes.rbegin(), sizes.rend());
@@ -197,10 +166,32 @@ DeviceImage::Impl::Impl(const Image& image, int dev)
                 "ivfpq: the lookup table (m x 2^nbits) does not fit in GPU shared memory; search on the CPU");
 }
 
-// Queries per batch: the biggest buffer (queries, coarse keys, candidate rows
-// bounded by the `probes` largest lists, or results) stays near kBatchElems.
-std::int64_t DeviceImage::Impl::batch_rows(int probes, int k) const {
-  const std::int64_t row = std::max<std::int64_t>({params.dim, params.lists, largest[probes], k});
+// The vectors go up in id order (a stable sort: equal ids keep entry
+// order), through a bounded staging buffer; rank and ranked_ids with them.
+void DeviceImage::Impl::upload_vectors(const Image& image) {
+  const int dim = params.dim;
+  std::vector<std::int64_t> order(entries);
+  std::iota(order.begin(), order.end(), std::int64_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return image.ids[a] < image.ids[b]; });
+  std::vector<std::int64_t> host(entries);
+  for (std::int64_t r = 0; r < entries; ++r) host[order[r]] = r;
+  upload(rank, host);
+  for (std::int64_t r = 0; r < entries; ++r) host[r] = image.ids[order[r]];
+  upload(ranked_ids, host);
+  const std::int64_t chunk = staging_rows(dim);
+  std::vector<float> staged(std::min(chunk, entries) * dim);
+  for (std::int64_t r0 = 0; r0 < entries; r0 += chunk) {
+    const std::int64_t n = std::min(chunk, entries - r0);
+    for (std::int64_t r = 0; r < n; ++r)
+      std::copy_n(image.vectors.data() + order[r0 + r] * dim, dim, staged.data() + r * dim);
+    GKNN_CUDA(
+        cudaMemcpy(vectors.get() + r0 * dim, staged.data(), sizeof(float) * n * dim, cudaMemcpyHostToDevice));
+  }
+}
+
+std::int64_t DeviceImage::Impl::batch_rows(int probes, std::int64_t row_elems) const {
+  const std::int64_t row = std::max<std::int64_t>({params.dim, params.lists, largest[probes], row_elems});
   return std::clamp<std::int64_t>(kBatchElems / row, 1, kMaxGridY);
 }
 
@@ -220,47 +211,55 @@ void DeviceImage::Impl::launch_scan(const ScanArgs& a, std::int64_t rows, cudaSt
   GKNN_CUDA(cudaGetLastError());
 }
 
-void DeviceImage::Impl::search_batch(const float* queries, std::int64_t rows, int probes, int k,
-                                     cudaStream_t s, std::int64_t* out_ids, float* out_dist) const {
+DeviceImage::Impl::PqStage::PqStage(const Impl& im, const float* host_queries, std::int64_t rows_,
+                                    int probes_, int k_, cudaStream_t s)
+    : rows(rows_),
+      probes(probes_),
+      k(k_),
+      queries(rows_ * im.params.dim, s),
+      probe_keys(rows_ * probes_, s),
+      probe_lists(rows_ * probes_, s),
+      starts(rows_ * (probes_ + 1), s),
+      keys(rows_ * k_, s),
+      cols(rows_ * k_, s) {
+  const Params& params = im.params;
   const int dim = params.dim, lists = params.lists;
-  const std::vector<float> hq = prepared_rows(params, queries, rows);
-  AsyncBuffer<float> d_q(hq.size(), s), ckeys(rows * lists, s), pkeys(rows * probes, s);
-  AsyncBuffer<std::uint32_t> plists(rows * probes, s);
-  GKNN_CUDA(cudaMemcpyAsync(d_q.get(), hq.data(), sizeof(float) * hq.size(), cudaMemcpyHostToDevice, s));
-  coarse_keys<<<grid_for(rows * lists, kThreads), kThreads, 0, s>>>(d_q.get(), rows, centroids.get(), lists,
-                                                                    dim, params.metric, ckeys.get());
+  const std::vector<float> hq = prepared_rows(params, host_queries, rows);
+  AsyncBuffer<float> ckeys(rows * lists, s);
+  GKNN_CUDA(cudaMemcpyAsync(queries.get(), hq.data(), sizeof(float) * hq.size(), cudaMemcpyHostToDevice, s));
+  coarse_keys<<<grid_for(rows * lists, kThreads), kThreads, 0, s>>>(queries.get(), rows, im.centroids.get(),
+                                                                    lists, dim, params.metric, ckeys.get());
   GKNN_CUDA(cudaGetLastError());
-  select_best(ckeys.get(), rows, lists, probes, pkeys.get(), plists.get(), s);
+  select_best(ckeys.get(), rows, lists, probes, probe_keys.get(), probe_lists.get(), s);
 
   // Candidate rows, laid out on the host from the probed lists.
   std::vector<std::uint32_t> hl(rows * probes);
-  GKNN_CUDA(
-      cudaMemcpyAsync(hl.data(), plists.get(), sizeof(std::uint32_t) * hl.size(), cudaMemcpyDeviceToHost, s));
+  GKNN_CUDA(cudaMemcpyAsync(hl.data(), probe_lists.get(), sizeof(std::uint32_t) * hl.size(),
+                            cudaMemcpyDeviceToHost, s));
   GKNN_CUDA(cudaStreamSynchronize(s));
-  std::vector<std::int64_t> starts(rows * (probes + 1));
+  std::vector<std::int64_t> hs(rows * (probes + 1));
   std::int64_t ld = 0;
   for (std::int64_t q = 0; q < rows; ++q) {
-    probe_starts(offsets.data(), hl.data() + q * probes, probes, starts.data() + q * (probes + 1));
-    ld = std::max(ld, starts[q * (probes + 1) + probes]);
+    probe_starts(im.offsets.data(), hl.data() + q * probes, probes, hs.data() + q * (probes + 1));
+    ld = std::max(ld, hs[q * (probes + 1) + probes]);
   }
   if (ld >= std::int64_t(std::numeric_limits<std::uint32_t>::max()))
     throw Error(ErrorCode::InvalidArgument, "ivfpq: 2^32 - 1 or more candidates for one query");
-  AsyncBuffer<std::int64_t> d_starts(starts.size(), s);
-  GKNN_CUDA(cudaMemcpyAsync(d_starts.get(), starts.data(), sizeof(std::int64_t) * starts.size(),
-                            cudaMemcpyHostToDevice, s));
+  GKNN_CUDA(
+      cudaMemcpyAsync(starts.get(), hs.data(), sizeof(std::int64_t) * hs.size(), cudaMemcpyHostToDevice, s));
 
   // NaN everywhere first: columns past a row's candidates rank after them.
   AsyncBuffer<float> cand(rows * ld, s);
   if (ld > 0) {
     GKNN_CUDA(cudaMemsetAsync(cand.get(), 0xff, sizeof(float) * rows * ld, s));
-    const ScanArgs a{d_q.get(),
-                     centroids.get(),
-                     codebooks.get(),
-                     codes.get(),
-                     d_offsets.get(),
-                     plists.get(),
-                     pkeys.get(),
-                     d_starts.get(),
+    const ScanArgs a{queries.get(),
+                     im.centroids.get(),
+                     im.codebooks.get(),
+                     im.codes.get(),
+                     im.d_offsets.get(),
+                     probe_lists.get(),
+                     probe_keys.get(),
+                     starts.get(),
                      probes,
                      dim,
                      params.m,
@@ -271,15 +270,19 @@ void DeviceImage::Impl::search_batch(const float* queries, std::int64_t rows, in
                      params.metric,
                      ld,
                      cand.get()};
-    launch_scan(a, rows, s);
+    im.launch_scan(a, rows, s);
   }
-  AsyncBuffer<float> okeys(rows * k, s), odist(rows * k, s);
-  AsyncBuffer<std::uint32_t> ocols(rows * k, s);
+  select_best(cand.get(), rows, ld, k, keys.get(), cols.get(), s);
+}
+
+void DeviceImage::Impl::search_batch(const float* queries, std::int64_t rows, int probes, int k,
+                                     cudaStream_t s, std::int64_t* out_ids, float* out_dist) const {
+  const PqStage st(*this, queries, rows, probes, k, s);
+  AsyncBuffer<float> odist(rows * k, s);
   AsyncBuffer<std::int64_t> oids(rows * k, s);
-  select_best(cand.get(), rows, ld, k, okeys.get(), ocols.get(), s);
   map_results<<<grid_for(rows * k, kThreads), kThreads, 0, s>>>(
-      okeys.get(), ocols.get(), rows, k, d_starts.get(), probes, plists.get(), d_offsets.get(), ids.get(),
-      oids.get(), odist.get());
+      st.keys.get(), st.cols.get(), rows, k, st.starts.get(), probes, st.probe_lists.get(), d_offsets.get(),
+      ids.get(), oids.get(), odist.get());
   GKNN_CUDA(cudaGetLastError());
   GKNN_CUDA(cudaMemcpyAsync(out_ids, oids.get(), sizeof(std::int64_t) * rows * k, cudaMemcpyDeviceToHost, s));
   GKNN_CUDA(cudaMemcpyAsync(out_dist, odist.get(), sizeof(float) * rows * k, cudaMemcpyDeviceToHost, s));
@@ -312,10 +315,13 @@ void DeviceImage::search(const float* queries, std::int64_t nq, const SearchPara
 
 std::size_t DeviceImage::device_bytes() const {
   if (!impl_) return 0;
-  return sizeof(float) * (impl_->centroids.size() + impl_->codebooks.size()) + impl_->codes.size() +
-         sizeof(std::int64_t) * (impl_->ids.size() + impl_->d_offsets.size());
+  const Impl& im = *impl_;
+  return sizeof(float) * (im.centroids.size() + im.codebooks.size() + im.vectors.size()) + im.codes.size() +
+         sizeof(std::int64_t) * (im.ids.size() + im.d_offsets.size() + im.rank.size() + im.ranked_ids.size());
 }
 
 bool DeviceImage::fp16_lut() const { return impl_ && impl_->fp16; }
+
+bool DeviceImage::has_vectors() const { return impl_ && impl_->with_vectors; }
 
 }  // namespace gknn::ivfpq

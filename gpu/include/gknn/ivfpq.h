@@ -20,6 +20,13 @@
 // vector (training sample, encoded vectors, queries) and searches by L2, whose
 // order on unit vectors is the cosine order. A zero vector under cosine stays
 // zero.
+//
+// An image may also carry each entry's full vector. Two searches then give
+// exact distances: search_refined re-ranks the PQ search's refine x k best
+// candidates, and search_exact ranks every entry. Both return the value of
+// the SQL operator, gknn::distance(metric, vector, query), and order rows by
+// (that distance, NaN last, id), the order of the SQL query with ties by TID;
+// CPU and GPU give the same rows and the same bits.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +34,7 @@
 #include <vector>
 
 #include "gknn/distance.h"
+#include "gknn/knn.h"
 
 namespace gknn::ivfpq {
 
@@ -36,9 +44,9 @@ constexpr int kMaxDim = 16000;  // the vector type's limit
 
 struct Params {
   int dim = 0;
-  int lists = 0;  // coarse centroids, >= 1
-  int m = 0;      // sub-quantizers, divides dim
-  int nbits = 8;  // bits per sub-quantizer code, kMinNbits..kMaxNbits
+  int lists = 0;               // coarse centroids, >= 1
+  int m = 0;                   // sub-quantizers, divides dim
+  int nbits = 8;               // bits per sub-quantizer code, kMinNbits..kMaxNbits
   Metric metric = Metric::L2;  // L2, InnerProduct or Cosine
   int kmeans_iters = 10;       // Lloyd iterations, coarse and PQ, >= 1
   std::uint64_t seed = 1234;   // the only source of randomness in training
@@ -84,16 +92,30 @@ void encode(const Quantizer& q, const float* x, std::int64_t n, int device, std:
 // The searchable form of an index, flat: list l holds entries
 // [offsets[l], offsets[l+1]) of codes (code_size bytes each) and ids (the
 // extension's heap TIDs as integers).
+//
+// `vectors`, when not empty, holds each entry's full vector, in the order of
+// `ids`: the raw vectors as the table stores them, under cosine too (not
+// normalised), because the exact searches must reproduce the SQL operator's
+// value, which gknn::distance computes on the raw vectors. Empty means not
+// stored: the image then serves search and search_cpu only, as before. (An
+// image of no entries holds its zero vectors either way.)
 struct Image {
   Quantizer quantizer;
   std::vector<std::int64_t> offsets;  // lists + 1
   std::vector<std::uint8_t> codes;    // offsets.back() x code_size
   std::vector<std::int64_t> ids;      // offsets.back()
+  std::vector<float> vectors;         // empty, or offsets.back() x dim
 };
+
+// Whether `image` carries its entries' vectors (the exact searches need them).
+bool has_vectors(const Image& image);
 
 struct SearchParams {
   int k = 10;      // candidates returned per query
   int probes = 1;  // lists scanned per query (clamped to lists)
+  // search_refined only (>= 1 there; 0 elsewhere): the PQ search takes
+  // refine x k candidates, re-ranked by their exact distance.
+  int refine = 0;
 };
 
 // Results are nq x k, row-major, best first: ids and PQ-estimated distances in
@@ -104,9 +126,27 @@ struct SearchParams {
 void search_cpu(const Image& image, const float* queries, std::int64_t nq, const SearchParams& sp,
                 std::int64_t* ids, float* distances);
 
-// A GPU-resident copy of an Image (centroids, codebooks, list codes and ids),
-// made once and searched many times. Movable, not copyable; frees its device
-// memory when destroyed. Throws Error(NoDevice/OutOfMemory/DeviceFault).
+// Exact searches over an image with vectors (else Error(InvalidArgument)).
+// Results are nq x k, row-major, best first: ids, and distances as
+// gknn::distance(metric, vector, query, dim) computes them (the SQL
+// operator's float8), canonical as gknn::exact_knn returns them (one NaN,
+// -0 as +0). Order: distance, NaN last, then id ascending. Rows with fewer
+// than k entries are padded with id -1 and distance NaN. Queries are raw
+// (nq x dim, host memory; cosine normalises nothing here).
+//
+// search_refined: the refine x k best candidates of search_cpu's PQ search
+// (same probes, same candidates), re-ranked; k of them returned.
+void search_refined_cpu(const Image& image, const float* queries, std::int64_t nq, const SearchParams& sp,
+                        std::int64_t* ids, double* distances);
+// search_exact: every entry ranked (recall 1); lists play no part.
+void search_exact_cpu(const Image& image, const float* queries, std::int64_t nq, int k, std::int64_t* ids,
+                      double* distances);
+
+// A GPU-resident copy of an Image (centroids, codebooks, list codes and ids,
+// and the vectors where the image has them, kept in id order so that the
+// exact kNN code's ties by row are ties by id), made once and searched many
+// times. Movable, not copyable; frees its device memory when destroyed.
+// Throws Error(NoDevice/OutOfMemory/DeviceFault).
 class DeviceImage {
  public:
   DeviceImage(const Image& image, int device);
@@ -119,8 +159,20 @@ class DeviceImage {
   // Same contract and same results as search_cpu (fp32 LUTs).
   void search(const float* queries, std::int64_t nq, const SearchParams& sp, std::int64_t* ids,
               float* distances) const;
-  std::size_t device_bytes() const;  // memory held on the GPU
+  // Same contract and same results as search_refined_cpu: the PQ stage as
+  // search, then the candidates' exact distances from the resident vectors
+  // and the k best by (distance, id) with the project's row selection.
+  void search_refined(const float* queries, std::int64_t nq, const SearchParams& sp, std::int64_t* ids,
+                      double* distances) const;
+  // Same contract and same results as search_exact_cpu, through the exact
+  // kNN code of gknn/knn.h over the resident vectors (fused kernel, or GEMM
+  // in `precision` with the certified re-rank, as gknn/plan.h chooses; the
+  // precision changes the speed, never the results).
+  void search_exact(const float* queries, std::int64_t nq, int k, std::int64_t* ids, double* distances,
+                    GemmPrecision precision = GemmPrecision::Fp32) const;
+  std::size_t device_bytes() const;  // memory held on the GPU, vectors included
   bool fp16_lut() const;             // LUTs fall back to fp16 (too large for shared memory)
+  bool has_vectors() const;          // the image's vectors are resident (exact searches work)
 
  private:
   struct Impl;

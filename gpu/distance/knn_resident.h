@@ -1,0 +1,40 @@
+// Exact kNN over a base that is already in device memory (a resident
+// image's vectors), for the library's own callers: the algorithms of
+// gknn/knn.h without the upload of the base. Not a public header.
+//
+// `req.base` is a device pointer on `device` (n x dim floats, row-major);
+// queries and results are host memory, as in gknn/knn.h. Results are those
+// of exact_knn_cpu over the same rows: ids are row numbers, ties by row.
+// The public exact_knn_gpu_* functions upload the base and call these.
+#pragma once
+
+#include <cstdint>
+
+#include "gknn/knn.h"
+#include "runtime/cuda_check.h"
+
+namespace gknn {
+
+// The algorithm choose_knn (gknn/plan.h) picks for the shape.
+void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+
+// The public functions: req.base (host) uploaded to `device`, then
+// `resident` over it. Where there is no work (no base row, query or k) the
+// request goes through unchanged: the resident functions then only write
+// padding, and read no base row.
+template <typename Fn>
+void with_uploaded_base(const KnnRequest& req, int device, Fn&& resident) {
+  validate(req);
+  if (req.n == 0 || req.nq == 0 || req.k == 0) return resident(req);
+  GKNN_CUDA(cudaSetDevice(device));
+  DeviceBuffer<float> d_base(req.n * req.dim);
+  GKNN_CUDA(cudaMemcpy(d_base.get(), req.base, sizeof(float) * req.n * req.dim, cudaMemcpyHostToDevice));
+  KnnRequest r = req;
+  r.base = d_base.get();
+  resident(r);
+}
+
+}  // namespace gknn

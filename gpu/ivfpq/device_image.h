@@ -1,0 +1,96 @@
+// DeviceImage's state and its PQ stage, shared by the files that search it
+// (search_cuda.cu: the PQ search; refine_cuda.cu: the re-rank;
+// exact_cuda.cu: the exact search). Not a public header; CUDA code only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "gknn/ivfpq.h"
+#include "gknn/select.h"
+#include "runtime/cuda_check.h"
+#include "runtime/stream_tools.h"
+
+namespace gknn::ivfpq {
+
+// The arguments of the list-scan kernel (search_cuda.cu).
+struct ScanArgs {
+  const float* queries;       // rows x dim, prepared
+  const float* centroids;     // lists x dim
+  const float* codebooks;     // m x ksub x dsub
+  const std::uint8_t* codes;  // entries x code_size
+  const std::int64_t* offsets;
+  const std::uint32_t* probe_lists;  // rows x probes
+  const float* probe_keys;           // rows x probes (the lists' coarse keys)
+  const std::int64_t* starts;        // rows x (probes + 1)
+  int probes, dim, m, ksub, dsub, nbits, code_size;
+  Metric metric;
+  std::int64_t ld;  // candidate row length
+  float* cand;      // rows x ld
+};
+
+struct DeviceImage::Impl {
+  Impl(const Image& image, int dev);
+  void upload_vectors(const Image& image);
+
+  // The PQ stage of a batch of `rows` queries (host, raw): the k best
+  // columns of each query's candidate row by PQ distance, and what maps a
+  // column back to an entry (starts, probe_lists; scoring.h's layout). The
+  // buffers live on stream `s` until the stage is destroyed.
+  struct PqStage {
+    PqStage(const Impl& im, const float* queries, std::int64_t rows, int probes, int k, cudaStream_t s);
+    std::int64_t rows;
+    int probes, k;
+    AsyncBuffer<float> queries;              // rows x dim, prepared (normalised under cosine)
+    AsyncBuffer<float> probe_keys;           // rows x probes
+    AsyncBuffer<std::uint32_t> probe_lists;  // rows x probes
+    AsyncBuffer<std::int64_t> starts;        // rows x (probes + 1)
+    AsyncBuffer<float> keys;                 // rows x k, PQ distances
+    AsyncBuffer<std::uint32_t> cols;         // rows x k, columns (~0 or >= starts[probes]: padding)
+  };
+
+  void search_batch(const float* queries, std::int64_t rows, int probes, int k, cudaStream_t s,
+                    std::int64_t* ids, float* distances) const;
+  void refine_batch(const float* queries, std::int64_t rows, int probes, int count, int k, cudaStream_t s,
+                    std::int64_t* ids, double* distances) const;
+  // Queries per batch: the largest buffer (a row of `row_elems`, or the
+  // coarse keys, or the candidates of the `probes` largest lists) near
+  // kBatchElems elements.
+  std::int64_t batch_rows(int probes, std::int64_t row_elems) const;
+  void launch_scan(const ScanArgs& a, std::int64_t rows, cudaStream_t s) const;
+
+  int device;
+  Params params;
+  std::int64_t entries;
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> largest;  // largest[p]: entries in the p largest lists
+  bool fp16 = false;
+  DeviceBuffer<float> centroids, codebooks;
+  DeviceBuffer<std::uint8_t> codes;
+  DeviceBuffer<std::int64_t> ids, d_offsets;
+  // The stored vectors, in id order (ties by entry): row r of `vectors` is
+  // the entry of rank r, so a selection whose ties go by row goes by id.
+  bool with_vectors = false;
+  DeviceBuffer<float> vectors;            // entries x dim, by rank
+  DeviceBuffer<std::int64_t> rank;        // entry -> rank
+  DeviceBuffer<std::int64_t> ranked_ids;  // rank -> id
+};
+
+// The k best columns of each row (len keys at stride len), (key, column)
+// order, short rows padded with column ~0: select_rows_gpu up to its k
+// limit, beyond it one select_topk_gpu per row (same order, same result).
+template <typename Key>
+void select_best(const Key* keys, std::int64_t rows, std::int64_t len, int k, Key* out_keys,
+                 std::uint32_t* out_cols, cudaStream_t s) {
+  if (k <= kMaxRowK)
+    return select_rows_gpu<Key, std::uint32_t>(keys, rows, len, len, k, SelectOrder::Smallest, out_keys,
+                                               out_cols, s);
+  GKNN_CUDA(cudaMemsetAsync(out_cols, 0xff, sizeof(std::uint32_t) * rows * k, s));
+  for (std::int64_t r = 0; r < rows; ++r)
+    select_topk_gpu<Key, std::uint32_t>(keys + r * len, nullptr, len, k, SelectOrder::Smallest,
+                                        out_keys + r * k, out_cols + r * k, s);
+}
+
+}  // namespace gknn::ivfpq
