@@ -84,6 +84,29 @@ CREATE FUNCTION mismatches(dev text) RETURNS bigint LANGUAGE sql AS $$
   SELECT count(*) FROM (VALUES ('a', '<->', 8), ('b', '<=>', 16), ('c', '<#>', 8)) t(tab, op, dim)
     JOIN qs ON qs.dim = t.dim, (VALUES (1), (4), (16)) p(p), (VALUES (1), (10), (37)) k(k)
   WHERE answer(tab, op, v, p, k, dev) IS DISTINCT FROM answer(tab, op, v, p, k, 'cpu') $$;
+-- exact_answer(table, op, query, k, device): the index scan with gknn.ivfpq_exact;
+-- seq_answer: the sequential scan's, ties by TID as the index breaks them.
+CREATE FUNCTION exact_answer(tab text, op text, qv vector, k int, dev text) RETURNS int[]
+LANGUAGE plpgsql AS $$
+DECLARE r int[];
+BEGIN
+  PERFORM set_config('gknn.device', dev, true);
+  PERFORM set_config('gknn.ivfpq_exact', 'on', true);
+  PERFORM set_config('enable_seqscan', 'off', true);
+  EXECUTE format('SELECT array_agg(id) FROM (SELECT id FROM %I ORDER BY emb %s $1 LIMIT %s) s', tab, op, k)
+    INTO r USING qv;
+  RETURN r;
+END $$;
+CREATE FUNCTION seq_answer(tab text, op text, qv vector, k int) RETURNS int[]
+LANGUAGE plpgsql AS $$
+DECLARE r int[];
+BEGIN
+  PERFORM set_config('enable_indexscan', 'off', true);
+  PERFORM set_config('enable_bitmapscan', 'off', true);
+  EXECUTE format('SELECT array_agg(id) FROM (SELECT id FROM %I ORDER BY emb %s $1, ctid LIMIT %s) s', tab, op, k)
+    INTO r USING qv;
+  RETURN r;
+END $$;
 -- check_one(query, probes): raises when the service's answer is not the CPU's.
 CREATE FUNCTION check_one(q int, probes int) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE v vector := (SELECT qs.v FROM qs WHERE qs.q = check_one.q AND dim = 8);
@@ -97,6 +120,10 @@ SQL
 before=$(status searches)
 check "answers through the service equal the CPU's (3 metrics, probes 1/4/16, LIMIT 1/10/37)" \
   equal 0 "SELECT mismatches('auto')"
+check "gknn.ivfpq_exact: the index answers exactly (service and CPU; 3 metrics, LIMIT 1/10/37)" equal 0 "
+  SELECT count(*) FROM (VALUES ('a', '<->', 8), ('b', '<=>', 16), ('c', '<#>', 8)) t(tab, op, dim)
+    JOIN qs ON qs.dim = t.dim, (VALUES (1), (10), (37)) k(k), (VALUES ('auto'), ('cpu')) d(dev)
+  WHERE exact_answer(tab, op, v, k, dev) IS DISTINCT FROM seq_answer(tab, op, v, k)"
 check "the searches went through the service" equal t "SELECT searches >= $before + 324 FROM gknn_service_status()"
 check "one resident image per index, each used" \
   equal "a_l2|1|t
@@ -132,9 +159,9 @@ echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_
 set_limit() {
   "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM SET gknn.gpu_memory_limit = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
 }
-# Room for one image of a (45 kB) or c (38 kB), not for both.
-set_limit 60kB
-check "the budget is applied" wait_for "(SELECT memory_budget = 61440 FROM gknn_service_status())"
+# Room for one image of a (141 kB with its vectors) or c (134 kB), not for both.
+set_limit 200kB
+check "the budget is applied" wait_for "(SELECT memory_budget = 204800 FROM gknn_service_status())"
 ev=$(status evictions)
 check "answers unchanged while images are evicted and reloaded" equal "0|t" "
   SELECT (SELECT count(*) FROM qs, generate_series(1, 3) r

@@ -30,6 +30,7 @@ void gknn_ivfpq_register();
 // GUCs
 extern int gknn_ivfpq_probes;  // gknn.ivfpq_probes: lists scanned per query
 extern int gknn_ivfpq_refine;  // gknn.ivfpq_refine: candidates = refine x k, re-ranked exactly
+extern bool gknn_ivfpq_exact;  // gknn.ivfpq_exact: every entry ranked exactly (stored vectors)
 
 // The LIMIT assumed when the executor hook found none above the scan.
 constexpr int kIvfpqDefaultK = 10;
@@ -110,7 +111,7 @@ struct IvfpqImage {
   IvfpqMeta meta;
   const gknn::ivfpq::Image* host;  // the coded entries; null unless asked for, or untrained
   int64 entries;                   // coded entries in `host`
-  const int64* pending;                 // TIDs (as ids) of the pending chain
+  const int64* pending;            // TIDs (as ids) of the pending chain
   int64 npending;
   const int64* nulls;  // TIDs (as ids) of the null chain
   int64 nnulls;

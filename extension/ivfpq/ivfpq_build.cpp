@@ -50,6 +50,7 @@ struct BuildState {
   const gknn::ivfpq::Quantizer* q;
   int device;
   int code_size;
+  int vector_dim;  // dim when items store the vector, else 0
   int lists;
   int64 batch_cap;
   int64 nbatch;
@@ -179,12 +180,15 @@ void encode_batch(BuildState* st) {
   ivfpq_core_call_cancellable([&] {
     gknn::ivfpq::encode(*st->q, st->batch, st->nbatch, st->device, st->list_of, st->codes, build_progress);
   });
-  Size size = ivfpq_item_size(st->code_size);
+  Size size = ivfpq_item_size(st->code_size, st->vector_dim);
   for (int64 i = 0; i < st->nbatch; ++i) {
     int l = st->list_of[i];
     if (l < 0 || l >= st->lists) elog(ERROR, "gpu_ivfpq: encode returned list %d of %d", l, st->lists);
     memcpy(st->item, &st->batch_tids[i], sizeof(ItemPointerData));
     memcpy(st->item + sizeof(ItemPointerData), st->codes + i * st->code_size, st->code_size);
+    if (st->vector_dim > 0)
+      memcpy(st->item + ivfpq_vector_offset(st->code_size), st->batch + i * st->dim,
+             sizeof(float) * st->vector_dim);
     chain_add(st->index, &st->list_pages[l], &st->list_last[l], st->item, size);
   }
   st->entries += st->nbatch;
@@ -319,6 +323,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     gknn_pg::core_call([&] { meta.code_size = gknn::ivfpq::code_size(q->params); });
     meta.build_rows = st.seen;
     meta.sample_rows = st.nsample;
+    meta.stores_vectors = ivfpq_vectors_fit(meta.code_size, st.dim) ? 1 : 0;
     if (q->centroids.size() != static_cast<size_t>(meta.lists) * st.dim ||
         q->codebooks.size() != static_cast<size_t>(st.dim) << meta.nbits)
       elog(ERROR, "gpu_ivfpq: the trained quantizer has unexpected sizes");
@@ -337,6 +342,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     st.q = q;
     st.device = device;
     st.code_size = meta.code_size;
+    st.vector_dim = meta.stores_vectors ? st.dim : 0;
     st.lists = meta.lists;
     st.batch_cap =
         Max(static_cast<int64>(1), Min(static_cast<int64>(8192), (int64{64} << 20) / (4 * st.dim)));
@@ -344,7 +350,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     st.batch_tids = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * st.batch_cap));
     st.list_of = static_cast<int32*>(palloc(sizeof(int32) * st.batch_cap));
     st.codes = static_cast<uint8*>(palloc(static_cast<Size>(st.code_size) * st.batch_cap));
-    st.item = static_cast<char*>(palloc(ivfpq_item_size(st.code_size)));
+    st.item = static_cast<char*>(palloc0(ivfpq_item_size(st.code_size, st.vector_dim)));
     st.list_pages = static_cast<Page*>(palloc0(sizeof(Page) * st.lists));
     st.list_last = static_cast<BlockNumber*>(palloc(sizeof(BlockNumber) * st.lists));
     for (int l = 0; l < st.lists; ++l) st.list_last[l] = InvalidBlockNumber;

@@ -15,6 +15,7 @@ extern "C" {
 
 int gknn_ivfpq_probes = 10;
 int gknn_ivfpq_refine = 10;
+bool gknn_ivfpq_exact = false;
 
 void gknn_ivfpq_register() {
   DefineCustomIntVariable("gknn.ivfpq_probes", "Lists a gpu_ivfpq scan searches first.",
@@ -23,9 +24,14 @@ void gknn_ivfpq_register() {
                           nullptr);
   DefineCustomIntVariable("gknn.ivfpq_refine",
                           "A gpu_ivfpq scan re-ranks refine x LIMIT candidates by their exact distance.",
-                          "Candidates are chosen by PQ distance, then ordered by the exact distance read "
-                          "from the table.",
+                          "Candidates are chosen by PQ distance, then ordered by their exact distance (from "
+                          "the vectors the index stores, or read from the table when it stores none).",
                           &gknn_ivfpq_refine, 10, 1, 100000, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("gknn.ivfpq_exact",
+                           "A gpu_ivfpq scan ranks every entry by its exact distance (recall 1).",
+                           "Uses the vectors the index stores, on the GPU service when it runs; probes and "
+                           "refine play no part.",
+                           &gknn_ivfpq_exact, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   ivfpq_register_options();
   ivfpq_register_limit_hook();
 }

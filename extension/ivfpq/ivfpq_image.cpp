@@ -127,9 +127,10 @@ int64 page_items(Relation index, BlockNumber blk) {
   return n;
 }
 
-// Copies a chain's TIDs (and codes, when `codes` is given) in chain order.
+// Copies a chain's TIDs (and codes, when `codes` is given, and vectors of
+// vector_dim floats, when `vectors` is) in chain order.
 int64 read_chain(Relation index, const ChainPages& chain, int64* ids, uint8* codes, int code_size,
-                 int64 cap) {
+                 float* vectors, int vector_dim, int64 cap) {
   int64 n = 0;
   for (int i = 0; i < chain.n; ++i) {
     Buffer buf = ReadBuffer(index, chain.blocks[i]);
@@ -143,6 +144,8 @@ int64 read_chain(Relation index, const ChainPages& chain, int64* ids, uint8* cod
     for (OffsetNumber off = FirstOffsetNumber; off <= max; ++off) {
       ids[n] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
       if (codes) memcpy(codes + n * code_size, ivfpq_item_code(page, off), code_size);
+      if (vectors)
+        memcpy(vectors + n * vector_dim, ivfpq_item_vector(page, off, code_size), sizeof(float) * vector_dim);
       ++n;
     }
     UnlockReleaseBuffer(buf);
@@ -155,7 +158,7 @@ int64* read_tid_chain(Relation index, BlockNumber last, MemoryContext cxt, int64
   int64 total = 0;
   for (int i = 0; i < chain.n; ++i) total += page_items(index, chain.blocks[i]);
   int64* ids = static_cast<int64*>(MemoryContextAllocHuge(cxt, sizeof(int64) * Max(total, int64{1})));
-  *count = read_chain(index, chain, ids, nullptr, 0, total);
+  *count = read_chain(index, chain, ids, nullptr, 0, nullptr, 0, total);
   return ids;
 }
 
@@ -189,6 +192,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   gknn::ivfpq::Params p = params_of(meta);
   int lists = meta.lists;
   int code_size = meta.code_size;
+  int vector_dim = meta.stores_vectors ? meta.dim : 0;
   int64 nc = centroid_floats(meta), nb = codebook_floats(meta);
   gknn_pg::core_call([&] {
     host = new gknn::ivfpq::Image;
@@ -198,6 +202,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
     host->offsets.resize(lists + 1);
     host->codes.resize(static_cast<size_t>(total) * code_size);
     host->ids.resize(total);
+    if (vector_dim > 0) host->vectors.resize(static_cast<size_t>(total) * vector_dim);
   });
   s->host = host;  // owned by the slot from here on
   ivfpq_read_floats(index, meta.centroid_start, host->quantizer.centroids.data(), nc);
@@ -205,8 +210,9 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   int64 at = 0;
   for (int l = 0; l < lists; ++l) {
     host->offsets[l] = at;
+    float* vectors = vector_dim > 0 ? host->vectors.data() + at * vector_dim : nullptr;
     int64 n = read_chain(index, chains[l], host->ids.data() + at, host->codes.data() + at * code_size,
-                         code_size, counts[l]);
+                         code_size, vectors, vector_dim, counts[l]);
     if (n != counts[l])
       elog(ERROR, "gpu_ivfpq index \"%s\" changed while it was being loaded", RelationGetRelationName(index));
     at += n;

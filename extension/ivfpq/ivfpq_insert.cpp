@@ -95,9 +95,11 @@ bool ivfpq_insert(Relation index, Datum* values, bool* isnull, ItemPointer heap_
                   v->dim);
     } else {
       const gknn::ivfpq::Quantizer* q = ivfpq_quantizer_get(index, meta);
-      Size size = ivfpq_item_size(meta.code_size);
+      Size size = ivfpq_item_size(meta.code_size, meta.stores_vectors ? meta.dim : 0);
       char* item = static_cast<char*>(palloc0(size));
       memcpy(item, heap_tid, sizeof(ItemPointerData));
+      if (meta.stores_vectors)
+        memcpy(item + ivfpq_vector_offset(meta.code_size), v->x, sizeof(float) * v->dim);
       auto* code = reinterpret_cast<std::uint8_t*>(item + sizeof(ItemPointerData));
       std::int32_t list = -1;
       const float* x = v->x;

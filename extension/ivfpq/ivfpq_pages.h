@@ -5,8 +5,9 @@
 //   centroid pages     lists x dim floats, contiguous blocks, packed in order
 //   codebook pages     m x 2^nbits x (dim/m) floats, contiguous blocks
 //   directory pages    one BlockNumber per list: the list's LAST page
-//   list pages         items (heap TID + PQ code), chained backwards: each
-//                      page's special space names the page before it
+//   list pages         items (heap TID + PQ code [+ the full vector]), chained
+//                      backwards: each page's special space names the page
+//                      before it
 //
 // Chains run backwards so that appending never rewrites an older page: an
 // insert adds to the last page or starts a new one pointing back at it and
@@ -31,7 +32,9 @@ extern "C" {
 }
 
 constexpr uint32 kIvfpqMagic = 0x47495650;  // "GIVP"
-constexpr uint32 kIvfpqVersion = 1;
+// Version 2 stores each entry's full vector in its list item (when an item
+// with it fits a page), so that the exact re-rank needs no heap access.
+constexpr uint32 kIvfpqVersion = 2;
 constexpr BlockNumber kIvfpqMetaBlock = 0;
 constexpr uint16 kIvfpqPageId = 0xFF8A;  // in every page's special space
 
@@ -71,6 +74,7 @@ struct IvfpqMeta {
   BlockNumber null_last;     // TID-only chain: rows whose vector is NULL
   int64 build_rows;          // non-NULL vectors seen by the build
   int64 sample_rows;         // rows the quantizer was trained on
+  int32 stores_vectors;      // list items carry the full vector (dim floats)
 };
 
 inline IvfpqPageOpaque* ivfpq_opaque(Page page) {
@@ -84,8 +88,19 @@ constexpr Size kIvfpqContentBytes =
 constexpr Size kIvfpqFloatsPerPage = kIvfpqContentBytes / sizeof(float);
 constexpr Size kIvfpqDirPerPage = kIvfpqContentBytes / sizeof(BlockNumber);
 
-// A list item: the heap TID, then the code (absent in the TID-only chains).
-inline Size ivfpq_item_size(int code_size) { return sizeof(ItemPointerData) + code_size; }
+// A list item: the heap TID, then the code (absent in the TID-only chains),
+// then, where the index stores vectors, the vector's dim floats from a 4-byte
+// boundary.
+inline Size ivfpq_vector_offset(int code_size) { return TYPEALIGN(4, sizeof(ItemPointerData) + code_size); }
+inline Size ivfpq_item_size(int code_size, int vector_dim) {
+  return vector_dim > 0 ? ivfpq_vector_offset(code_size) + sizeof(float) * vector_dim
+                        : sizeof(ItemPointerData) + code_size;
+}
+// Whether items with `dim`-float vectors fit a list page (an index stores
+// vectors where they do: up to about 2,000 dimensions).
+inline bool ivfpq_vectors_fit(int code_size, int dim) {
+  return MAXALIGN(ivfpq_item_size(code_size, dim)) + sizeof(ItemIdData) <= kIvfpqContentBytes;
+}
 // The largest code that fits on a page with room for a few items.
 constexpr int kIvfpqMaxCodeSize = static_cast<int>(kIvfpqContentBytes / 4) - 16;
 
@@ -128,4 +143,9 @@ inline ItemPointer ivfpq_item_tid(Page page, OffsetNumber off) {
 inline const uint8* ivfpq_item_code(Page page, OffsetNumber off) {
   return reinterpret_cast<const uint8*>(PageGetItem(page, PageGetItemId(page, off))) +
          sizeof(ItemPointerData);
+}
+// The stored vector of item `off` (an index with stores_vectors).
+inline const char* ivfpq_item_vector(Page page, OffsetNumber off, int code_size) {
+  return static_cast<const char*>(PageGetItem(page, PageGetItemId(page, off))) +
+         ivfpq_vector_offset(code_size);
 }

@@ -20,6 +20,7 @@
 // gknn.device = auto, a service that stops mid-scan leaves the rest of the
 // scan to the CPU.
 #include <algorithm>
+#include <vector>
 #include <cmath>
 #include <cstring>
 
@@ -107,7 +108,7 @@ void start_scan(IndexScanDesc scan, ScanState* so) {
   ctl.hcxt = so->cxt;
   so->returned = hash_create("gpu_ivfpq returned TIDs", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
   MemoryContextSwitchTo(old);
-  int64 refine = gknn_ivfpq_refine;
+  int64 refine = gknn_ivfpq_exact ? 1 : gknn_ivfpq_refine;  // exact: the k nearest, then more
   so->want = so->k > PG_INT64_MAX / refine ? PG_INT64_MAX / 2 : so->k * refine;
   so->probes = gknn_ivfpq_probes;
   so->entries = -1;
@@ -142,22 +143,35 @@ bool exact_distance(IndexScanDesc scan, ScanState* so, int64 id, BlockNumber hea
   return ok;
 }
 
-// This round's PQ candidates (ids, distances: up to `want`, best first), from
+// The search mode of a round: an index that stores vectors ranks by exact
+// distance where the search runs (every entry with gknn.ivfpq_exact, else the
+// PQ candidates), so no candidate is read from the heap; one that does not
+// (over about 2,000 dimensions) returns PQ candidates the scan re-ranks from
+// the heap.
+int search_mode(Relation index, const IvfpqMeta& meta) {
+  if (meta.stores_vectors) return gknn_ivfpq_exact ? GKNN_SEARCH_EXACT : GKNN_SEARCH_REFINED;
+  if (gknn_ivfpq_exact && meta.trained)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("gpu_ivfpq index \"%s\" stores no vectors, which gknn.ivfpq_exact needs",
+                           RelationGetRelationName(index)),
+                    errdetail("Indexes of vectors over about 2,000 dimensions keep only PQ codes."),
+                    errhint("Set gknn.ivfpq_exact = off, or disable index scans for an exact answer.")));
+  return GKNN_SEARCH_PQ;
+}
+
+// This round's candidates (ids, distances: up to `want`, best first), from
 // the GPU service or this backend's CPU; sets so->entries. *image may be
 // replaced by a newer one (the index changed while its image was shipped).
-int64 pq_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** image, int probes, int64 want,
-                    int64* ids, float* dist) {
+int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** image, int mode, int probes,
+                       int64 want, int64* ids, double* dist) {
   Relation index = scan->indexRelation;
-  gknn::ivfpq::SearchParams sp;
-  sp.k = static_cast<int>(want);
-  sp.probes = probes;
   // A missing image is shipped, then asked for again; the retries cover an
   // eviction or a newer generation arriving in between.
   for (int attempt = 0; so->route.use_service && attempt < 4; ++attempt) {
     int64 count = 0, entries = 0;
     bool gone = false;
     if (gknn_service_ivfpq_search(RelationGetRelid(index), index->rd_node, (*image)->meta.generation,
-                                  so->query, so->qdim, probes, want, ids, dist, &count, &entries, &gone,
+                                  so->query, so->qdim, probes, mode, want, ids, dist, &count, &entries, &gone,
                                   &so->trip)) {
       so->entries = entries;
       return count;
@@ -180,10 +194,25 @@ int64 pq_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** image,
   const gknn::ivfpq::Image* host = (*image)->host;
   so->entries = (*image)->entries;
   if (so->entries == 0) return 0;
+  gknn::ivfpq::SearchParams sp;
   sp.k = static_cast<int>(Min(want, so->entries));
+  sp.probes = probes;
+  sp.refine = mode == GKNN_SEARCH_REFINED ? 1 : 0;
   const float* query = so->query;
-  gknn_pg::core_call([&] { gknn::ivfpq::search_cpu(*host, query, 1, sp, ids, dist); });
-  return sp.k;
+  gknn_pg::core_call([&] {
+    if (mode == GKNN_SEARCH_REFINED) {
+      gknn::ivfpq::search_refined_cpu(*host, query, 1, sp, ids, dist);
+    } else if (mode == GKNN_SEARCH_EXACT) {
+      gknn::ivfpq::search_exact_cpu(*host, query, 1, sp.k, ids, dist);
+    } else {
+      std::vector<float> pq(sp.k);
+      gknn::ivfpq::search_cpu(*host, query, 1, sp, ids, pq.data());
+      for (int j = 0; j < sp.k; ++j) dist[j] = pq[j];
+    }
+  });
+  int64 n = 0;
+  while (n < sp.k && ids[n] >= 0) ++n;
+  return n;
 }
 
 // Fills the next batch; false when the scan has nothing more.
@@ -237,14 +266,17 @@ bool next_round(IndexScanDesc scan, ScanState* so) {
   // Candidates by PQ distance.
   int64 ncand = 0;
   int64* ids = nullptr;
+  double* dist = nullptr;
+  int mode = search_mode(scan->indexRelation, image->meta);
   if (image->meta.trained) {
     int probes = Min(so->probes, image->meta.lists);
     int64 want = Min(so->want, static_cast<int64>(PG_INT32_MAX));
     if (so->entries >= 0) want = Min(want, Max(so->entries, int64{1}));
     ids = static_cast<int64*>(MemoryContextAllocHuge(so->round_cxt, sizeof(int64) * want));
-    float* dist = static_cast<float*>(MemoryContextAllocHuge(so->round_cxt, sizeof(float) * want));
-    ncand = pq_candidates(scan, so, &image, probes, want, ids, dist);
-    if (probes >= image->meta.lists && want >= so->entries) so->index_done = true;
+    dist = static_cast<double*>(MemoryContextAllocHuge(so->round_cxt, sizeof(double) * want));
+    ncand = round_candidates(scan, so, &image, mode, probes, want, ids, dist);
+    bool all_lists = probes >= image->meta.lists || mode == GKNN_SEARCH_EXACT;
+    if (all_lists && want >= so->entries) so->index_done = true;
   } else {
     so->index_done = true;
   }
@@ -271,7 +303,16 @@ bool next_round(IndexScanDesc scan, ScanState* so) {
     Candidate c;
     ivfpq_id_to_tid(id, &c.tid);
     if (!claim(so, &c.tid)) continue;
-    if (exact_distance(scan, so, id, heap_blocks, snapshot, &c)) so->batch[so->nbatch++] = c;
+    if (i < ncand && mode != GKNN_SEARCH_PQ) {
+      // Ranked by the stored vector: the operator's value, no heap access
+      // (the executor still fetches the row and decides its visibility).
+      if (ItemPointerGetBlockNumber(&c.tid) >= heap_blocks) continue;
+      c.distance = dist[i];
+      c.isnull = false;
+      so->batch[so->nbatch++] = c;
+    } else if (exact_distance(scan, so, id, heap_blocks, snapshot, &c)) {
+      so->batch[so->nbatch++] = c;
+    }
     if ((i & 255) == 255) CHECK_FOR_INTERRUPTS();
   }
   std::sort(so->batch, so->batch + so->nbatch, candidate_less);

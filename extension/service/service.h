@@ -49,14 +49,19 @@ struct ServiceTrip {
   double run_ms;    // taken -> answered
 };
 
-// One query's PQ candidates (ids, distances: up to k of each, best first) of
-// the image of `index` at `generation`. Returns false when the service does
-// not hold that image (ship it with gknn_service_ivfpq_load, then ask again).
+// Search modes (service_shmem.h's SearchMode): PQ estimates, the PQ
+// candidates re-ranked by exact distance, every entry by exact distance.
+enum { GKNN_SEARCH_PQ = 0, GKNN_SEARCH_REFINED = 1, GKNN_SEARCH_EXACT = 2 };
+
+// One query's k best rows (ids, distances as float8, best first) of the
+// image of `index` at `generation`, in `mode`. Returns false when the
+// service does not hold that image (ship it with gknn_service_ivfpq_load,
+// then ask again).
 // *entries: the image's coded entries. ERROR on service errors; with
 // gknn.device = auto, a service that stopped returns false with *gone set
 // (the caller searches on the CPU).
 bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
-                               int probes, int64 k, int64* ids, float* distances, int64* count,
+                               int probes, int mode, int64 k, int64* ids, double* distances, int64* count,
                                int64* entries, bool* gone, ServiceTrip* trip);
 
 // Ships an image to the service (in chunks through a DSM segment); on

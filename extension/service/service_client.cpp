@@ -207,20 +207,21 @@ ServiceRoute gknn_service_route() {
 }
 
 bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
-                               int probes, int64 k, int64* ids, float* distances, int64* count,
+                               int probes, int mode, int64 k, int64* ids, double* distances, int64* count,
                                int64* entries, bool* gone, ServiceTrip* trip) {
   *gone = false;
   *count = 0;
   RequestSlot* s = my_slot();
   acquire_slot(s);
   int64 bytes =
-      Max(static_cast<int64>(sizeof(float)) * dim, k * static_cast<int64>(sizeof(int64) + sizeof(float)));
+      Max(static_cast<int64>(sizeof(float)) * dim, k * static_cast<int64>(sizeof(int64) + sizeof(double)));
   dsm_segment* seg;
   char* payload = payload_for(s, bytes, &seg);
   s->kind = kSearchIvfpq;
   s->key = make_key(index, node, generation);
   s->dim = dim;
   s->probes = probes;
+  s->mode = mode;
   s->k = k;
   s->payload_bytes = sizeof(float) * dim;
   memcpy(payload, query, sizeof(float) * dim);
@@ -238,7 +239,7 @@ bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, c
     *count = s->count;
     *entries = s->entries;
     memcpy(ids, payload, sizeof(int64) * s->count);
-    memcpy(distances, payload + sizeof(int64) * s->count, sizeof(float) * s->count);
+    memcpy(distances, payload + sizeof(int64) * s->count, sizeof(double) * s->count);
     if (trip) {
       trip->batch_id = s->batch_id;
       trip->batch_size = s->batch_size;
@@ -280,6 +281,7 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation,
   s->shape.kmeans_iters = p.kmeans_iters;
   s->shape.seed = p.seed;
   s->shape.entries = static_cast<int64>(image.ids.size());
+  s->shape.vectors = image.vectors.empty() ? 0 : 1;
   s->payload_dsm = DSM_HANDLE_INVALID;
   s->payload_bytes = 0;
   if (!load_step(s)) return;
@@ -295,6 +297,7 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation,
       {image.offsets.data(), static_cast<int64>(image.offsets.size() * sizeof(int64))},
       {image.codes.data(), static_cast<int64>(image.codes.size())},
       {image.ids.data(), static_cast<int64>(image.ids.size() * sizeof(int64))},
+      {image.vectors.data(), static_cast<int64>(image.vectors.size() * sizeof(float))},
   };
   int64 largest = 0;
   for (const Section& sec : sections) largest = Max(largest, sec.bytes);

@@ -15,7 +15,7 @@ using gknn::ErrorCode;
 
 void invalid(const std::string& what) { throw Error(ErrorCode::InvalidArgument, "shipped image: " + what); }
 
-std::int64_t mb(std::int64_t bytes) { return (bytes + (1 << 20) - 1) >> 20; }
+std::int64_t kb(std::int64_t bytes) { return (bytes + 1023) >> 10; }
 
 }  // namespace
 
@@ -23,7 +23,8 @@ std::int64_t image_bytes(const gknn::ivfpq::Image& image) {
   const auto& q = image.quantizer;
   return static_cast<std::int64_t>(q.centroids.size() * sizeof(float) + q.codebooks.size() * sizeof(float) +
                                    image.offsets.size() * sizeof(std::int64_t) + image.codes.size() +
-                                   image.ids.size() * sizeof(std::int64_t));
+                                   image.ids.size() * sizeof(std::int64_t) +
+                                   image.vectors.size() * sizeof(float));
 }
 
 ResidentImages::ResidentImages(std::vector<int> devices, std::int64_t budget)
@@ -62,7 +63,7 @@ Resident* ResidentImages::find(const ResidentKey& key, std::int64_t now_us) {
 }
 
 void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params,
-                           std::int64_t entries) {
+                           std::int64_t entries, bool vectors) {
   gknn::ivfpq::validate(params);
   if (entries < 0) invalid("negative entry count");
   auto image = std::make_unique<gknn::ivfpq::Image>();
@@ -72,6 +73,7 @@ void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::iv
   image->offsets.resize(static_cast<std::size_t>(params.lists) + 1);
   image->codes.resize(static_cast<std::size_t>(entries) * gknn::ivfpq::code_size(params));
   image->ids.resize(static_cast<std::size_t>(entries));
+  if (vectors) image->vectors.resize(static_cast<std::size_t>(entries) * params.dim);
   staging_[requester] = Staging{key, std::move(image)};
 }
 
@@ -102,6 +104,10 @@ void ResidentImages::piece(int requester, int section, std::int64_t offset, cons
     case 4:
       base = reinterpret_cast<char*>(im.ids.data());
       size = im.ids.size() * sizeof(std::int64_t);
+      break;
+    case 5:
+      base = reinterpret_cast<char*>(im.vectors.data());
+      size = im.vectors.size() * sizeof(float);
       break;
     default:
       invalid("unknown section " + std::to_string(section));
@@ -166,9 +172,9 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
   r->device = r->entries > 0 ? pick_device() : -1;
   std::int64_t need = image_bytes(im);
   if (!make_room(r->device, need))
-    throw Error(ErrorCode::OutOfMemory, "index image needs " + std::to_string(mb(need)) +
-                                            " MB, more than gknn.gpu_memory_limit allows (" +
-                                            std::to_string(mb(budget_)) + " MB)");
+    throw Error(ErrorCode::OutOfMemory, "index image needs " + std::to_string(kb(need)) +
+                                            " kB, more than gknn.gpu_memory_limit allows (" +
+                                            std::to_string(kb(budget_)) + " kB)");
   if (r->device < 0) {
     r->bytes = need;
     r->host = std::move(staged.image);
@@ -196,12 +202,28 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
   return images_.back().get();
 }
 
-void ResidentImages::search(Resident& r, const float* queries, std::int64_t nq,
-                            const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, float* distances) const {
+void ResidentImages::search(Resident& r, int mode, const float* queries, std::int64_t nq,
+                            const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) const {
+  if (mode == 1) {
+    if (r.gpu)
+      r.gpu->search_refined(queries, nq, sp, ids, distances);
+    else
+      gknn::ivfpq::search_refined_cpu(*r.host, queries, nq, sp, ids, distances);
+    return;
+  }
+  if (mode == 2) {
+    if (r.gpu)
+      r.gpu->search_exact(queries, nq, sp.k, ids, distances);
+    else
+      gknn::ivfpq::search_exact_cpu(*r.host, queries, nq, sp.k, ids, distances);
+    return;
+  }
+  std::vector<float> pq(static_cast<std::size_t>(nq) * sp.k);
   if (r.gpu)
-    r.gpu->search(queries, nq, sp, ids, distances);
+    r.gpu->search(queries, nq, sp, ids, pq.data());
   else
-    gknn::ivfpq::search_cpu(*r.host, queries, nq, sp, ids, distances);
+    gknn::ivfpq::search_cpu(*r.host, queries, nq, sp, ids, pq.data());
+  for (std::size_t i = 0; i < pq.size(); ++i) distances[i] = pq[i];
 }
 
 }  // namespace gknn_service

@@ -50,15 +50,19 @@ class ResidentImages {
   // Shipping, per requester (its slot number): the shape, then pieces of
   // each array, then finish() validates it and makes it resident (evicting
   // least recently used images to fit; Error(OutOfMemory) if it cannot).
-  void begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params, std::int64_t entries);
-  // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids (bytes).
+  void begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params, std::int64_t entries,
+             bool vectors);
+  // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors (bytes).
   void piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
   Resident* finish(int requester, std::int64_t now_us);
   void abandon(int requester) { staging_.erase(requester); }
 
-  // Searches the PQ candidates of nq queries on the image's device.
-  void search(Resident& r, const float* queries, std::int64_t nq, const gknn::ivfpq::SearchParams& sp,
-              std::int64_t* ids, float* distances) const;
+  // nq queries on the image's device; k = sp.k rows each, best first, ids
+  // and distances (mode 0: PQ estimates; 1: the PQ candidates re-ranked by
+  // their exact distance; 2: every entry by its exact distance). Modes 1
+  // and 2 need an image with vectors.
+  void search(Resident& r, int mode, const float* queries, std::int64_t nq,
+              const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) const;
 
   const std::vector<std::unique_ptr<Resident>>& all() const { return images_; }
   std::int64_t evictions() const { return evictions_; }

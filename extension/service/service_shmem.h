@@ -65,13 +65,21 @@ inline bool key_equal(const ImageKey& a, const ImageKey& b) {
 }
 
 // Arrays of an image, shipped in chunks (kLoadChunk's `section`).
-enum ImageSection : uint32 { kCentroids = 0, kCodebooks, kOffsets, kCodes, kIds, kSections };
+enum ImageSection : uint32 { kCentroids = 0, kCodebooks, kOffsets, kCodes, kIds, kVectors, kSections };
+
+// What a search returns (all: ids and float8 distances, best first).
+enum SearchMode : uint32 {
+  kModePq = 0,       // PQ-estimated distances (the backend re-ranks from the heap)
+  kModeRefined = 1,  // the PQ candidates re-ranked by their exact distance (stored vectors)
+  kModeExact = 2,    // every entry ranked by its exact distance (stored vectors)
+};
 
 // The shape of an image (kLoadBegin).
 struct ImageShape {
   int32 dim, lists, m, nbits, metric, kmeans_iters;
   uint64 seed;
   int64 entries;
+  int32 vectors;  // the image carries each entry's vector
 };
 
 constexpr int kInlineBytes = 64 * 1024;  // payload kept in the slot itself
@@ -89,6 +97,7 @@ struct RequestSlot {
   ImageKey key;
   int32 dim;               // query dimensions (search)
   int32 probes;            // search
+  int32 mode;              // search: SearchMode
   int64 k;                 // candidates wanted (search)
   int32 section;           // kLoadChunk
   int64 section_offset;    // kLoadChunk: byte offset in the section
@@ -97,12 +106,12 @@ struct RequestSlot {
   dsm_handle payload_dsm;  // DSM_HANDLE_INVALID: the payload is `inline_payload`
 
   // Reply.
-  uint32 reply;                       // ReplyCode
-  int32 sqlstate;                     // kError
-  int64 count;                        // search: candidates returned (ids then float distances in the payload)
-  int64 entries;                      // search: entries of the resident image
-  uint64 batch_id;                    // search: the batch it rode in
-  int32 batch_size;                   // search: queries in that batch
+  uint32 reply;      // ReplyCode
+  int32 sqlstate;    // kError
+  int64 count;       // search: candidates returned (ids then float8 distances in the payload)
+  int64 entries;     // search: entries of the resident image
+  uint64 batch_id;   // search: the batch it rode in
+  int32 batch_size;  // search: queries in that batch
   int64 submit_us, start_us, end_us;  // when submitted, taken, answered (GetCurrentTimestamp)
   char message[kMessageBytes];
 

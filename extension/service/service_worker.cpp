@@ -218,7 +218,7 @@ void run_load(Taken& t) {
         p.metric = static_cast<gknn::Metric>(s->shape.metric);
         p.kmeans_iters = s->shape.kmeans_iters;
         p.seed = s->shape.seed;
-        images->begin(t.slot, resident_key(s->key), p, s->shape.entries);
+        images->begin(t.slot, resident_key(s->key), p, s->shape.entries, s->shape.vectors != 0);
         break;
       }
       case kLoadChunk:
@@ -235,9 +235,10 @@ void run_load(Taken& t) {
   if (!ok) images->abandon(t.slot);
 }
 
-// One batched search: the requests of one image with the same probes and
-// dimension. k is the largest asked; each requester gets its prefix (the
-// core's order is total, so a prefix of a longer answer is the shorter one).
+// One batched search: the requests of one image with the same probes,
+// dimension and mode (and k, when refined). k is the largest asked; each
+// requester gets its prefix (the core's order is total, so a prefix of a
+// longer answer is the shorter one).
 void run_search_group(ServiceShared* ctl, std::vector<Taken*>& group, uint64 batch_id) {
   RequestSlot* first = group[0]->s;
   Resident* r = images->find(resident_key(first->key), now_us());
@@ -254,12 +255,14 @@ void run_search_group(ServiceShared* ctl, std::vector<Taken*>& group, uint64 bat
   std::vector<float> queries(static_cast<size_t>(nq) * dim);
   for (int64 q = 0; q < nq; ++q) std::memcpy(&queries[q * dim], group[q]->payload, sizeof(float) * dim);
   std::vector<int64_t> ids(static_cast<size_t>(nq * k));
-  std::vector<float> dist(static_cast<size_t>(nq * k));
+  std::vector<double> dist(static_cast<size_t>(nq * k));
   gknn::ivfpq::SearchParams sp;
   sp.k = static_cast<int>(k);
   sp.probes = first->probes;
+  sp.refine = first->mode == kModeRefined ? 1 : 0;  // every candidate asked for is re-ranked
   int64 start = now_us();
-  bool ok = guarded(first, [&] { images->search(*r, queries.data(), nq, sp, ids.data(), dist.data()); });
+  bool ok = guarded(
+      first, [&] { images->search(*r, first->mode, queries.data(), nq, sp, ids.data(), dist.data()); });
   int64 busy = now_us() - start;
   for (int64 q = 0; q < nq; ++q) {
     RequestSlot* s = group[q]->s;
@@ -271,9 +274,9 @@ void run_search_group(ServiceShared* ctl, std::vector<Taken*>& group, uint64 bat
     int64 n = std::min(s->k, k), count = 0;
     while (count < n && ids[q * k + count] >= 0) ++count;
     int64* out_ids = reinterpret_cast<int64*>(group[q]->payload);
-    float* out_dist = reinterpret_cast<float*>(out_ids + count);
+    double* out_dist = reinterpret_cast<double*>(out_ids + count);
     std::memcpy(out_ids, &ids[q * k], sizeof(int64) * count);
-    std::memcpy(out_dist, &dist[q * k], sizeof(float) * count);
+    std::memcpy(out_dist, &dist[q * k], sizeof(double) * count);
     s->reply = kOk;
     s->count = count;
     s->entries = r->entries;
@@ -341,7 +344,10 @@ bool serve_round(ServiceShared* ctl) {
   for (Taken& t : taken) t.payload = map_payload(t.s, &t.seg);
 
   // Loads first, in slot order (each requester's pieces arrive one at a time).
-  std::map<std::tuple<uint32, uint32, uint32, uint32, uint32, uint64, int32, int32>, std::vector<Taken*>>
+  // Refined searches group by k too: their candidates are exactly the k asked
+  // for, so a longer answer's prefix is not a shorter one's.
+  std::map<std::tuple<uint32, uint32, uint32, uint32, uint32, uint64, int32, int32, int32, int64>,
+           std::vector<Taken*>>
       groups;
   int64 searches = 0;
   for (Taken& t : taken) {
@@ -349,7 +355,7 @@ bool serve_round(ServiceShared* ctl) {
     if (s->kind == kSearchIvfpq && t.payload) {
       const ImageKey& k = s->key;
       groups[{k.database, k.index, k.node.spcNode, k.node.dbNode, k.node.relNode, k.generation, s->probes,
-              s->dim}]
+              s->dim, s->mode, s->mode == kModeRefined ? s->k : -1}]
           .push_back(&t);
       ++searches;
     } else if (s->kind == kSearchIvfpq) {
