@@ -12,6 +12,12 @@
 # the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
 # backend against the gpu_ivfpq index.
 #
+# The sql-fuzz stage (regress/sql-fuzz.sh, TAP; about a minute) calls every
+# SQL-callable function and operator with hostile arguments and builds,
+# fills and scans gpu_ivfpq indexes over hostile rows; it fails when the
+# server log shows a backend terminated by a signal (or a sentinel session
+# was ended by a crash's reset).
+#
 # The ivfpq-recall stage (regress/ivfpq-recall.sh, TAP) asserts gpu_ivfpq's
 # recall@10 on Fashion-MNIST at documented settings.
 #
@@ -239,6 +245,16 @@ run_pgtap() {
   tally pgtap "$rc" "$p" "$f"
 }
 
+# Random hostile SQL (fixed seed); TAP lines count like pgTAP's. Before the
+# stages that kill backends on purpose: it reads the server log for crashes.
+run_sql_fuzz() {
+  local rc=0 p f
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) GKNN_SERVER_LOG=$(cluster_log_file) \
+    run_logged sql-fuzz regress/sql-fuzz.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path sql-fuzz)")"
+  tally sql-fuzz "$rc" "$p" "$f"
+}
+
 # bench/: the load generator's unit tests, then (with a server) its live
 # check; one stage. TAP lines of the live check count like pgTAP's.
 run_bench_tests() {
@@ -294,6 +310,7 @@ run_sql_suites() {
   if ! start_server; then
     skip_stage pg_regress 'no server'
     skip_stage pgtap 'no server'
+    skip_stage sql-fuzz 'no server'
     skip_stage ivfpq-recall 'no server'
     skip_stage ivfpq-live 'no server'
     run_bench_tests 0
@@ -301,6 +318,7 @@ run_sql_suites() {
   fi
   run_pg_regress
   run_pgtap
+  run_sql_fuzz
   run_bench_tests 1
   run_ivfpq_recall
   run_ivfpq_live
@@ -317,6 +335,7 @@ main() {
     if build_extension; then run_sql_suites; else
       skip_stage pg_regress 'extension build failed'
       skip_stage pgtap 'extension build failed'
+      skip_stage sql-fuzz 'extension build failed'
       run_bench_tests 0
     fi
   fi

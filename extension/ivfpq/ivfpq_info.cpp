@@ -63,6 +63,11 @@ Datum gknn_ivfpq_info(PG_FUNCTION_ARGS) {
   if (index->rd_rel->relkind != RELKIND_INDEX || index->rd_rel->relam != get_index_am_oid("gpu_ivfpq", false))
     ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
                     errmsg("\"%s\" is not a gpu_ivfpq index", RelationGetRelationName(index))));
+  // A failed CREATE INDEX CONCURRENTLY leaves an invalid index with no pages.
+  if (RelationGetNumberOfBlocks(index) == 0)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("gpu_ivfpq index \"%s\" has not been built", RelationGetRelationName(index)),
+                    errhint("A failed CREATE INDEX CONCURRENTLY leaves it invalid: drop it or REINDEX it.")));
   IvfpqMeta meta;
   ivfpq_read_meta(index, &meta);
   int64 entries = 0, list_pages = 0, empty_lists = 0;
