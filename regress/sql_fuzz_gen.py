@@ -407,9 +407,10 @@ class Batch:
         self.out.extend(stmts)
 
     def ivfpq(self, table, dim, ctx):
-        if not self.opclasses:
+        opclasses = [name for name, typ in self.opclasses if typ == "vector"]
+        if not opclasses:
             return
-        opclass, _ = self.r.choice(self.opclasses)
+        opclass = self.r.choice(opclasses)
         opts = []
         if self.v.chance(0.8):
             opts.append(f"lists = {self.v.pick(1, 2, 4, 16, 100, 1000, 1048576)}")
