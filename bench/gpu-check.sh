@@ -72,7 +72,11 @@ start_postgres() {
   # silently where there is none (the first start on a host).
   touch "$PG_ENV"
   # From the bundle's directory: the server user cannot enter every one.
-  (cd "$BUNDLE_DIR" && ./start-postgres.sh) || fail "the packed PostgreSQL did not start"
+  # With gknn preloaded: the GPU service serves the index searches
+  # (GKNN_SERVICE=off tests the backends' own paths instead).
+  local settings=(shared_preload_libraries=gknn "gknn.service=${GKNN_SERVICE:-gpu}")
+  (cd "$BUNDLE_DIR" && ./start-postgres.sh /tmp/gknn-pgdata -- "${settings[@]}") ||
+    fail "the packed PostgreSQL did not start"
   trap stop_postgres EXIT
   # PGBIN, and PATH, LD_LIBRARY_PATH, PGHOST, PGUSER, GKNN_PGDATA for it.
   # shellcheck source=/dev/null

@@ -43,7 +43,8 @@ server() {
     # run from the bundle's directory (the server user cannot enter every one).
     touch /tmp/gknn-pg.env
     (cd "$bundle" && ./start-postgres.sh /tmp/gknn-pgdata -- shared_buffers=24GB max_connections=200 \
-      max_worker_processes=64 max_parallel_workers=64 maintenance_work_mem=8GB work_mem=64MB jit=off) || return 1
+      max_worker_processes=64 max_parallel_workers=64 maintenance_work_mem=8GB work_mem=64MB jit=off \
+      shared_preload_libraries=gknn) || return 1
     touch /tmp/gknn-bench-server
   fi
   . /tmp/gknn-pg.env

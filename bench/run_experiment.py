@@ -261,6 +261,23 @@ def environment(server, args):
             "server": server.sql("postgres", "SELECT version()")}
 
 
+def service_snapshot(server):
+    """gknn's GPU service after the run (counters, resident images) and the GPU's memory, when there is one."""
+    db = DATABASES["gknn"]
+    snap = {"status": server.sql(db, "SELECT row_to_json(s) FROM gknn_service_status() s"),
+            "images": server.sql(db, "SELECT json_agg(i) FROM gknn_service_images() i")}
+    try:
+        snap["nvidia_smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.used,memory.total", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30).stdout.strip()
+        snap["nvidia_smi_processes"] = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return snap
+
+
 def command_line():
     """How this run was started, with the environment that changes what runs."""
     env = [f"{n}={shlex.quote(os.environ[n])}" for n in ("GKNN_USE_SERVER", "GKNN_BENCH_PG_TREE")
@@ -283,6 +300,7 @@ def main():
     p.add_argument("--gt-device", default="auto", choices=["auto", "gpu", "cpu"])
     p.add_argument("--psql", default=os.environ.get("GKNN_PSQL", "psql"))
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--engines", help="comma-separated engine names to run (default: all of the file's)")
     args = p.parse_args()
     args.bench_dir = os.path.dirname(os.path.abspath(__file__))
     with open(args.experiment) as f:
@@ -298,7 +316,10 @@ def main():
     log(f"experiment {exp['name']} on {env['device']}")
     data, meta = prepare_dataset(exp, args)
     engines, loaded = [], set()
+    wanted = set(args.engines.split(",")) if args.engines else None
     for engine in exp["engines"]:
+        if wanted is not None and engine["name"] not in wanted:
+            continue
         why = missing_requirement(server, engine)
         if why:
             log(f"{engine['name']}: skipped: {why}")
@@ -312,6 +333,7 @@ def main():
         engines.append(run_engine(server, args, exp, engine, data, meta))
     check = timing_check(server, args, exp, data, meta) if "gknn" in loaded else None
     env["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+    env["gknn_service"] = service_snapshot(server) if "gknn" in loaded else None
     doc = {"experiment": exp["name"], "description": exp.get("description", ""), "date": args.date,
            "environment": env, "dataset": meta, "k": exp["k"], "queries": args.queries,
            "duration_s": args.duration, "warmup_s": args.warmup, "engines": engines, "timing_check": check,

@@ -197,6 +197,188 @@ CREATE OPERATOR CLASS @extschema@.vector_ops
   OPERATOR 5 @extschema@.>,
   FUNCTION 1 @extschema@.vector_cmp(@extschema@.vector, @extschema@.vector);
 
+-- The sparsevec type (pgvector's text, binary and on-disk formats) -------
+-- '{1:1.5,3:2}/5': 1-based indices in text, up to 10^9 dimensions and 16000
+-- non-zero elements. C symbols are sparsevec_*, so GpuTopK's compiler (which
+-- recognises gknn functions by symbol) does not take them for vector's.
+
+CREATE TYPE @extschema@.sparsevec;
+
+CREATE FUNCTION @extschema@.sparsevec_in(pg_catalog.cstring, pg_catalog.oid, pg_catalog.int4)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_out(@extschema@.sparsevec)
+  RETURNS pg_catalog.cstring AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_typmod_in(pg_catalog.cstring[])
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_recv(pg_catalog.internal, pg_catalog.oid, pg_catalog.int4)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_send(@extschema@.sparsevec)
+  RETURNS pg_catalog.bytea AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE @extschema@.sparsevec (
+  INPUT = @extschema@.sparsevec_in,
+  OUTPUT = @extschema@.sparsevec_out,
+  TYPMOD_IN = @extschema@.sparsevec_typmod_in,
+  RECEIVE = @extschema@.sparsevec_recv,
+  SEND = @extschema@.sparsevec_send,
+  STORAGE = external
+);
+
+CREATE FUNCTION @extschema@.l2_distance(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'sparsevec_l2_distance'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.inner_product(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'sparsevec_inner_product'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.cosine_distance(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'sparsevec_cosine_distance'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.l1_distance(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'sparsevec_l1_distance'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.l2_norm(@extschema@.sparsevec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME', 'sparsevec_l2_norm'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.l2_normalize(@extschema@.sparsevec)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME', 'sparsevec_l2_normalize'
+  LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Operator support (not part of the documented API)
+CREATE FUNCTION @extschema@.sparsevec_l2_squared_distance(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_negative_inner_product(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_lt(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_le(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_eq(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_ne(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_ge(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_gt(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.bool AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_cmp(@extschema@.sparsevec, @extschema@.sparsevec)
+  RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- sparsevec casts, as pgvector declares them: vector -> sparsevec implicit,
+-- sparsevec -> vector and arrays -> sparsevec by assignment. (halfvec <->
+-- sparsevec come with the halfvec type.)
+CREATE FUNCTION @extschema@.sparsevec(@extschema@.sparsevec, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.vector_to_sparsevec(@extschema@.vector, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.sparsevec_to_vector(@extschema@.sparsevec, pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.vector AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_sparsevec(pg_catalog.int4[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_sparsevec(pg_catalog.float4[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_sparsevec(pg_catalog.float8[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.array_to_sparsevec(pg_catalog.numeric[], pg_catalog.int4, pg_catalog.bool)
+  RETURNS @extschema@.sparsevec AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE CAST (@extschema@.sparsevec AS @extschema@.sparsevec)
+  WITH FUNCTION @extschema@.sparsevec(@extschema@.sparsevec, pg_catalog.int4, pg_catalog.bool) AS IMPLICIT;
+CREATE CAST (@extschema@.vector AS @extschema@.sparsevec)
+  WITH FUNCTION @extschema@.vector_to_sparsevec(@extschema@.vector, pg_catalog.int4, pg_catalog.bool)
+  AS IMPLICIT;
+CREATE CAST (@extschema@.sparsevec AS @extschema@.vector)
+  WITH FUNCTION @extschema@.sparsevec_to_vector(@extschema@.sparsevec, pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (pg_catalog.int4[] AS @extschema@.sparsevec)
+  WITH FUNCTION @extschema@.array_to_sparsevec(pg_catalog.int4[], pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (pg_catalog.float4[] AS @extschema@.sparsevec)
+  WITH FUNCTION @extschema@.array_to_sparsevec(pg_catalog.float4[], pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (pg_catalog.float8[] AS @extschema@.sparsevec)
+  WITH FUNCTION @extschema@.array_to_sparsevec(pg_catalog.float8[], pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+CREATE CAST (pg_catalog.numeric[] AS @extschema@.sparsevec)
+  WITH FUNCTION @extschema@.array_to_sparsevec(pg_catalog.numeric[], pg_catalog.int4, pg_catalog.bool)
+  AS ASSIGNMENT;
+
+CREATE OPERATOR @extschema@.<-> (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec,
+  FUNCTION = @extschema@.l2_distance, COMMUTATOR = OPERATOR(@extschema@.<->)
+);
+CREATE OPERATOR @extschema@.<#> (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec,
+  FUNCTION = @extschema@.sparsevec_negative_inner_product, COMMUTATOR = OPERATOR(@extschema@.<#>)
+);
+CREATE OPERATOR @extschema@.<=> (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec,
+  FUNCTION = @extschema@.cosine_distance, COMMUTATOR = OPERATOR(@extschema@.<=>)
+);
+CREATE OPERATOR @extschema@.<+> (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec,
+  FUNCTION = @extschema@.l1_distance, COMMUTATOR = OPERATOR(@extschema@.<+>)
+);
+
+CREATE OPERATOR @extschema@.< (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec, FUNCTION = @extschema@.sparsevec_lt,
+  COMMUTATOR = OPERATOR(@extschema@.>), NEGATOR = OPERATOR(@extschema@.>=),
+  RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel
+);
+CREATE OPERATOR @extschema@.<= (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec, FUNCTION = @extschema@.sparsevec_le,
+  COMMUTATOR = OPERATOR(@extschema@.>=), NEGATOR = OPERATOR(@extschema@.>),
+  RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel
+);
+CREATE OPERATOR @extschema@.= (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec, FUNCTION = @extschema@.sparsevec_eq,
+  COMMUTATOR = OPERATOR(@extschema@.=), NEGATOR = OPERATOR(@extschema@.<>),
+  RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel
+);
+CREATE OPERATOR @extschema@.<> (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec, FUNCTION = @extschema@.sparsevec_ne,
+  COMMUTATOR = OPERATOR(@extschema@.<>), NEGATOR = OPERATOR(@extschema@.=),
+  RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel
+);
+CREATE OPERATOR @extschema@.>= (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec, FUNCTION = @extschema@.sparsevec_ge,
+  COMMUTATOR = OPERATOR(@extschema@.<=), NEGATOR = OPERATOR(@extschema@.<),
+  RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel
+);
+CREATE OPERATOR @extschema@.> (
+  LEFTARG = @extschema@.sparsevec, RIGHTARG = @extschema@.sparsevec, FUNCTION = @extschema@.sparsevec_gt,
+  COMMUTATOR = OPERATOR(@extschema@.<), NEGATOR = OPERATOR(@extschema@.<=),
+  RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel
+);
+
+CREATE OPERATOR CLASS @extschema@.sparsevec_ops
+  DEFAULT FOR TYPE @extschema@.sparsevec USING btree AS
+  OPERATOR 1 @extschema@.<,
+  OPERATOR 2 @extschema@.<=,
+  OPERATOR 3 @extschema@.=,
+  OPERATOR 4 @extschema@.>=,
+  OPERATOR 5 @extschema@.>,
+  FUNCTION 1 @extschema@.sparsevec_cmp(@extschema@.sparsevec, @extschema@.sparsevec);
+
+-- bit strings: pgvector's distances on PostgreSQL's own bit type, and
+-- binary_quantize(vector) (binary_quantize(halfvec) comes with halfvec).
+-- Only the functions and operators are gknn's; bit stays pg_catalog's.
+
+CREATE FUNCTION @extschema@.hamming_distance(pg_catalog.bit, pg_catalog.bit)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.jaccard_distance(pg_catalog.bit, pg_catalog.bit)
+  RETURNS pg_catalog.float8 AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.binary_quantize(@extschema@.vector)
+  RETURNS pg_catalog.bit AS 'MODULE_PATHNAME' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE OPERATOR @extschema@.<~> (
+  LEFTARG = pg_catalog.bit, RIGHTARG = pg_catalog.bit,
+  FUNCTION = @extschema@.hamming_distance, COMMUTATOR = OPERATOR(@extschema@.<~>)
+);
+CREATE OPERATOR @extschema@.<%> (
+  LEFTARG = pg_catalog.bit, RIGHTARG = pg_catalog.bit,
+  FUNCTION = @extschema@.jaccard_distance, COMMUTATOR = OPERATOR(@extschema@.<%>)
+);
+
 -- Devices --------------------------------------------------------------------
 
 CREATE FUNCTION @extschema@.gknn_version()
@@ -215,6 +397,23 @@ CREATE FUNCTION @extschema@.gknn_topk_cache(
   RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 CREATE FUNCTION @extschema@.gknn_topk_cache_reset()
   RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+-- The GPU service (shared_preload_libraries = 'gknn') --------------------------
+CREATE FUNCTION @extschema@.gknn_service_status(
+    OUT state pg_catalog.text, OUT pid pg_catalog.int4, OUT device pg_catalog.text,
+    OUT reason pg_catalog.text, OUT started pg_catalog.timestamptz, OUT restarts pg_catalog.int8,
+    OUT queued pg_catalog.int4, OUT running pg_catalog.int4, OUT requests pg_catalog.int8,
+    OUT searches pg_catalog.int8, OUT batches pg_catalog.int8, OUT mean_batch pg_catalog.float8,
+    OUT busy_ms pg_catalog.float8, OUT loads pg_catalog.int8, OUT evictions pg_catalog.int8,
+    OUT errors pg_catalog.int8, OUT images pg_catalog.int4, OUT memory_used pg_catalog.int8,
+    OUT memory_budget pg_catalog.int8)
+  RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.gknn_service_images(
+    OUT database pg_catalog.oid, OUT index_oid pg_catalog.oid, OUT index_name pg_catalog.text,
+    OUT generation pg_catalog.int8, OUT device pg_catalog.int4, OUT bytes pg_catalog.int8,
+    OUT entries pg_catalog.int8, OUT hits pg_catalog.int8, OUT loaded pg_catalog.timestamptz,
+    OUT last_used pg_catalog.timestamptz)
+  RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 -- gpu_ivfpq index access method ---------------------------------------------
 -- CREATE INDEX ON t USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 100, m = 16);

@@ -6,6 +6,7 @@
 #include "gknn/runtime.h"
 #include "ivfpq/ivfpq.h"
 #include "pg.h"
+#include "service/service.h"
 #include "topk/topk.h"
 #include "topk/topk_cache.h"
 
@@ -77,6 +78,7 @@ void _PG_init(void) {
                           nullptr);
   gknn_topk_register();
   gknn_ivfpq_register();
+  gknn_service_register();
   // Last: reserving the prefix drops every placeholder not defined by now,
   // and a SET made before the library loaded lives in such a placeholder.
   MarkGUCPrefixReserved("gknn");

@@ -18,8 +18,16 @@
 # server log shows a backend terminated by a signal (or a sentinel session
 # was ended by a crash's reset).
 #
+# The dump stage (regress/dump-restore.sh, TAP) dumps a database with
+# vector, sparsevec and bit columns and their indexes with pg_dump (custom and
+# plain format) and restores it, with gknn in public and in its own schema.
+#
 # The ivfpq-recall stage (regress/ivfpq-recall.sh, TAP) asserts gpu_ivfpq's
 # recall@10 on Fashion-MNIST at documented settings.
+#
+# The service stage (regress/service-live.sh, TAP, on a cluster of its own
+# with gknn preloaded) checks the GPU service: answers equal to the CPU path,
+# 64 concurrent sessions, eviction, cancellation, the service killed.
 #
 # The bench stage builds bench/ (build/bench), runs the load generator's unit
 # tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
@@ -259,6 +267,14 @@ run_sql_fuzz() {
   fi
 }
 
+# pg_dump / pg_restore round trips; TAP lines count like pgTAP's.
+run_dump_restore() {
+  local rc=0 p f
+  GKNN_PG_BIN=$GKNN_PG_BIN run_logged dump regress/dump-restore.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path dump)")"
+  tally dump "$rc" "$p" "$f"
+}
+
 # bench/: the load generator's unit tests, then (with a server) its live
 # check; one stage. TAP lines of the live check count like pgTAP's.
 run_bench_tests() {
@@ -307,6 +323,27 @@ run_ivfpq_recall() {
   fi
 }
 
+# The GPU service (regress/service-live.sh, TAP): on a cluster of its own with
+# gknn preloaded and the service on the CPU (gknn.service = cpu), or on the
+# server given (GKNN_USE_SERVER=1), which must preload gknn.
+run_service_live() {
+  local rc=0 p f
+  if [ "${GKNN_USE_SERVER:-0}" != 1 ]; then
+    GKNN_CLUSTER_LOG=$(realpath "$LOGS")/server-service.log
+    # shellcheck disable=SC2119
+    cluster_start_temp shared_preload_libraries=gknn gknn.service=cpu > >(tee -a "$(log_path service)") 2>&1 || {
+      tally service 1 0 1
+      return 0
+    }
+  fi
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged service regress/service-live.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path service)")"
+  tally service "$rc" "$p" "$f"
+  [ "${GKNN_USE_SERVER:-0}" = 1 ] || cluster_stop
+}
+
 run_sql_suites() {
   if [ -n "${GKNN_DEVICE:-}" ]; then
     export PGOPTIONS="${PGOPTIONS:+$PGOPTIONS }-c gknn.device=$GKNN_DEVICE"
@@ -315,6 +352,7 @@ run_sql_suites() {
     skip_stage pg_regress 'no server'
     skip_stage pgtap 'no server'
     skip_stage sql-fuzz 'no server'
+    skip_stage dump 'no server'
     skip_stage ivfpq-recall 'no server'
     skip_stage ivfpq-live 'no server'
     run_bench_tests 0
@@ -323,10 +361,12 @@ run_sql_suites() {
   run_pg_regress
   run_pgtap
   run_sql_fuzz
+  run_dump_restore
   run_bench_tests 1
   run_ivfpq_recall
   run_ivfpq_live
   cluster_stop
+  run_service_live
 }
 
 main() {

@@ -107,22 +107,25 @@ void ivfpq_core_call_cancellable(Fn&& fn);
 // Progress callback's answer: false once a cancel or termination is pending.
 bool ivfpq_interrupt_pending();
 
-// The searchable image of an index, cached per backend. Valid until the next
+// The image of an index, cached per backend. Valid until the next
 // ivfpq_image_get() in this backend (do not keep it across calls that could
 // scan another gpu_ivfpq index).
 struct IvfpqImage {
   IvfpqMeta meta;
-  const gknn::ivfpq::Image* host;       // null when untrained
-  const gknn::ivfpq::DeviceImage* gpu;  // when asked for a device and trained
-  int64 entries;                        // coded entries in `host`
+  const gknn::ivfpq::Image* host;  // the coded entries; null unless asked for, or untrained
+  int64 entries;                   // coded entries in `host`
   const int64* pending;                 // TIDs (as ids) of the pending chain
   int64 npending;
   const int64* nulls;  // TIDs (as ids) of the null chain
   int64 nnulls;
 };
 // The current image (reloaded when the metapage's generation or the
-// relfilenode changed); with device >= 0 also its GPU copy on that device.
-const IvfpqImage* ivfpq_image_get(Relation index, int device);
+// relfilenode changed); with_host: with its coded entries (a CPU search, or
+// shipping them to the GPU service).
+const IvfpqImage* ivfpq_image_get(Relation index, bool with_host);
+// Frees the coded entries of an index's image in this backend (once shipped
+// to the service, which keeps them for every session).
+void ivfpq_image_release_host(Relation index);
 // The quantizer alone (for inserts), cached per backend; null when untrained.
 const gknn::ivfpq::Quantizer* ivfpq_quantizer_get(Relation index, const IvfpqMeta& meta);
 

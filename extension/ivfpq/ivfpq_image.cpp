@@ -1,6 +1,9 @@
-// gpu_ivfpq: per-backend cache of searchable images, keyed by index oid,
-// relfilenode and the metapage's generation, and of quantizers (for inserts),
-// keyed by oid and relfilenode.
+// gpu_ivfpq: per-backend cache of images, keyed by index oid, relfilenode and
+// the metapage's generation, and of quantizers (for inserts), keyed by oid and
+// relfilenode. An image always has the metapage and the pending and null
+// chains (small); its coded entries (the host Image) are read only when this
+// backend searches on its CPU or ships them to the GPU service, which keeps
+// the searchable copy for every session. No backend opens a GPU to search.
 //
 // Images live on the C++ heap, owned by this file's static slots (never by a
 // stack frame), so an ERROR while one is being filled from pages leaks
@@ -25,11 +28,9 @@ struct ImageSlot {
   Oid oid;
   RelFileNode node;
   uint64 generation;
-  int device;  // the device a GPU copy was tried for (gpu null: not taken, CPU search); -1: none
   uint64 used;
-  gknn::ivfpq::Image* host;
-  gknn::ivfpq::DeviceImage* gpu;
-  MemoryContext cxt;  // pending and null TIDs
+  gknn::ivfpq::Image* host;  // null until asked for (and when untrained)
+  MemoryContext cxt;         // pending and null TIDs
   IvfpqImage image;
 };
 
@@ -45,17 +46,17 @@ ImageSlot image_slots[kSlots];
 QuantizerSlot quantizer_slots[kSlots];
 uint64 clock_tick = 0;
 
-void free_image_slot(ImageSlot* s) {
+void free_host(ImageSlot* s) {
   gknn::ivfpq::Image* host = s->host;
-  gknn::ivfpq::DeviceImage* gpu = s->gpu;
   s->host = nullptr;
-  s->gpu = nullptr;
+  s->image.host = nullptr;
+  s->image.entries = 0;
+  gknn_pg::core_call([&] { delete host; });
+}
+
+void free_image_slot(ImageSlot* s) {
+  free_host(s);
   s->valid = false;
-  s->device = -1;
-  gknn_pg::core_call([&] {
-    delete gpu;
-    delete host;
-  });
   if (s->cxt) MemoryContextReset(s->cxt);
 }
 
@@ -158,16 +159,19 @@ int64* read_tid_chain(Relation index, BlockNumber last, MemoryContext cxt, int64
   return ids;
 }
 
-// Fills `s` from the pages; the caller holds the metapage's share lock.
-void load_image(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
+// Fills `s`'s metapage and chains from the pages; the caller holds the
+// metapage's share lock.
+void load_chains(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   s->image.meta = meta;
   s->image.host = nullptr;
-  s->image.gpu = nullptr;
   s->image.entries = 0;
   s->image.pending = read_tid_chain(index, meta.pending_last, s->cxt, &s->image.npending);
   s->image.nulls = read_tid_chain(index, meta.null_last, s->cxt, &s->image.nnulls);
-  if (!meta.trained) return;
+}
 
+// Fills `s`'s host Image (a trained index's coded entries) from the pages;
+// the caller holds the metapage's share lock.
+void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   MemoryContext tmp =
       AllocSetContextCreate(CurrentMemoryContext, "gpu_ivfpq image load", ALLOCSET_DEFAULT_SIZES);
   MemoryContext old = MemoryContextSwitchTo(tmp);
@@ -216,7 +220,7 @@ void load_image(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
 
 }  // namespace
 
-const IvfpqImage* ivfpq_image_get(Relation index, int device) {
+const IvfpqImage* ivfpq_image_get(Relation index, bool with_host) {
   Oid oid = RelationGetRelid(index);
   ImageSlot* s = pick_slot(image_slots, oid);
   s->used = ++clock_tick;
@@ -238,33 +242,24 @@ const IvfpqImage* ivfpq_image_get(Relation index, int device) {
     free_image_slot(s);
     s->oid = oid;
     s->node = index->rd_node;
-    load_image(index, meta, s);
+    load_chains(index, meta, s);
     s->generation = meta.generation;
     s->valid = true;
   }
-  UnlockReleaseBuffer(mbuf);
-
-  if (device >= 0 && s->host != nullptr && s->image.entries > 0 && s->device != device) {
-    gknn::ivfpq::DeviceImage* old = s->gpu;
-    s->gpu = nullptr;
-    s->device = -1;
-    const gknn::ivfpq::Image* host = s->host;
-    gknn::ivfpq::DeviceImage* gpu = nullptr;
-    gknn_pg::core_call([&] {
-      delete old;
-      try {
-        gpu = new gknn::ivfpq::DeviceImage(*host, device);
-      } catch (const gknn::Error& e) {
-        // A shape the GPU search does not take (LUTs too large even in
-        // fp16): this image is searched on the CPU.
-        if (e.code() != gknn::ErrorCode::InvalidArgument) throw;
-      }
-    });
-    s->gpu = gpu;
-    s->device = device;  // tried for this device; gpu null: searched on the CPU
+  // Same lock, same generation: the entries match the chains read above.
+  if (with_host && meta.trained && s->host == nullptr) {
+    s->valid = false;  // until the load completes (an ERROR leaves it invalid)
+    load_host(index, meta, s);
+    s->valid = true;
   }
-  s->image.gpu = device >= 0 ? s->gpu : nullptr;
+  UnlockReleaseBuffer(mbuf);
   return &s->image;
+}
+
+void ivfpq_image_release_host(Relation index) {
+  Oid oid = RelationGetRelid(index);
+  for (ImageSlot& s : image_slots)
+    if (s.valid && s.oid == oid) free_host(&s);
 }
 
 const gknn::ivfpq::Quantizer* ivfpq_quantizer_get(Relation index, const IvfpqMeta& meta) {

@@ -13,12 +13,19 @@
 //
 // Order: exact within a round; a later round can find a row nearer than one
 // an earlier round returned (the search is approximate), and returns it then.
+//
+// Where the PQ search runs (gknn_service_route, once per scan): in the GPU
+// service, which holds the index image for every session (the first backend
+// that finds it missing ships it there), or on this backend's CPU. With
+// gknn.device = auto, a service that stops mid-scan leaves the rest of the
+// scan to the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "device.h"
 #include "ivfpq.h"
+#include "service/service.h"
 #include "types/vector.h"
 
 extern "C" {
@@ -46,7 +53,9 @@ struct ScanState {
   float* query;
   int qdim;
   int metric;
-  int device;
+  ServiceRoute route;
+  int64 entries;     // coded entries of the index, when known (-1: not yet)
+  ServiceTrip trip;  // the last trip through the service
   int64 k;
   int64 want;  // candidates the next round asks for
   int probes;  // lists the next round searches
@@ -101,6 +110,7 @@ void start_scan(IndexScanDesc scan, ScanState* so) {
   int64 refine = gknn_ivfpq_refine;
   so->want = so->k > PG_INT64_MAX / refine ? PG_INT64_MAX / 2 : so->k * refine;
   so->probes = gknn_ivfpq_probes;
+  so->entries = -1;
   so->index_done = so->pending_done = so->nulls_done = false;
   so->batch = nullptr;
   so->nbatch = so->pos = 0;
@@ -132,6 +142,50 @@ bool exact_distance(IndexScanDesc scan, ScanState* so, int64 id, BlockNumber hea
   return ok;
 }
 
+// This round's PQ candidates (ids, distances: up to `want`, best first), from
+// the GPU service or this backend's CPU; sets so->entries. *image may be
+// replaced by a newer one (the index changed while its image was shipped).
+int64 pq_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** image, int probes, int64 want,
+                    int64* ids, float* dist) {
+  Relation index = scan->indexRelation;
+  gknn::ivfpq::SearchParams sp;
+  sp.k = static_cast<int>(want);
+  sp.probes = probes;
+  // A missing image is shipped, then asked for again; the retries cover an
+  // eviction or a newer generation arriving in between.
+  for (int attempt = 0; so->route.use_service && attempt < 4; ++attempt) {
+    int64 count = 0, entries = 0;
+    bool gone = false;
+    if (gknn_service_ivfpq_search(RelationGetRelid(index), index->rd_node, (*image)->meta.generation,
+                                  so->query, so->qdim, probes, want, ids, dist, &count, &entries, &gone,
+                                  &so->trip)) {
+      so->entries = entries;
+      return count;
+    }
+    if (gone) {
+      so->route.use_service = false;  // gknn.device = auto: the CPU takes over
+      break;
+    }
+    *image = ivfpq_image_get(index, true);
+    gknn_service_ivfpq_load(RelationGetRelid(index), index->rd_node, (*image)->meta.generation,
+                            *(*image)->host);
+    ivfpq_image_release_host(index);
+  }
+  if (so->route.use_service)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("gpu_ivfpq index \"%s\" could not be kept resident in the gknn GPU service",
+                           RelationGetRelationName(index)),
+                    errhint("Raise gknn.gpu_memory_limit, or set gknn.device = cpu.")));
+  *image = ivfpq_image_get(index, true);
+  const gknn::ivfpq::Image* host = (*image)->host;
+  so->entries = (*image)->entries;
+  if (so->entries == 0) return 0;
+  sp.k = static_cast<int>(Min(want, so->entries));
+  const float* query = so->query;
+  gknn_pg::core_call([&] { gknn::ivfpq::search_cpu(*host, query, 1, sp, ids, dist); });
+  return sp.k;
+}
+
 // Fills the next batch; false when the scan has nothing more.
 bool next_round(IndexScanDesc scan, ScanState* so) {
   if (so->nulls_done) return false;
@@ -139,7 +193,10 @@ bool next_round(IndexScanDesc scan, ScanState* so) {
   MemoryContext old = MemoryContextSwitchTo(so->round_cxt);
   so->batch = nullptr;
   so->nbatch = so->pos = 0;
-  const IvfpqImage* image = ivfpq_image_get(scan->indexRelation, so->query_null ? -1 : so->device);
+  // Entries are needed here only to list them all (NULL query) or to search
+  // on this backend's CPU.
+  const IvfpqImage* image =
+      ivfpq_image_get(scan->indexRelation, so->query_null || (!so->route.use_service && !so->index_done));
   so->metric = image->meta.metric;
 
   if (so->index_done) {
@@ -180,26 +237,14 @@ bool next_round(IndexScanDesc scan, ScanState* so) {
   // Candidates by PQ distance.
   int64 ncand = 0;
   int64* ids = nullptr;
-  if (image->host != nullptr && image->entries > 0) {
-    int lists = image->meta.lists;
-    int probes = Min(so->probes, lists);
-    int64 want = Min(so->want, image->entries);
-    if (probes >= lists && want >= image->entries) so->index_done = true;
+  if (image->meta.trained) {
+    int probes = Min(so->probes, image->meta.lists);
+    int64 want = Min(so->want, static_cast<int64>(PG_INT32_MAX));
+    if (so->entries >= 0) want = Min(want, Max(so->entries, int64{1}));
     ids = static_cast<int64*>(MemoryContextAllocHuge(so->round_cxt, sizeof(int64) * want));
     float* dist = static_cast<float*>(MemoryContextAllocHuge(so->round_cxt, sizeof(float) * want));
-    gknn::ivfpq::SearchParams sp;
-    sp.k = static_cast<int>(Min(want, static_cast<int64>(PG_INT32_MAX)));
-    sp.probes = probes;
-    const float* query = so->query;
-    const gknn::ivfpq::Image* host = image->host;
-    const gknn::ivfpq::DeviceImage* gpu = image->gpu;
-    gknn_pg::core_call([&] {
-      if (gpu != nullptr)
-        gpu->search(query, 1, sp, ids, dist);
-      else
-        gknn::ivfpq::search_cpu(*host, query, 1, sp, ids, dist);
-    });
-    ncand = sp.k;
+    ncand = pq_candidates(scan, so, &image, probes, want, ids, dist);
+    if (probes >= image->meta.lists && want >= so->entries) so->index_done = true;
   } else {
     so->index_done = true;
   }
@@ -241,7 +286,8 @@ IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys) {
   ScanState* so = static_cast<ScanState*>(palloc0(sizeof(ScanState)));
   so->cxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_ivfpq scan", ALLOCSET_DEFAULT_SIZES);
   so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_ivfpq scan round", ALLOCSET_DEFAULT_SIZES);
-  so->device = gknn_resolve_device();
+  so->route = gknn_service_route();
+  so->entries = -1;
   int64 hint = ivfpq_limit_hint(RelationGetRelid(index));
   so->k = hint > 0 ? hint : kIvfpqDefaultK;
   so->attno = index->rd_index->indkey.values[0];

@@ -1,5 +1,5 @@
--- Schema safety: CREATE EXTENSION gknn SCHEMA gknn beside another `vector`
--- type (and pgvector-like functions) in public. Everything happens inside one
+-- Schema safety: CREATE EXTENSION gknn SCHEMA gknn beside other `vector` and
+-- `sparsevec` types (and pgvector-like functions and bit operators) in public. Everything happens inside one
 -- transaction that is rolled back, so the database keeps its own gknn.
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
@@ -7,7 +7,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(43);
+SELECT plan(69);
 
 -- Move the existing installation out of the way and put stand-ins for
 -- pgvector's objects into public.
@@ -20,6 +20,12 @@ CREATE FUNCTION public.vector_dims(public.vector) RETURNS int
 CREATE FUNCTION public.vector_add(public.vector, public.vector) RETURNS public.vector
   LANGUAGE sql IMMUTABLE AS 'SELECT ROW(-1)::public.vector';
 CREATE OPERATOR public.<-> (LEFTARG = int, RIGHTARG = int, FUNCTION = public.l2_distance);
+CREATE TYPE public.sparsevec AS (y int);
+CREATE FUNCTION public.l2_norm(public.sparsevec) RETURNS int
+  LANGUAGE sql IMMUTABLE AS 'SELECT -2';
+CREATE FUNCTION public.hamming_distance(bit, bit) RETURNS int
+  LANGUAGE sql IMMUTABLE AS 'SELECT -7';
+CREATE OPERATOR public.<~> (LEFTARG = bit, RIGHTARG = bit, FUNCTION = public.hamming_distance);
 CREATE SCHEMA gknn;
 
 SELECT lives_ok('CREATE EXTENSION gknn SCHEMA gknn',
@@ -72,20 +78,36 @@ SELECT is((SELECT array_agg(object ORDER BY object) FROM members WHERE catalog =
           ARRAY['access method gpu_ivfpq'], 'one access method: gpu_ivfpq');
 SELECT is((SELECT count(*) FROM members m JOIN pg_proc p ON p.oid = m.objid
            WHERE p.prokind = 'a')::int, 2, 'two aggregates (avg, sum) are members');
-SELECT is((SELECT count(*) FROM members WHERE catalog = 'pg_cast')::int, 6, 'six casts are members');
+SELECT is((SELECT count(*) FROM members WHERE catalog = 'pg_cast')::int, 13,
+          'thirteen casts are members (vector: 6, sparsevec: 7)');
 SELECT is((SELECT typnamespace::regnamespace::text FROM pg_type
            WHERE oid = (SELECT typarray FROM pg_type WHERE oid = 'gknn.vector'::regtype)),
           'gknn', 'the array type of gknn.vector lives in gknn too');
+SELECT is((SELECT typnamespace::regnamespace::text FROM pg_type
+           WHERE oid = (SELECT typarray FROM pg_type WHERE oid = 'gknn.sparsevec'::regtype)),
+          'gknn', 'the array type of gknn.sparsevec lives in gknn too');
+SELECT is((SELECT array_agg(o.oid::regoperator::text ORDER BY o.oprname) FROM members m
+           JOIN pg_operator o ON o.oid = m.objid WHERE 'bit'::regtype IN (o.oprleft, o.oprright)),
+          ARRAY['gknn.<%>(bit,bit)', 'gknn.<~>(bit,bit)'], 'the bit operators are gknn''s, on pg_catalog.bit');
 
 -- Nothing leaked into public or pg_catalog.
 SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_proc p
                   WHERE p.pronamespace IN ('public'::regnamespace, 'pg_catalog'::regnamespace)
                     AND 'gknn.vector'::regtype = ANY (p.proargtypes::oid[] || p.prorettype)$$,
                 'no function in public or pg_catalog takes or returns gknn.vector');
+SELECT is_empty($$SELECT p.oid::regprocedure::text FROM pg_proc p
+                  WHERE p.pronamespace IN ('public'::regnamespace, 'pg_catalog'::regnamespace)
+                    AND 'gknn.sparsevec'::regtype = ANY (p.proargtypes::oid[] || p.prorettype)$$,
+                'no function in public or pg_catalog takes or returns gknn.sparsevec');
 SELECT is_empty($$SELECT o.oid::regoperator::text FROM pg_operator o
                   WHERE o.oprnamespace IN ('public'::regnamespace, 'pg_catalog'::regnamespace)
                     AND 'gknn.vector'::regtype IN (o.oprleft, o.oprright)$$,
                 'no operator in public or pg_catalog works on gknn.vector');
+SELECT is_empty($$SELECT o.oid::regoperator::text FROM pg_operator o
+                  WHERE o.oprnamespace IN ('public'::regnamespace, 'pg_catalog'::regnamespace)
+                    AND ('gknn.sparsevec'::regtype IN (o.oprleft, o.oprright)
+                         OR o.oprname IN ('<%>') OR (o.oprname = '<~>' AND o.oprcode <> 'public.hamming_distance'::regproc))$$,
+                'no operator in public or pg_catalog works on gknn.sparsevec, and none of gknn''s on bit');
 
 -- Everything below runs with public alone on the search path (pgTAP lives in
 -- public). Values are compared as text: gknn's = is not on the search path.
@@ -105,7 +127,7 @@ SELECT throws_ok($$SELECT '[1,2]'::gknn.vector <-> '[2,3]'::gknn.vector$$, '4288
                  'an unqualified <-> on gknn.vector is not found through public');
 SELECT is(1 <-> 5, 1004, 'public''s own <-> on int is untouched');
 SELECT is(l2_distance(1, 5), 1004, 'public.l2_distance(int, int) is untouched');
-SELECT is(gknn.l2_distance('[0,0]', '[3,4]'), 5::float8, 'gknn.l2_distance with search_path = public');
+SELECT is(gknn.l2_distance('[0,0]'::gknn.vector, '[3,4]'), 5::float8, 'gknn.l2_distance with search_path = public');
 
 CREATE TEMP TABLE agg_in (v gknn.vector(2));
 INSERT INTO agg_in VALUES ('[1,2]'), ('[3,4]'), ('[5,9]');
@@ -117,7 +139,7 @@ SELECT is((SELECT string_agg(v::text, ' ' ORDER BY v DESC) FROM agg_in), '[5,9] 
 SELECT is((SELECT gknn.vector_dims(v) FROM agg_in LIMIT 1), 2,
           'gknn.vector_dims beside public.vector_dims(public.vector)');
 SELECT is(gknn.vector_norm('[3,4]'), 5::float8, 'gknn.vector_norm with search_path = public');
-SELECT is(gknn.l2_normalize('[3,4]')::text, '[0.6,0.8]', 'gknn.l2_normalize with search_path = public');
+SELECT is(gknn.l2_normalize('[3,4]'::gknn.vector)::text, '[0.6,0.8]', 'gknn.l2_normalize with search_path = public');
 SELECT is(gknn.subvector('[1,2,3,4]', 2, 2)::text, '[2,3]', 'gknn.subvector with search_path = public');
 SELECT is((ARRAY[1,2,3]::int[]::gknn.vector(3))::text, '[1,2,3]',
           'int[] -> gknn.vector(3) cast with search_path = public');
@@ -127,6 +149,45 @@ SELECT throws_ok($$SELECT '[1,2,3]'::gknn.vector(2)$$, '22000', 'expected 2 dime
                  'the vector(n) typmod check with search_path = public');
 SELECT is(encode(gknn.vector_send('[1]'), 'hex'), '000100003f800000',
           'gknn.vector_send with search_path = public');
+
+-- sparsevec and the bit functions with search_path = public
+SELECT is('{1:1,2:2}/2'::gknn.sparsevec OPERATOR(gknn.<->) '{1:2,2:3}/2'::gknn.sparsevec, sqrt(2::float8),
+          'OPERATOR(gknn.<->) on gknn.sparsevec with search_path = public');
+SELECT is('{1:1,2:2}/2'::gknn.sparsevec OPERATOR(gknn.<#>) '{1:2,2:3}/2'::gknn.sparsevec, -8::float8,
+          'OPERATOR(gknn.<#>) on gknn.sparsevec with search_path = public');
+SELECT is('{1:1}/2'::gknn.sparsevec OPERATOR(gknn.<=>) '{2:1}/2'::gknn.sparsevec, 1::float8,
+          'OPERATOR(gknn.<=>) on gknn.sparsevec with search_path = public');
+SELECT is('{1:1,2:2}/2'::gknn.sparsevec OPERATOR(gknn.<+>) '{1:2,2:4}/2'::gknn.sparsevec, 3::float8,
+          'OPERATOR(gknn.<+>) on gknn.sparsevec with search_path = public');
+SELECT is(gknn.l2_norm('{1:3,3:4}/3'::gknn.sparsevec), 5::float8,
+          'gknn.l2_norm beside public.l2_norm(public.sparsevec)');
+SELECT is(gknn.l2_normalize('{1:3,3:4}/3'::gknn.sparsevec)::text, '{1:0.6,3:0.8}/3',
+          'gknn.l2_normalize on gknn.sparsevec with search_path = public');
+SELECT is('[0,1.5,0]'::gknn.vector::gknn.sparsevec(3)::text, '{2:1.5}/3',
+          'gknn.vector -> gknn.sparsevec(3) cast with search_path = public');
+SELECT is('{2:1.5}/3'::gknn.sparsevec::gknn.vector::text, '[0,1.5,0]',
+          'gknn.sparsevec -> gknn.vector cast with search_path = public');
+SELECT is((ARRAY[0,2]::int[]::gknn.sparsevec)::text, '{2:2}/2', 'int[] -> gknn.sparsevec cast with search_path = public');
+SELECT throws_ok($$SELECT '{}/3'::gknn.sparsevec(2)$$, '22000', 'expected 2 dimensions, not 3',
+                 'the sparsevec(n) typmod check with search_path = public');
+SELECT is(encode(gknn.sparsevec_send('{2:1}/3'), 'hex'), '00000003000000010000000000000001' || '3f800000',
+          'gknn.sparsevec_send with search_path = public');
+SELECT is((SELECT string_agg(v::text, ' ' ORDER BY v) FROM (VALUES ('{1:1}/2'::gknn.sparsevec), ('{}/2'),
+                                                                  ('{2:-1}/2')) t(v)),
+          '{2:-1}/2 {}/2 {1:1}/2', 'ORDER BY on gknn.sparsevec finds the btree opclass with search_path = public');
+SELECT is(B'101' <~> B'011', -7, 'an unqualified <~> on bit is public''s own');
+SELECT is(B'101' OPERATOR(gknn.<~>) B'011', 2::float8, 'OPERATOR(gknn.<~>) with search_path = public');
+SELECT is(B'1100' OPERATOR(gknn.<%>) B'1010', 1 - 1 / 3::float8, 'OPERATOR(gknn.<%>) with search_path = public');
+SELECT is(gknn.hamming_distance(B'1', B'0'), 1::float8, 'gknn.hamming_distance beside public.hamming_distance(bit, bit)');
+SELECT is(gknn.jaccard_distance(B'11', B'10'), 0.5::float8, 'gknn.jaccard_distance with search_path = public');
+SELECT is(gknn.binary_quantize('[1,-1,0.5]'::gknn.vector)::text, '101', 'gknn.binary_quantize with search_path = public');
+CREATE TEMP TABLE bq_in (v gknn.vector(3));
+INSERT INTO bq_in VALUES ('[1,-1,1]'), ('[-1,1,1]');
+SELECT lives_ok('CREATE INDEX ON bq_in ((gknn.binary_quantize(v)::bit(3)))',
+                'an expression index on gknn.binary_quantize(v)::bit(3) with search_path = public');
+SELECT is((SELECT v::text FROM bq_in WHERE gknn.binary_quantize(v)::bit(3) = B'011'), '[-1,1,1]',
+          'the expression index''s expression finds the row');
+DROP TABLE bq_in;
 SELECT matches(gknn.gknn_version(), '^0\.1\.0 ', 'gknn.gknn_version() with search_path = public');
 
 -- A gpu_ivfpq index with search_path = public: its operator classes are
@@ -150,10 +211,14 @@ SELECT ('[1,2]'::gknn.vector OPERATOR(gknn.<->) '[2,3]'::gknn.vector) = pg_catal
        (SELECT gknn.sum(v)::text FROM (VALUES ('[1,2]'::gknn.vector), ('[3,4]')) t(v)) AS sum,
        (SELECT pg_catalog.string_agg(v::text, ' ' ORDER BY v)
           FROM (VALUES ('[2]'::gknn.vector), ('[1,5]'), ('[1]')) t(v)) AS sorted,
-       ('{1,2}'::float8[]::gknn.vector)::text AS cast;
+       ('{1,2}'::float8[]::gknn.vector)::text AS cast,
+       (SELECT pg_catalog.string_agg(v::text, ' ' ORDER BY v)
+          FROM (VALUES ('{2:1}/2'::gknn.sparsevec), ('{1:1}/2')) t(v)) AS sparse_sorted,
+       ('[0,3]'::gknn.vector::gknn.sparsevec OPERATOR(gknn.<->) '{2:3}/2'::gknn.sparsevec) AS sparse_l2,
+       (B'110' OPERATOR(gknn.<~>) gknn.binary_quantize('[1,1,1]'::gknn.vector)) AS hamming;
 SET LOCAL search_path = public;
-SELECT results_eq('SELECT l2, avg, sum, sorted, "cast" FROM pg_temp.empty_path',
-                  $$VALUES (true, '[2,3]', '[4,6]', '[1] [1,5] [2]', '[1,2]')$$,
+SELECT results_eq('SELECT l2, avg, sum, sorted, "cast", sparse_sorted, sparse_l2, hamming FROM pg_temp.empty_path',
+                  $$VALUES (true, '[2,3]', '[4,6]', '[1] [1,5] [2]', '[1,2]', '{2:1}/2 {1:1}/2', 0::float8, 1::float8)$$,
                   'operators, aggregates, ORDER BY and casts work with an empty search_path');
 DROP TABLE pg_temp.empty_path;
 
@@ -167,7 +232,8 @@ SELECT is_empty($$SELECT 1 FROM pg_proc WHERE pronamespace = 'gknn'::regnamespac
                   UNION ALL SELECT 1 FROM pg_opfamily WHERE opfnamespace = 'gknn'::regnamespace$$,
                 'DROP EXTENSION leaves nothing in schema gknn');
 SELECT is_empty($$SELECT 1 FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
-                  WHERE p.proname IN ('vector', 'array_to_vector', 'vector_to_float4')$$,
+                  WHERE p.proname IN ('vector', 'array_to_vector', 'vector_to_float4', 'sparsevec',
+                                      'vector_to_sparsevec', 'sparsevec_to_vector', 'array_to_sparsevec')$$,
                 'DROP EXTENSION removes the casts');
 SELECT is_empty($$SELECT 1 FROM pg_am WHERE amname = 'gpu_ivfpq'$$, 'DROP EXTENSION removes gpu_ivfpq');
 SELECT is((SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ')
@@ -176,6 +242,8 @@ SELECT is((SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod),
              AND attnum > 0),
           'x integer', 'public.vector is intact');
 SELECT is(ROW(7)::public.vector::text, '(7)', 'public.vector still works');
+SELECT is(public.l2_norm(ROW(1)::public.sparsevec), -2, 'public.sparsevec and public.l2_norm still work');
+SELECT is(B'1' <~> B'0', -7, 'public.<~> on bit still works');
 
 SELECT * FROM finish();
 ROLLBACK;

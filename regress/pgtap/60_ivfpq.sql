@@ -10,7 +10,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(26);
+SELECT plan(29);
 
 -- catalog
 SELECT ok(EXISTS (SELECT 1 FROM pg_am WHERE amname = 'gpu_ivfpq' AND amtype = 'i'), 'access method gpu_ivfpq exists');
@@ -121,6 +121,25 @@ SELECT set_eq($$SELECT q, pg_temp.ids_by_index(v, 10) FROM queries$$, $$SELECT q
 SET LOCAL gknn.device = cpu;
 SELECT set_eq($$SELECT q, pg_temp.ids_by_index(v, 10) FROM queries$$, $$SELECT q, ids FROM cpu_answers$$,
               'the CPU searching the same index finds the same');
+
+-- The GPU service: where it does not run (gknn not preloaded), gknn.device =
+-- gpu cannot search an index (55000, saying why); where it runs, a search
+-- with gknn.device = auto goes through it (regress/service-live.sh checks
+-- the service itself).
+SET LOCAL enable_seqscan = off;
+SET LOCAL gknn.device = gpu;
+SELECT CASE WHEN (SELECT state FROM gknn_service_status()) = 'not running' THEN
+  throws_ok($$SELECT id FROM items ORDER BY emb <-> (SELECT v FROM queries WHERE q = 1) LIMIT 3$$, '55000',
+            'gknn.device is "gpu" but the gknn GPU service is not running',
+            'no GPU service: gknn.device = gpu fails with 55000')
+ELSE pass('no GPU service: gknn.device = gpu fails with 55000 (skipped: the service runs)') END;
+SET LOCAL gknn.device = auto;
+CREATE TEMP TABLE service_before AS SELECT searches FROM gknn_service_status();
+SELECT ok(pg_temp.ids_by_index(v, 10) IS NOT NULL, 'a search with gknn.device = auto answers') FROM queries WHERE q = 1;
+SELECT CASE WHEN (SELECT state FROM gknn_service_status()) = 'ready' THEN
+  ok((SELECT s.searches > b.searches FROM gknn_service_status() s, service_before b),
+     'with the service ready, gknn.device = auto searches through it')
+ELSE pass('with the service ready, gknn.device = auto searches through it (skipped: no service)') END;
 
 SELECT * FROM finish();
 ROLLBACK;

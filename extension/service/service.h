@@ -1,0 +1,65 @@
+// The gknn GPU service (DESIGN stage 6): one background worker, started when
+// gknn is in shared_preload_libraries, is the only process that opens CUDA
+// for index searches. It holds every index image resident once for all
+// sessions, under a memory budget, and searches the requests that arrive
+// while it is busy together, in one batched launch per image.
+//
+// Backends keep what PostgreSQL must decide (snapshots, heap fetches,
+// visibility, errors, cancellation): they send a request through their slot
+// in shared memory and wait on their latch.
+//
+//   service_shmem.cpp   GUCs, shared memory, worker registration
+//   service_client.cpp  the backend side: submit, wait, cancel, ship an image
+//   service_worker.cpp  the worker: its loop, batching, replies
+//   service_images.*    the worker's resident images (LRU under the budget)
+//   service_status.cpp  gknn_service_status(), gknn_service_images()
+#pragma once
+
+#include "pg.h"
+
+#include "gknn/ivfpq.h"
+
+extern "C" {
+#include "storage/relfilenode.h"
+}
+
+// GUCs
+enum { GKNN_SERVICE_OFF = 0, GKNN_SERVICE_GPU = 1, GKNN_SERVICE_CPU = 2 };
+extern int gknn_service_mode;          // gknn.service (postmaster)
+extern int gknn_service_memory_limit;  // gknn.gpu_memory_limit (kB; 0: 90% of the device)
+
+// From _PG_init: GUCs; when preloading, shared memory and the worker.
+void gknn_service_register();
+
+// Where an ivfpq search runs, decided per scan.
+struct ServiceRoute {
+  bool use_service;  // false: this backend searches on the CPU itself
+  int device;        // the service's device (-1: its CPU), when use_service
+};
+// gknn.device = cpu: the backend's CPU; auto: the service when it serves,
+// else the backend's CPU; gpu: the service on a GPU, else an ERROR (55000)
+// saying why.
+ServiceRoute gknn_service_route();
+
+// What a search reported about its trip through the service.
+struct ServiceTrip {
+  uint64 batch_id;
+  int batch_size;
+  double queue_ms;  // submitted -> taken into a batch
+  double run_ms;    // taken -> answered
+};
+
+// One query's PQ candidates (ids, distances: up to k of each, best first) of
+// the image of `index` at `generation`. Returns false when the service does
+// not hold that image (ship it with gknn_service_ivfpq_load, then ask again).
+// *entries: the image's coded entries. ERROR on service errors; with
+// gknn.device = auto, a service that stopped returns false with *gone set
+// (the caller searches on the CPU).
+bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
+                               int probes, int64 k, int64* ids, float* distances, int64* count,
+                               int64* entries, bool* gone, ServiceTrip* trip);
+
+// Ships an image to the service (in chunks through a DSM segment); on
+// return it is resident (or an ERROR said why not: 53200 when it does not
+// fit the budget).
+void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, const gknn::ivfpq::Image& image);

@@ -1,0 +1,325 @@
+// The backend's side of the GPU service: its request slot, submitting,
+// waiting on the latch, giving up on cancel or exit, and shipping an image.
+//
+// Nothing here holds a C++ object with a destructor across a PostgreSQL call
+// (WaitLatch, CHECK_FOR_INTERRUPTS and ereport may leave by longjmp).
+#include <cstring>
+
+#include "device.h"
+#include "service.h"
+#include "service_shmem.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/wait_event.h"
+}
+
+namespace gknn_service {
+namespace {
+
+constexpr int64 kChunkBytes = 4 << 20;  // image pieces per round trip
+constexpr long kCheckServiceMs = 1000;  // how often a waiting backend looks at the service
+constexpr long kStartWaitMs = 30000;    // longest wait for a starting service
+
+bool exit_callback_registered = false;
+
+RequestSlot* my_slot() { return &shared()->slots[MyProc->pgprocno]; }
+
+// Gives up the slot's open request (cancel, error, exit): a request not yet
+// taken is withdrawn; one being run is left to finish into the void.
+void abandon(RequestSlot* s) {
+  SpinLockAcquire(&s->mutex);
+  if (s->state == kSubmitted)
+    s->state = kFree;
+  else if (s->state == kRunning)
+    s->state = kAbandoned;
+  else if (s->state == kDone || s->state == kFailed)
+    s->state = kFree;
+  SpinLockRelease(&s->mutex);
+}
+
+void on_backend_exit(int, Datum) {
+  if (shared() && MyProc) abandon(my_slot());
+}
+
+struct ServiceView {
+  uint32 state;
+  uint64 incarnation;
+  Latch* latch;
+  int device;
+};
+
+ServiceView view() {
+  ServiceShared* ctl = shared();
+  ServiceView v;
+  SpinLockAcquire(&ctl->mutex);
+  v.state = ctl->state;
+  v.incarnation = ctl->incarnation;
+  v.latch = ctl->latch;
+  v.device = ctl->device;
+  SpinLockRelease(&ctl->mutex);
+  return v;
+}
+
+// Sleeps on the latch for at most `ms`, then serves interrupts; a pending
+// cancel or termination gives up `s`'s request first.
+void wait_a_while(RequestSlot* s, long ms) {
+  (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+  ResetLatch(MyLatch);
+  if (!INTERRUPTS_PENDING_CONDITION()) return;
+  PG_TRY();
+  { CHECK_FOR_INTERRUPTS(); }
+  PG_CATCH();
+  {
+    if (s) abandon(s);
+    PG_RE_THROW();
+  }
+  PG_END_TRY();
+}
+
+// Waits until the slot may be filled: a cancelled request of ours that the
+// service is still running must finish first.
+void acquire_slot(RequestSlot* s) {
+  if (!exit_callback_registered) {
+    before_shmem_exit(on_backend_exit, 0);
+    exit_callback_registered = true;
+  }
+  for (;;) {
+    SpinLockAcquire(&s->mutex);
+    if (s->state == kDone || s->state == kFailed) s->state = kFree;
+    bool free = s->state == kFree;
+    SpinLockRelease(&s->mutex);
+    if (free) return;
+    wait_a_while(nullptr, 10);
+  }
+}
+
+// Submits the filled slot and waits for the answer; the reply code (the
+// slot is then Free again).
+ReplyCode call(RequestSlot* s) {
+  ServiceView v = view();
+  if (v.state != kReady) return kServiceGone;
+  s->owner_latch = MyLatch;
+  s->owner_pid = MyProcPid;
+  s->incarnation = v.incarnation;
+  s->submit_us = now_us();
+  s->reply = kServiceGone;
+  SpinLockAcquire(&s->mutex);
+  s->state = kSubmitted;
+  SpinLockRelease(&s->mutex);
+  if (v.latch) SetLatch(v.latch);
+  for (;;) {
+    SpinLockAcquire(&s->mutex);
+    uint32 state = s->state;
+    if (state == kDone || state == kFailed) s->state = kFree;
+    SpinLockRelease(&s->mutex);
+    if (state == kDone || state == kFailed) return static_cast<ReplyCode>(s->reply);
+    ServiceView now = view();
+    if (now.incarnation != v.incarnation || now.state != kReady) {
+      abandon(s);
+      return kServiceGone;
+    }
+    wait_a_while(s, kCheckServiceMs);
+  }
+}
+
+void raise_reply_error(const RequestSlot* s) {
+  ereport(ERROR, (errcode(s->sqlstate), errmsg("gknn GPU service: %s", s->message)));
+}
+
+// The service's state once it has finished starting (waits for that).
+ServiceView settled_view() {
+  long waited = 0;
+  for (;;) {
+    ServiceView v = view();
+    if (v.state != kStarting || waited >= kStartWaitMs) return v;
+    wait_a_while(nullptr, 10);
+    waited += 10;
+  }
+}
+
+void raise_unavailable(const char* why, const char* hint) {
+  ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                  errmsg("gknn.device is \"gpu\" but %s", why), hint ? errhint("%s", hint) : 0));
+}
+
+ImageKey make_key(Oid index, RelFileNode node, uint64 generation) {
+  ImageKey k;
+  memset(&k, 0, sizeof(k));
+  k.database = MyDatabaseId;
+  k.index = index;
+  k.node = node;
+  k.generation = generation;
+  return k;
+}
+
+// The payload of a request of `bytes`: the slot's own area, or a new DSM
+// segment (owned by the current resource owner: an ERROR detaches it).
+char* payload_for(RequestSlot* s, int64 bytes, dsm_segment** seg) {
+  *seg = nullptr;
+  s->payload_dsm = DSM_HANDLE_INVALID;
+  if (bytes <= kInlineBytes) return s->inline_payload;
+  *seg = dsm_create(bytes, 0);
+  s->payload_dsm = dsm_segment_handle(*seg);
+  return static_cast<char*>(dsm_segment_address(*seg));
+}
+
+}  // namespace
+}  // namespace gknn_service
+
+using namespace gknn_service;
+
+ServiceRoute gknn_service_route() {
+  ServiceRoute route{false, -1};
+  if (gknn_device_mode == GKNN_DEVICE_CPU) return route;
+  const bool need_gpu = gknn_device_mode == GKNN_DEVICE_GPU;
+  if (shared() == nullptr) {
+    if (need_gpu)
+      raise_unavailable(
+          "the gknn GPU service is not running",
+          "Add gknn to shared_preload_libraries (with gknn.service = gpu) and restart the server.");
+    return route;
+  }
+  ServiceView v = settled_view();
+  if (v.state == kReady && (v.device >= 0 || !need_gpu)) {
+    route.use_service = true;
+    route.device = v.device;
+    return route;
+  }
+  if (need_gpu) {
+    if (v.state == kReady)
+      raise_unavailable("the gknn service runs on the CPU (gknn.service = cpu)", nullptr);
+    if (v.state == kNoDevice) {
+      char reason[kMessageBytes];
+      SpinLockAcquire(&shared()->mutex);
+      strlcpy(reason, shared()->reason, sizeof(reason));
+      SpinLockRelease(&shared()->mutex);
+      raise_unavailable(reason, nullptr);
+    }
+    raise_unavailable("the gknn GPU service is not running",
+                      "It restarts by itself after a failure; try again.");
+  }
+  return route;
+}
+
+bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
+                               int probes, int64 k, int64* ids, float* distances, int64* count,
+                               int64* entries, bool* gone, ServiceTrip* trip) {
+  *gone = false;
+  *count = 0;
+  RequestSlot* s = my_slot();
+  acquire_slot(s);
+  int64 bytes =
+      Max(static_cast<int64>(sizeof(float)) * dim, k * static_cast<int64>(sizeof(int64) + sizeof(float)));
+  dsm_segment* seg;
+  char* payload = payload_for(s, bytes, &seg);
+  s->kind = kSearchIvfpq;
+  s->key = make_key(index, node, generation);
+  s->dim = dim;
+  s->probes = probes;
+  s->k = k;
+  s->payload_bytes = sizeof(float) * dim;
+  memcpy(payload, query, sizeof(float) * dim);
+  ReplyCode reply = call(s);
+  bool found = false;
+  if (reply == kServiceGone) {
+    if (gknn_device_mode == GKNN_DEVICE_GPU)
+      ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                      errmsg("the gknn GPU service stopped while a query waited for it"),
+                      errhint("It restarts by itself; try again.")));
+    *gone = true;
+  } else if (reply == kError) {
+    raise_reply_error(s);
+  } else if (reply == kOk) {
+    *count = s->count;
+    *entries = s->entries;
+    memcpy(ids, payload, sizeof(int64) * s->count);
+    memcpy(distances, payload + sizeof(int64) * s->count, sizeof(float) * s->count);
+    if (trip) {
+      trip->batch_id = s->batch_id;
+      trip->batch_size = s->batch_size;
+      trip->queue_ms = (s->start_us - s->submit_us) / 1000.0;
+      trip->run_ms = (s->end_us - s->start_us) / 1000.0;
+    }
+    found = true;
+  }
+  if (seg) dsm_detach(seg);
+  return found;
+}
+
+namespace {
+
+// One load request; ERROR on the service's error. False when the service went away.
+bool load_step(RequestSlot* s) {
+  ReplyCode reply = call(s);
+  if (reply == kError) raise_reply_error(s);
+  if (reply == kServiceGone && gknn_device_mode == GKNN_DEVICE_GPU)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("the gknn GPU service stopped while an index image was shipped to it")));
+  return reply == kOk;
+}
+
+}  // namespace
+
+void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation,
+                             const gknn::ivfpq::Image& image) {
+  RequestSlot* s = my_slot();
+  acquire_slot(s);
+  const gknn::ivfpq::Params& p = image.quantizer.params;
+  s->kind = kLoadBegin;
+  s->key = make_key(index, node, generation);
+  s->shape.dim = p.dim;
+  s->shape.lists = p.lists;
+  s->shape.m = p.m;
+  s->shape.nbits = p.nbits;
+  s->shape.metric = static_cast<int32>(p.metric);
+  s->shape.kmeans_iters = p.kmeans_iters;
+  s->shape.seed = p.seed;
+  s->shape.entries = static_cast<int64>(image.ids.size());
+  s->payload_dsm = DSM_HANDLE_INVALID;
+  s->payload_bytes = 0;
+  if (!load_step(s)) return;
+
+  struct Section {
+    const void* data;
+    int64 bytes;
+  } sections[kSections] = {
+      {image.quantizer.centroids.data(),
+       static_cast<int64>(image.quantizer.centroids.size() * sizeof(float))},
+      {image.quantizer.codebooks.data(),
+       static_cast<int64>(image.quantizer.codebooks.size() * sizeof(float))},
+      {image.offsets.data(), static_cast<int64>(image.offsets.size() * sizeof(int64))},
+      {image.codes.data(), static_cast<int64>(image.codes.size())},
+      {image.ids.data(), static_cast<int64>(image.ids.size() * sizeof(int64))},
+  };
+  int64 largest = 0;
+  for (const Section& sec : sections) largest = Max(largest, sec.bytes);
+  dsm_segment* seg = dsm_create(Max(Min(largest, kChunkBytes), int64{1}), 0);
+  char* buf = static_cast<char*>(dsm_segment_address(seg));
+  for (int i = 0; i < static_cast<int>(kSections); ++i) {
+    for (int64 off = 0; off < sections[i].bytes; off += kChunkBytes) {
+      int64 n = Min(kChunkBytes, sections[i].bytes - off);
+      acquire_slot(s);
+      memcpy(buf, static_cast<const char*>(sections[i].data) + off, n);
+      s->kind = kLoadChunk;
+      s->section = i;
+      s->section_offset = off;
+      s->payload_bytes = n;
+      s->payload_dsm = dsm_segment_handle(seg);
+      if (!load_step(s)) {
+        dsm_detach(seg);
+        return;
+      }
+    }
+  }
+  dsm_detach(seg);
+  acquire_slot(s);
+  s->kind = kLoadEnd;
+  s->payload_dsm = DSM_HANDLE_INVALID;
+  s->payload_bytes = 0;
+  load_step(s);
+}

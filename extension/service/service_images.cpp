@@ -1,0 +1,207 @@
+// The GPU service's resident images (service_images.h). No PostgreSQL here.
+#include "service_images.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "gknn/error.h"
+
+namespace gknn_service {
+namespace {
+
+using gknn::Error;
+using gknn::ErrorCode;
+
+void invalid(const std::string& what) { throw Error(ErrorCode::InvalidArgument, "shipped image: " + what); }
+
+std::int64_t mb(std::int64_t bytes) { return (bytes + (1 << 20) - 1) >> 20; }
+
+}  // namespace
+
+std::int64_t image_bytes(const gknn::ivfpq::Image& image) {
+  const auto& q = image.quantizer;
+  return static_cast<std::int64_t>(q.centroids.size() * sizeof(float) + q.codebooks.size() * sizeof(float) +
+                                   image.offsets.size() * sizeof(std::int64_t) + image.codes.size() +
+                                   image.ids.size() * sizeof(std::int64_t));
+}
+
+ResidentImages::ResidentImages(std::vector<int> devices, std::int64_t budget)
+    : devices_(std::move(devices)), budget_(budget) {}
+
+void ResidentImages::set_budget(std::int64_t budget) {
+  budget_ = budget;
+  std::vector<int> places = devices_;
+  places.push_back(-1);  // images searched on the CPU
+  for (int d : places)
+    while (used_on(d) > budget_ && evict_one(d)) {
+    }
+}
+
+std::int64_t ResidentImages::used_on(int device) const {
+  std::int64_t n = 0;
+  for (const auto& r : images_)
+    if (r->device == device) n += r->bytes;
+  return n;
+}
+
+std::int64_t ResidentImages::used() const {
+  std::int64_t n = 0;
+  for (const auto& r : images_) n += r->bytes;
+  return n;
+}
+
+Resident* ResidentImages::find(const ResidentKey& key, std::int64_t now_us) {
+  for (auto& r : images_)
+    if (r->key == key) {
+      r->hits++;
+      r->last_used_us = now_us;
+      return r.get();
+    }
+  return nullptr;
+}
+
+void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params,
+                           std::int64_t entries) {
+  gknn::ivfpq::validate(params);
+  if (entries < 0) invalid("negative entry count");
+  auto image = std::make_unique<gknn::ivfpq::Image>();
+  image->quantizer.params = params;
+  image->quantizer.centroids.resize(static_cast<std::size_t>(params.lists) * params.dim);
+  image->quantizer.codebooks.resize(static_cast<std::size_t>(params.dim) << params.nbits);
+  image->offsets.resize(static_cast<std::size_t>(params.lists) + 1);
+  image->codes.resize(static_cast<std::size_t>(entries) * gknn::ivfpq::code_size(params));
+  image->ids.resize(static_cast<std::size_t>(entries));
+  staging_[requester] = Staging{key, std::move(image)};
+}
+
+void ResidentImages::piece(int requester, int section, std::int64_t offset, const void* data,
+                           std::int64_t bytes) {
+  auto it = staging_.find(requester);
+  if (it == staging_.end()) invalid("a piece arrived before its shape");
+  gknn::ivfpq::Image& im = *it->second.image;
+  char* base = nullptr;
+  std::int64_t size = 0;
+  switch (section) {
+    case 0:
+      base = reinterpret_cast<char*>(im.quantizer.centroids.data());
+      size = im.quantizer.centroids.size() * sizeof(float);
+      break;
+    case 1:
+      base = reinterpret_cast<char*>(im.quantizer.codebooks.data());
+      size = im.quantizer.codebooks.size() * sizeof(float);
+      break;
+    case 2:
+      base = reinterpret_cast<char*>(im.offsets.data());
+      size = im.offsets.size() * sizeof(std::int64_t);
+      break;
+    case 3:
+      base = reinterpret_cast<char*>(im.codes.data());
+      size = im.codes.size();
+      break;
+    case 4:
+      base = reinterpret_cast<char*>(im.ids.data());
+      size = im.ids.size() * sizeof(std::int64_t);
+      break;
+    default:
+      invalid("unknown section " + std::to_string(section));
+  }
+  if (offset < 0 || bytes < 0 || offset > size || bytes > size - offset) invalid("a piece past its array");
+  if (bytes > 0) std::memcpy(base + offset, data, bytes);
+}
+
+int ResidentImages::pick_device() const {
+  if (devices_.empty()) return -1;
+  int best = devices_[0];
+  for (int d : devices_)
+    if (used_on(d) < used_on(best)) best = d;
+  return best;
+}
+
+bool ResidentImages::evict_one(int device) {
+  auto victim = images_.end();
+  for (auto it = images_.begin(); it != images_.end(); ++it)
+    if ((*it)->device == device && (victim == images_.end() || (*it)->last_used_us < (*victim)->last_used_us))
+      victim = it;
+  if (victim == images_.end()) return false;
+  images_.erase(victim);
+  ++evictions_;
+  return true;
+}
+
+bool ResidentImages::make_room(int device, std::int64_t bytes) {
+  if (bytes > budget_) return false;
+  while (used_on(device) + bytes > budget_)
+    if (!evict_one(device)) return false;
+  return true;
+}
+
+void ResidentImages::drop_other_generations(const ResidentKey& key) {
+  images_.erase(std::remove_if(images_.begin(), images_.end(),
+                               [&](const std::unique_ptr<Resident>& r) {
+                                 return r->key.same_index(key) && r->key.generation != key.generation;
+                               }),
+                images_.end());
+}
+
+Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
+  auto it = staging_.find(requester);
+  if (it == staging_.end()) invalid("finished before its shape");
+  Staging staged = std::move(it->second);
+  staging_.erase(it);
+  gknn::ivfpq::Image& im = *staged.image;
+  const auto& off = im.offsets;
+  if (off.front() != 0 || off.back() != static_cast<std::int64_t>(im.ids.size()) ||
+      !std::is_sorted(off.begin(), off.end()))
+    invalid("list offsets do not cover the entries");
+  // Another backend shipped the same image meanwhile: keep the first.
+  if (Resident* r = find(staged.key, now_us)) return r;
+  drop_other_generations(staged.key);
+
+  auto r = std::make_unique<Resident>();
+  r->key = staged.key;
+  r->entries = static_cast<std::int64_t>(im.ids.size());
+  r->loaded_us = r->last_used_us = now_us;
+  // An empty index needs no device (and a DeviceImage of nothing is no use).
+  r->device = r->entries > 0 ? pick_device() : -1;
+  std::int64_t need = image_bytes(im);
+  if (!make_room(r->device, need))
+    throw Error(ErrorCode::OutOfMemory, "index image needs " + std::to_string(mb(need)) +
+                                            " MB, more than gknn.gpu_memory_limit allows (" +
+                                            std::to_string(mb(budget_)) + " MB)");
+  if (r->device < 0) {
+    r->bytes = need;
+    r->host = std::move(staged.image);
+  } else {
+    // A device that runs out anyway (other processes' memory, allocator
+    // overhead): evict and try again while anything is left to evict.
+    for (;;) {
+      try {
+        r->gpu = std::make_unique<gknn::ivfpq::DeviceImage>(im, r->device);
+        break;
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::InvalidArgument) break;  // a shape the GPU search does not take
+        if (e.code() != ErrorCode::OutOfMemory || !evict_one(r->device)) throw;
+      }
+    }
+    if (r->gpu) {
+      r->bytes = static_cast<std::int64_t>(r->gpu->device_bytes());
+    } else {  // LUTs too large even in fp16: searched on the CPU, as a backend would
+      r->device = -1;
+      r->bytes = need;
+      r->host = std::move(staged.image);
+    }
+  }
+  images_.push_back(std::move(r));
+  return images_.back().get();
+}
+
+void ResidentImages::search(Resident& r, const float* queries, std::int64_t nq,
+                            const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, float* distances) const {
+  if (r.gpu)
+    r.gpu->search(queries, nq, sp, ids, distances);
+  else
+    gknn::ivfpq::search_cpu(*r.host, queries, nq, sp, ids, distances);
+}
+
+}  // namespace gknn_service

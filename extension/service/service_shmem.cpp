@@ -1,0 +1,113 @@
+// The GPU service: its settings, its shared memory and the registration of
+// its background worker. Runs in the postmaster (from _PG_init) and so never
+// touches CUDA.
+#include "service.h"
+#include "service_shmem.h"
+
+extern "C" {
+#include "access/twophase.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+}
+
+int gknn_service_mode = GKNN_SERVICE_GPU;
+int gknn_service_memory_limit = 0;
+
+namespace gknn_service {
+namespace {
+
+ServiceShared* shared_block = nullptr;
+shmem_request_hook_type prev_request_hook = nullptr;
+shmem_startup_hook_type prev_startup_hook = nullptr;
+
+const struct config_enum_entry service_options[] = {{"off", GKNN_SERVICE_OFF, false},
+                                                    {"gpu", GKNN_SERVICE_GPU, false},
+                                                    {"cpu", GKNN_SERVICE_CPU, false},
+                                                    {nullptr, 0, false}};
+
+// Every PGPROC may ask: backends, parallel workers, auxiliary processes,
+// prepared transactions' dummies (never, but pgprocno counts them).
+int slot_count() { return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts; }
+
+Size shared_size() {
+  return add_size(offsetof(ServiceShared, slots), mul_size(sizeof(RequestSlot), slot_count()));
+}
+
+void request_shmem() {
+  if (prev_request_hook) prev_request_hook();
+  RequestAddinShmemSpace(shared_size());
+}
+
+void startup_shmem() {
+  if (prev_startup_hook) prev_startup_hook();
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  bool found;
+  shared_block = static_cast<ServiceShared*>(ShmemInitStruct("gknn GPU service", shared_size(), &found));
+  if (!found) {
+    memset(shared_block, 0, offsetof(ServiceShared, slots));
+    SpinLockInit(&shared_block->mutex);
+    shared_block->state = kStopped;
+    shared_block->device = -1;
+    shared_block->nslots = slot_count();
+    for (int i = 0; i < shared_block->nslots; ++i) {
+      RequestSlot* s = &shared_block->slots[i];
+      SpinLockInit(&s->mutex);
+      s->state = kFree;
+      s->owner_latch = nullptr;
+      s->payload_dsm = DSM_HANDLE_INVALID;
+    }
+  }
+  LWLockRelease(AddinShmemInitLock);
+}
+
+void register_worker() {
+  BackgroundWorker w;
+  memset(&w, 0, sizeof(w));
+  // Shared memory only: the service reads no relation (backends ship
+  // images), so it serves every database.
+  w.bgw_flags = BGWORKER_SHMEM_ACCESS;
+  w.bgw_start_time = BgWorkerStart_PostmasterStart;
+  w.bgw_restart_time = 1;  // seconds after it stops
+  snprintf(w.bgw_library_name, BGW_MAXLEN, "gknn");
+  snprintf(w.bgw_function_name, BGW_MAXLEN, "gknn_service_main");
+  snprintf(w.bgw_name, BGW_MAXLEN, "gknn GPU service");
+  snprintf(w.bgw_type, BGW_MAXLEN, "gknn GPU service");
+  RegisterBackgroundWorker(&w);
+}
+
+}  // namespace
+
+ServiceShared* shared() { return shared_block; }
+
+int64 now_us() { return GetCurrentTimestamp(); }
+
+}  // namespace gknn_service
+
+void gknn_service_register() {
+  // A server-start setting can only be defined while the postmaster loads
+  // the library; without the preload there is no service to configure.
+  if (process_shared_preload_libraries_in_progress)
+    DefineCustomEnumVariable(
+        "gknn.service", "Whether gknn runs its GPU service process (needs shared_preload_libraries).",
+        "gpu: the service owns the GPUs and serves every session's index searches, batched; cpu: the "
+        "service serves them on the CPU (for hosts without a GPU and for tests); off: no service, each "
+        "backend searches on its CPU.",
+        &gknn_service_mode, GKNN_SERVICE_GPU, gknn_service::service_options, PGC_POSTMASTER, 0, nullptr,
+        nullptr, nullptr);
+  DefineCustomIntVariable("gknn.gpu_memory_limit",
+                          "Memory the GPU service may use for resident index images, per device (0: 90% of "
+                          "the device's memory).",
+                          "Least recently used images are evicted to make room.", &gknn_service_memory_limit,
+                          0, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr, nullptr);
+  if (!process_shared_preload_libraries_in_progress || gknn_service_mode == GKNN_SERVICE_OFF) return;
+  gknn_service::prev_request_hook = shmem_request_hook;
+  shmem_request_hook = gknn_service::request_shmem;
+  gknn_service::prev_startup_hook = shmem_startup_hook;
+  shmem_startup_hook = gknn_service::startup_shmem;
+  gknn_service::register_worker();
+}

@@ -1,0 +1,435 @@
+// The GPU service's background worker: opens the devices, then loops: wake
+// on its latch, take every submitted request, run image loads, run the
+// searches grouped by (image, probes, dimension) as one batched core call per
+// group, answer each requester and set its latch.
+//
+// Dynamic batching without a timer: a lone request is taken as soon as the
+// latch wakes the worker; requests that arrive while a batch runs wait for
+// it and form the next batch together.
+//
+// Errors: core calls run in try/catch and become replies (a SQLSTATE and a
+// message); nothing here raises a PostgreSQL ERROR while C++ objects are
+// alive, except what PostgreSQL itself may raise in dsm_attach (the worker
+// then exits and the postmaster restarts it). A device fault (a CUDA error
+// that may leave the context unusable) is answered and then ends the
+// worker, which the postmaster restarts with a fresh context.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core_call.h"
+#include "gknn/runtime.h"
+#include "service.h"
+#include "service_images.h"
+#include "service_shmem.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/wait_event.h"
+}
+
+extern "C" PGDLLEXPORT void gknn_service_main(Datum arg);
+
+namespace gknn_service {
+namespace {
+
+volatile sig_atomic_t stop_requested = false;
+
+// Never destroyed: at exit the process's GPU memory goes with it, and a CUDA
+// call from a static destructor after the runtime's own teardown could crash
+// (which the postmaster would treat as a crash of the whole cluster).
+ResidentImages* images = nullptr;
+bool device_fault = false;
+
+void handle_sigterm(SIGNAL_ARGS) {
+  int save = errno;
+  stop_requested = true;
+  SetLatch(MyLatch);
+  errno = save;
+}
+
+// Ends every request still open: called when the service stops and when a
+// new one starts (leftovers of one that died).
+void fail_open_requests(ServiceShared* ctl) {
+  for (int i = 0; i < ctl->nslots; ++i) {
+    RequestSlot* s = &ctl->slots[i];
+    Latch* wake = nullptr;
+    SpinLockAcquire(&s->mutex);
+    if (s->state == kSubmitted || s->state == kRunning) {
+      s->reply = kServiceGone;
+      s->state = kFailed;
+      wake = s->owner_latch;
+    } else if (s->state == kAbandoned) {
+      s->state = kFree;
+      wake = s->owner_latch;
+    }
+    SpinLockRelease(&s->mutex);
+    if (wake) SetLatch(wake);
+  }
+}
+
+void on_service_exit(int, Datum) {
+  ServiceShared* ctl = shared();
+  SpinLockAcquire(&ctl->mutex);
+  ctl->state = kStopped;
+  ctl->pid = 0;
+  ctl->latch = nullptr;
+  SpinLockRelease(&ctl->mutex);
+  fail_open_requests(ctl);
+}
+
+int64 budget_bytes(int64 device_memory) {
+  if (gknn_service_memory_limit > 0) return static_cast<int64>(gknn_service_memory_limit) << 10;  // kB
+  if (device_memory > 0) return device_memory / 10 * 9;
+  return PG_INT64_MAX / 4;  // the CPU: no limit of its own
+}
+
+// Opens the devices; false (with the reason in shared memory) when there is
+// none this service may use.
+int64 device_memory = 0;  // the first device's, for the default budget
+
+bool open_devices(ServiceShared* ctl) {
+  std::vector<int> ordinals;
+  int64& memory = device_memory;
+  char name[128] = "cpu";
+  char reason[kMessageBytes] = "";
+  if (gknn_service_mode == GKNN_SERVICE_GPU) {
+    try {
+      std::vector<gknn::DeviceInfo> devs = gknn::list_devices();
+      for (const auto& d : devs) ordinals.push_back(d.ordinal);
+      if (devs.empty()) {
+        strlcpy(reason, "no usable GPU is visible to the gknn service", sizeof(reason));
+      } else {
+        memory = static_cast<int64>(devs[0].total_memory);
+        std::string shown = devs[0].name;
+        if (devs.size() > 1) shown += " (+" + std::to_string(devs.size() - 1) + " more)";
+        strlcpy(name, shown.c_str(), sizeof(name));
+      }
+    } catch (const std::exception& e) {
+      snprintf(reason, sizeof(reason), "the gknn service could not open the GPUs: %s", e.what());
+    }
+  }
+  bool ok = reason[0] == '\0';
+  if (ok) images = new ResidentImages(ordinals, budget_bytes(memory));
+  SpinLockAcquire(&ctl->mutex);
+  ctl->state = ok ? kReady : kNoDevice;
+  ctl->device = ordinals.empty() ? -1 : ordinals[0];
+  strlcpy(ctl->device_name, name, sizeof(ctl->device_name));
+  strlcpy(ctl->reason, reason, sizeof(ctl->reason));
+  ctl->memory_budget = ok ? images->budget() : 0;
+  SpinLockRelease(&ctl->mutex);
+  return ok;
+}
+
+ResidentKey resident_key(const ImageKey& k) {
+  ResidentKey r;
+  r.database = k.database;
+  r.index = k.index;
+  r.spc = k.node.spcNode;
+  r.db = k.node.dbNode;
+  r.rel = k.node.relNode;
+  r.generation = k.generation;
+  return r;
+}
+
+// A request taken into this round: its slot and, when its payload is a DSM
+// segment, the mapping.
+struct Taken {
+  int slot;
+  RequestSlot* s;
+  dsm_segment* seg;
+  char* payload;
+};
+
+char* map_payload(RequestSlot* s, dsm_segment** seg) {
+  *seg = nullptr;
+  if (s->payload_dsm == DSM_HANDLE_INVALID) return s->inline_payload;
+  *seg = dsm_attach(s->payload_dsm);
+  return *seg ? static_cast<char*>(dsm_segment_address(*seg)) : nullptr;
+}
+
+void set_error(RequestSlot* s, int sqlstate, const char* message) {
+  s->reply = kError;
+  s->sqlstate = sqlstate;
+  strlcpy(s->message, message, sizeof(s->message));
+}
+
+// Runs `fn` (core code) and turns what it throws into the request's reply.
+template <typename Fn>
+bool guarded(RequestSlot* s, Fn&& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const gknn::Error& e) {
+    if (e.code() == gknn::ErrorCode::DeviceFault) device_fault = true;
+    set_error(s, gknn_pg::sqlstate_for(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    set_error(s, ERRCODE_OUT_OF_MEMORY, "out of memory in the gknn service");
+  } catch (const std::exception& e) {
+    set_error(s, ERRCODE_INTERNAL_ERROR, e.what());
+  }
+  return false;
+}
+
+// Answers a request: Done or Failed by its reply code; an abandoned one is
+// simply freed. Wakes the requester either way.
+void answer(ServiceShared* ctl, Taken& t) {
+  RequestSlot* s = t.s;
+  if (t.seg) dsm_detach(t.seg);
+  t.seg = nullptr;
+  s->end_us = now_us();
+  if (s->reply == kError) {
+    SpinLockAcquire(&ctl->mutex);
+    ctl->errors++;
+    SpinLockRelease(&ctl->mutex);
+  }
+  SpinLockAcquire(&s->mutex);
+  s->state = s->state == kAbandoned ? kFree : (s->reply == kOk || s->reply == kNeedImage ? kDone : kFailed);
+  Latch* wake = s->owner_latch;
+  SpinLockRelease(&s->mutex);
+  if (wake) SetLatch(wake);
+}
+
+void run_load(Taken& t) {
+  RequestSlot* s = t.s;
+  s->reply = kOk;
+  if (!t.payload && s->kind == kLoadChunk) {
+    set_error(s, ERRCODE_INTERNAL_ERROR, "the gknn service could not map a shipped image piece");
+    images->abandon(t.slot);
+    return;
+  }
+  bool ok = guarded(s, [&] {
+    switch (s->kind) {
+      case kLoadBegin: {
+        gknn::ivfpq::Params p;
+        p.dim = s->shape.dim;
+        p.lists = s->shape.lists;
+        p.m = s->shape.m;
+        p.nbits = s->shape.nbits;
+        p.metric = static_cast<gknn::Metric>(s->shape.metric);
+        p.kmeans_iters = s->shape.kmeans_iters;
+        p.seed = s->shape.seed;
+        images->begin(t.slot, resident_key(s->key), p, s->shape.entries);
+        break;
+      }
+      case kLoadChunk:
+        images->piece(t.slot, s->section, s->section_offset, t.payload, s->payload_bytes);
+        break;
+      case kLoadEnd:
+        images->finish(t.slot, now_us());
+        SpinLockAcquire(&shared()->mutex);
+        shared()->loads++;
+        SpinLockRelease(&shared()->mutex);
+        break;
+    }
+  });
+  if (!ok) images->abandon(t.slot);
+}
+
+// One batched search: the requests of one image with the same probes and
+// dimension. k is the largest asked; each requester gets its prefix (the
+// core's order is total, so a prefix of a longer answer is the shorter one).
+void run_search_group(ServiceShared* ctl, std::vector<Taken*>& group, uint64 batch_id) {
+  RequestSlot* first = group[0]->s;
+  Resident* r = images->find(resident_key(first->key), now_us());
+  if (r == nullptr) {
+    for (Taken* t : group) t->s->reply = kNeedImage;
+    return;
+  }
+  for (size_t i = 1; i < group.size(); ++i) r->hits++;  // find() counted the first
+  const int dim = first->dim;
+  int64 k = 0;
+  for (Taken* t : group) k = std::max(k, t->s->k);
+  k = std::min<int64>(k, std::max<int64>(r->entries, 1));
+  const int64 nq = static_cast<int64>(group.size());
+  std::vector<float> queries(static_cast<size_t>(nq) * dim);
+  for (int64 q = 0; q < nq; ++q) std::memcpy(&queries[q * dim], group[q]->payload, sizeof(float) * dim);
+  std::vector<int64_t> ids(static_cast<size_t>(nq * k));
+  std::vector<float> dist(static_cast<size_t>(nq * k));
+  gknn::ivfpq::SearchParams sp;
+  sp.k = static_cast<int>(k);
+  sp.probes = first->probes;
+  int64 start = now_us();
+  bool ok = guarded(first, [&] { images->search(*r, queries.data(), nq, sp, ids.data(), dist.data()); });
+  int64 busy = now_us() - start;
+  for (int64 q = 0; q < nq; ++q) {
+    RequestSlot* s = group[q]->s;
+    if (!ok) {
+      if (s != first) set_error(s, first->sqlstate, first->message);
+      continue;
+    }
+    // Rows with fewer candidates than k are padded with id -1 by the core.
+    int64 n = std::min(s->k, k), count = 0;
+    while (count < n && ids[q * k + count] >= 0) ++count;
+    int64* out_ids = reinterpret_cast<int64*>(group[q]->payload);
+    float* out_dist = reinterpret_cast<float*>(out_ids + count);
+    std::memcpy(out_ids, &ids[q * k], sizeof(int64) * count);
+    std::memcpy(out_dist, &dist[q * k], sizeof(float) * count);
+    s->reply = kOk;
+    s->count = count;
+    s->entries = r->entries;
+    s->batch_id = batch_id;
+    s->batch_size = static_cast<int32>(nq);
+  }
+  SpinLockAcquire(&ctl->mutex);
+  ctl->batches++;
+  ctl->batched_queries += nq;
+  ctl->busy_us += busy;
+  SpinLockRelease(&ctl->mutex);
+}
+
+// Takes every submitted request (marking it Running).
+std::vector<Taken> take_requests(ServiceShared* ctl) {
+  std::vector<Taken> taken;
+  int64 now = now_us();
+  for (int i = 0; i < ctl->nslots; ++i) {
+    RequestSlot* s = &ctl->slots[i];
+    if (s->state != kSubmitted) continue;  // unlocked peek; confirmed below
+    SpinLockAcquire(&s->mutex);
+    bool mine = s->state == kSubmitted;
+    if (mine) s->state = kRunning;
+    SpinLockRelease(&s->mutex);
+    if (!mine) continue;
+    s->start_us = now;
+    taken.push_back(Taken{i, s, nullptr, nullptr});
+  }
+  return taken;
+}
+
+void publish_images(ServiceShared* ctl) {
+  const auto& all = images->all();
+  SpinLockAcquire(&ctl->mutex);
+  int n = 0;
+  for (const auto& r : all) {
+    if (n == kMaxShownImages) break;
+    ShownImage& sh = ctl->images[n++];
+    sh.key.database = r->key.database;
+    sh.key.index = r->key.index;
+    sh.key.node.spcNode = r->key.spc;
+    sh.key.node.dbNode = r->key.db;
+    sh.key.node.relNode = r->key.rel;
+    sh.key.generation = r->key.generation;
+    sh.device = r->device;
+    sh.bytes = r->bytes;
+    sh.entries = r->entries;
+    sh.hits = r->hits;
+    sh.loaded_us = r->loaded_us;
+    sh.last_used_us = r->last_used_us;
+  }
+  ctl->nimages = n;
+  ctl->memory_used = images->used();
+  ctl->memory_budget = images->budget();
+  ctl->evictions = images->evictions();
+  SpinLockRelease(&ctl->mutex);
+}
+
+uint64 next_batch_id = 0;
+
+// One round: everything submitted so far.
+bool serve_round(ServiceShared* ctl) {
+  std::vector<Taken> taken = take_requests(ctl);
+  if (taken.empty()) return false;
+  for (Taken& t : taken) t.payload = map_payload(t.s, &t.seg);
+
+  // Loads first, in slot order (each requester's pieces arrive one at a time).
+  std::map<std::tuple<uint32, uint32, uint32, uint32, uint32, uint64, int32, int32>, std::vector<Taken*>>
+      groups;
+  int64 searches = 0;
+  for (Taken& t : taken) {
+    RequestSlot* s = t.s;
+    if (s->kind == kSearchIvfpq && t.payload) {
+      const ImageKey& k = s->key;
+      groups[{k.database, k.index, k.node.spcNode, k.node.dbNode, k.node.relNode, k.generation, s->probes,
+              s->dim}]
+          .push_back(&t);
+      ++searches;
+    } else if (s->kind == kSearchIvfpq) {
+      set_error(s, ERRCODE_INTERNAL_ERROR, "the gknn service could not map a query");
+    } else {
+      run_load(t);
+    }
+  }
+  for (auto& [key, group] : groups) run_search_group(ctl, group, ++next_batch_id);
+  publish_images(ctl);
+  SpinLockAcquire(&ctl->mutex);
+  ctl->requests += static_cast<int64>(taken.size());
+  ctl->searches += searches;
+  SpinLockRelease(&ctl->mutex);
+  for (Taken& t : taken) answer(ctl, t);
+  return true;
+}
+
+void announce_start(ServiceShared* ctl) {
+  SpinLockAcquire(&ctl->mutex);
+  ctl->incarnation++;
+  ctl->state = kStarting;
+  ctl->pid = MyProcPid;
+  ctl->latch = MyLatch;
+  ctl->started_us = now_us();
+  ctl->requests = ctl->searches = ctl->batches = ctl->batched_queries = 0;
+  ctl->loads = ctl->evictions = ctl->errors = ctl->busy_us = 0;
+  ctl->nimages = 0;
+  ctl->memory_used = 0;
+  SpinLockRelease(&ctl->mutex);
+  fail_open_requests(ctl);
+}
+
+}  // namespace
+}  // namespace gknn_service
+
+void gknn_service_main(Datum) {
+  using namespace gknn_service;
+  pqsignal(SIGTERM, handle_sigterm);
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  BackgroundWorkerUnblockSignals();
+  ServiceShared* ctl = shared();
+  if (ctl == nullptr) proc_exit(0);
+  announce_start(ctl);
+  before_shmem_exit(on_service_exit, 0);
+  bool ready = open_devices(ctl);
+  if (ready)
+    ereport(LOG, (errmsg("gknn GPU service ready on %s", ctl->device_name)));
+  else
+    ereport(LOG, (errmsg("gknn GPU service idle: %s", ctl->reason)));
+
+  while (!stop_requested) {
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+      if (images) {
+        images->set_budget(budget_bytes(device_memory));
+        publish_images(ctl);
+      }
+    }
+    // Requests to a service with no device: answered with the reason.
+    bool worked = false;
+    if (ready) {
+      worked = serve_round(ctl);
+      if (device_fault) {
+        ereport(LOG, (errmsg("gknn GPU service: a device fault; restarting with a fresh GPU context")));
+        proc_exit(1);
+      }
+    } else {
+      std::vector<Taken> taken = take_requests(ctl);
+      for (Taken& t : taken) {
+        set_error(t.s, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, ctl->reason);
+        answer(ctl, t);
+      }
+      worked = !taken.empty();
+    }
+    if (worked) continue;  // more may have arrived while this round ran
+    (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+  }
+  // Exit code 1: the postmaster restarts the service (unless it is shutting down).
+  proc_exit(1);
+}

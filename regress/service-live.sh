@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# The gknn GPU service against a running server (PGHOST/PGPORT/PGUSER) that
+# has gknn in shared_preload_libraries, as TAP. The service may run on a GPU
+# (gknn.service = gpu, the GPU host) or on the CPU (gknn.service = cpu, CI):
+#   answers: searches through the service equal the backend's own CPU search
+#     (three indexes, three metrics, several probes and LIMITs);
+#   sharing: one resident image per index, whatever the sessions;
+#   concurrency: 64 sessions at once, every answer checked against the CPU
+#     path inside the same transaction; requests were batched;
+#   eviction: under a small gknn.gpu_memory_limit images are evicted and
+#     reloaded, answers unchanged; an image larger than the budget: 53200;
+#   cancellation: with the service stopped (SIGSTOP), statement_timeout and
+#     pg_cancel_backend end a waiting query promptly; a waiting backend that
+#     is terminated leaves no request behind;
+#   faults: the service terminated while a query waits (gknn.device = auto:
+#     the CPU answers; gpu: a clean error), restarted by the postmaster; the
+#     service killed with SIGKILL (crash recovery), back afterwards.
+# The test signals the service process, so it runs as root or as the
+# server's OS user. Last in run-all.sh's service stage (it crashes the
+# server on purpose).
+#
+#   regress/service-live.sh   (GKNN_PSQL, GKNN_PGBENCH name the clients)
+set -uo pipefail
+PSQL=${GKNN_PSQL:-psql}
+PGBENCH=${GKNN_PGBENCH:-pgbench}
+DB=gknn_service_live
+. "$(dirname "$0")/tap.sh"
+sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
+status() { sql -c "SELECT $1 FROM gknn_service_status()"; }
+equal() {  # equal EXPECTED SQL
+  local got
+  got=$(sql -c "$2") || return 1
+  [ "$got" = "$1" ] || { echo "expected: $1"; echo "got: $got"; return 1; }
+}
+wait_for() {  # wait_for SQL-CONDITION [TENTHS]: true within the time
+  local i
+  for ((i = 0; i < ${2:-100}; i++)); do
+    [ "$(sql -c "SELECT ($1)" 2>/dev/null)" = t ] && return 0
+    sleep 0.1
+  done
+  echo "still false: $1"
+  return 1
+}
+ms_now() { date +%s%3N; }
+service_pid() { status pid; }
+
+"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
+  -c "CREATE DATABASE $DB" >/dev/null
+sql -c 'CREATE EXTENSION gknn' >/dev/null
+
+check "the service is ready" wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 300
+device=$(status device)
+echo "# service on: $device"
+
+# Three indexes (l2, cosine, inner product) over seeded rows, and 12 queries.
+sql <<'SQL' >/dev/null
+CREATE TABLE a (id int PRIMARY KEY, emb vector(8));
+INSERT INTO a SELECT i, ARRAY(SELECT ((i * 7919 + j * 104729) % 1009) / 1009.0 - 0.5
+                              FROM generate_series(1, 8) j)::float8[]::vector FROM generate_series(1, 3000) i;
+CREATE INDEX a_l2 ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4);
+CREATE TABLE b (id int PRIMARY KEY, emb vector(16));
+INSERT INTO b SELECT i, ARRAY(SELECT ((i * 31 + j * 7) % 97) / 97.0 - 0.3
+                              FROM generate_series(1, 16) j)::float8[]::vector FROM generate_series(1, 2000) i;
+CREATE INDEX b_cos ON b USING gpu_ivfpq (emb vector_cosine_ops) WITH (lists = 8, m = 8);
+CREATE TABLE c AS SELECT * FROM a;
+CREATE INDEX c_ip ON c USING gpu_ivfpq (emb vector_ip_ops) WITH (lists = 12, m = 2);
+CREATE TABLE qs (q int, dim int, v vector);
+INSERT INTO qs SELECT q, d, ARRAY(SELECT ((q * 13 + j * 5) % 23) / 23.0 - 0.4 FROM generate_series(1, d) j)::float8[]::vector
+  FROM generate_series(1, 12) q, (VALUES (8), (16)) d(d);
+-- answer(table, op, query, probes, k, device): the ids the index scan returns.
+CREATE FUNCTION answer(tab text, op text, qv vector, probes int, k int, dev text) RETURNS int[]
+LANGUAGE plpgsql AS $$
+DECLARE r int[];
+BEGIN
+  PERFORM set_config('gknn.device', dev, true);
+  PERFORM set_config('gknn.ivfpq_probes', probes::text, true);
+  PERFORM set_config('enable_seqscan', 'off', true);
+  EXECUTE format('SELECT array_agg(id) FROM (SELECT id FROM %I ORDER BY emb %s $1 LIMIT %s) s', tab, op, k)
+    INTO r USING qv;
+  RETURN r;
+END $$;
+-- mismatches(device): (index, query, probes, k) whose answer differs from the CPU's.
+CREATE FUNCTION mismatches(dev text) RETURNS bigint LANGUAGE sql AS $$
+  SELECT count(*) FROM (VALUES ('a', '<->', 8), ('b', '<=>', 16), ('c', '<#>', 8)) t(tab, op, dim)
+    JOIN qs ON qs.dim = t.dim, (VALUES (1), (4), (16)) p(p), (VALUES (1), (10), (37)) k(k)
+  WHERE answer(tab, op, v, p, k, dev) IS DISTINCT FROM answer(tab, op, v, p, k, 'cpu') $$;
+-- check_one(query, probes): raises when the service's answer is not the CPU's.
+CREATE FUNCTION check_one(q int, probes int) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE v vector := (SELECT qs.v FROM qs WHERE qs.q = check_one.q AND dim = 8);
+BEGIN
+  IF answer('a', '<->', v, probes, 10, 'auto') IS DISTINCT FROM answer('a', '<->', v, probes, 10, 'cpu') THEN
+    RAISE EXCEPTION 'service answer differs for query % probes %', q, probes;
+  END IF;
+END $$;
+SQL
+
+before=$(status searches)
+check "answers through the service equal the CPU's (3 metrics, probes 1/4/16, LIMIT 1/10/37)" \
+  equal 0 "SELECT mismatches('auto')"
+check "the searches went through the service" equal t "SELECT searches >= $before + 324 FROM gknn_service_status()"
+check "one resident image per index, each used" \
+  equal "a_l2|1|t
+b_cos|1|t
+c_ip|1|t" "SELECT index_name, count(*), bool_and(hits > 0) FROM gknn_service_images()
+            WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY 1 ORDER BY 1"
+check "an explicit CPU search does not ask the service" equal t "
+  CREATE TEMP TABLE s0 AS SELECT searches FROM gknn_service_status();
+  DO \$\$ BEGIN PERFORM answer('a', '<->', v, 4, 10, 'cpu') FROM qs WHERE q = 1 AND dim = 8; END \$\$;
+  SELECT (SELECT searches FROM gknn_service_status()) = (SELECT searches FROM s0)"
+
+# --- 64 sessions at once -------------------------------------------------------
+cat >"$tmp/check.sql" <<'SQL'
+\set q random(1, 12)
+\set p random(1, 3)
+SELECT check_one(:q, CASE :p WHEN 1 THEN 1 WHEN 2 THEN 4 ELSE 16 END);
+SQL
+before_batches=$(status batches)
+before_searches=$(status searches)
+pgbench_ok() {
+  "$PGBENCH" -n -c 64 -j 8 -t 15 -f "$tmp/check.sql" "$DB" >"$tmp/pgbench.log" 2>&1
+  local rc=$?
+  cat "$tmp/pgbench.log"
+  ((rc == 0)) && ! grep -q -i 'aborted\|error' "$tmp/pgbench.log"
+}
+check "64 concurrent sessions: every answer equals the CPU's" pgbench_ok
+check "the 960 searches were batched (fewer batches than searches)" equal t "
+  SELECT searches - $before_searches >= 960 AND batches - $before_batches < searches - $before_searches
+  FROM gknn_service_status()"
+echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_searches, round(mean_batch::numeric, 2) FROM gknn_service_status()")"
+
+# --- eviction under a small budget ----------------------------------------------
+set_limit() {
+  "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM SET gknn.gpu_memory_limit = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
+}
+# Room for one image of a (45 kB) or c (38 kB), not for both.
+set_limit 60kB
+check "the budget is applied" wait_for "(SELECT memory_budget = 61440 FROM gknn_service_status())"
+ev=$(status evictions)
+check "answers unchanged while images are evicted and reloaded" equal "0|t" "
+  SELECT (SELECT count(*) FROM qs, generate_series(1, 3) r
+          WHERE qs.dim = 8 AND answer(CASE WHEN r % 2 = 1 THEN 'a' ELSE 'c' END, CASE WHEN r % 2 = 1 THEN '<->' ELSE '<#>' END, v, 4, 10, 'auto')
+                IS DISTINCT FROM answer(CASE WHEN r % 2 = 1 THEN 'a' ELSE 'c' END, CASE WHEN r % 2 = 1 THEN '<->' ELSE '<#>' END, v, 4, 10, 'cpu')),
+         (SELECT evictions > $ev AND memory_used <= memory_budget FROM gknn_service_status())"
+# A smaller budget evicts what no longer fits; then nothing fits.
+set_limit 10kB
+check "a smaller budget evicts down to it" wait_for "(SELECT memory_budget = 10240 AND memory_used <= 10240 FROM gknn_service_status())"
+check "an image larger than the budget: SQLSTATE 53200" equal 53200 "
+  CREATE TEMP TABLE e (s text);
+  DO \$\$ BEGIN PERFORM answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 1 AND dim = 8;
+  INSERT INTO e VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO e VALUES (SQLSTATE); END \$\$;
+  SELECT s FROM e"
+"$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.gpu_memory_limit" -c "SELECT pg_reload_conf()" >/dev/null
+
+# --- cancellation with the service stopped ----------------------------------------
+query_a="SELECT answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 2 AND dim = 8"
+spid=$(service_pid)
+kill -STOP "$spid"
+timeout_ok() {
+  local t0 t1 out
+  t0=$(ms_now)
+  out=$(sql -c "SET statement_timeout = 300" -c "$query_a" 2>&1)
+  t1=$(ms_now)
+  echo "$out; $((t1 - t0)) ms"
+  grep -q 'statement timeout' <<<"$out" && ((t1 - t0 < 1300))
+}
+check "statement_timeout ends a query waiting for the stopped service" timeout_ok
+cancel_ok() {
+  local t0 t1 pid
+  sql -c "SELECT pg_backend_pid()" -c "$query_a" >"$tmp/cancel.out" 2>&1 &
+  local bg=$!
+  wait_for "(SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''a''%' AND wait_event_type = 'Extension')" || return 1
+  pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''a''%'")
+  t0=$(ms_now)
+  sql -c "SELECT pg_cancel_backend($pid)" >/dev/null
+  wait "$bg"
+  t1=$(ms_now)
+  cat "$tmp/cancel.out"
+  echo "cancelled after $((t1 - t0)) ms"
+  grep -q 'canceling statement due to user request' "$tmp/cancel.out" && ((t1 - t0 < 1000))
+}
+check "pg_cancel_backend ends a query waiting for the stopped service" cancel_ok
+terminate_ok() {
+  sql -c "$query_a" >/dev/null 2>&1 &
+  local bg=$!
+  wait_for "(SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''a''%' AND wait_event_type = 'Extension')" || return 1
+  sql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''a''%'" >/dev/null
+  wait "$bg"
+  kill -CONT "$spid"
+  # The service answers the abandoned request into the void and frees the slot.
+  wait_for "(SELECT queued = 0 AND running = 0 FROM gknn_service_status())"
+}
+check "a terminated waiting backend leaves no request behind" terminate_ok
+kill -CONT "$spid" 2>/dev/null
+check "the service serves again" equal 0 "SELECT mismatches('auto')"
+
+# --- the service stops while a query waits -----------------------------------------
+expected=$(sql -c "SELECT answer('a', '<->', v, 4, 10, 'cpu') FROM qs WHERE q = 3 AND dim = 8")
+stop_ok() {
+  local restarts pid out
+  restarts=$(status restarts)
+  pid=$(service_pid)
+  kill -STOP "$pid"
+  sql -c "SELECT answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 3 AND dim = 8" >"$tmp/auto.out" 2>&1 &
+  local bg=$!
+  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
+  kill -TERM "$pid"
+  kill -CONT "$pid"
+  wait "$bg"
+  out=$(cat "$tmp/auto.out")
+  echo "auto: $out (expected $expected)"
+  [ "$out" = "$expected" ] || return 1
+  wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
+}
+check "service terminated while a query waits: gknn.device = auto answers on the CPU; restarted" stop_ok
+if [ "$(status "device <> 'cpu'")" = t ]; then
+  gpu_stop_ok() {
+    local pid
+    pid=$(service_pid)
+    kill -STOP "$pid"
+    sql -c "SET gknn.device = gpu" -c "SELECT answer('a', '<->', v, 4, 10, 'gpu') FROM qs WHERE q = 3 AND dim = 8" \
+      >"$tmp/gpu.out" 2>&1 &
+    local bg=$!
+    wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
+    kill -TERM "$pid"
+    kill -CONT "$pid"
+    wait "$bg"
+    cat "$tmp/gpu.out"
+    grep -q 'the gknn GPU service stopped while a query waited' "$tmp/gpu.out" &&
+      wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 100
+  }
+  check "service terminated while a query waits: gknn.device = gpu gets a clean error" gpu_stop_ok
+fi
+check "after a restart the image is shipped again and answers are unchanged" equal 0 "SELECT mismatches('auto')"
+
+# --- SIGKILL: crash recovery, then the service is back ---------------------------------
+kill -KILL "$(service_pid)"
+back_ok() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [ "$(sql -c "SELECT state FROM gknn_service_status()" 2>/dev/null)" = ready ] && break
+    sleep 0.1
+  done
+  equal 0 "SELECT mismatches('auto')"
+}
+check "after SIGKILL of the service the server recovers and the service serves again" back_ok
+
+tap_end
