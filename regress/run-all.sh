@@ -12,11 +12,12 @@
 # the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
 # backend against the gpu_ivfpq index.
 #
-# The sql-fuzz stage (regress/sql-fuzz.sh, TAP; about a minute) calls every
+# The sql-fuzz stage (regress/sql-fuzz.sh, TAP; under a minute) calls every
 # SQL-callable function and operator with hostile arguments and builds,
 # fills and scans gpu_ivfpq indexes over hostile rows; it fails when the
 # server log shows a backend terminated by a signal (or a sentinel session
-# was ended by a crash's reset).
+# was ended by a crash's reset). Stage fuzz-svc runs a shorter one on the
+# service stage's cluster, where index searches go through the GPU service.
 #
 # The dump stage (regress/dump-restore.sh, TAP) dumps a database with
 # vector, sparsevec and bit columns and their indexes with pg_dump (custom and
@@ -253,17 +254,19 @@ run_pgtap() {
   tally pgtap "$rc" "$p" "$f"
 }
 
-# Random hostile SQL (fixed seed); TAP lines count like pgTAP's. Before the
-# stages that kill backends on purpose: it reads the server log for crashes.
+# run_sql_fuzz STAGE BATCHES: random hostile SQL (fixed seed); TAP lines
+# count like pgTAP's. It reads the server log for crashes from its own start
+# on, so it runs before a stage kills backends on purpose, or after one
+# has recovered.
 run_sql_fuzz() {
-  local rc=0 p f
+  local stage=$1 batches=$2 rc=0 p f
   GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) GKNN_SERVER_LOG=$(cluster_log_file) \
-    run_logged sql-fuzz regress/sql-fuzz.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path sql-fuzz)")"
-  if grep -q '^1\.\.0 # SKIP' "$(log_path sql-fuzz)"; then
-    skip_stage sql-fuzz "$(sed -n 's/^1\.\.0 # SKIP //p' "$(log_path sql-fuzz)")"
+    GKNN_FUZZ_BATCHES=$batches run_logged "$stage" regress/sql-fuzz.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path "$stage")")"
+  if grep -q '^1\.\.0 # SKIP' "$(log_path "$stage")"; then
+    skip_stage "$stage" "$(sed -n 's/^1\.\.0 # SKIP //p' "$(log_path "$stage")")"
   else
-    tally sql-fuzz "$rc" "$p" "$f"
+    tally "$stage" "$rc" "$p" "$f"
   fi
 }
 
@@ -341,6 +344,9 @@ run_service_live() {
     run_logged service regress/service-live.sh || rc=$?
   read -r p f <<<"$(count_pgtap "$(log_path service)")"
   tally service "$rc" "$p" "$f"
+  # Index scans through the service, fuzzed (after service-live.sh, whose
+  # crash of the service has been recovered from by then).
+  run_sql_fuzz fuzz-svc 12
   [ "${GKNN_USE_SERVER:-0}" = 1 ] || cluster_stop
 }
 
@@ -360,7 +366,7 @@ run_sql_suites() {
   fi
   run_pg_regress
   run_pgtap
-  run_sql_fuzz
+  run_sql_fuzz sql-fuzz 30
   run_dump_restore
   run_bench_tests 1
   run_ivfpq_recall
