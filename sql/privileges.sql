@@ -18,7 +18,8 @@ EXCEPTION WHEN OTHERS THEN
 END $$;
 GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
 
-SELECT name, context FROM pg_settings WHERE name LIKE 'gknn.%' ORDER BY name;
+-- (gknn.service, postmaster, exists only where gknn is preloaded)
+SELECT name, context FROM pg_settings WHERE name LIKE 'gknn.%' AND name <> 'gknn.service' ORDER BY name;
 SELECT count(*) AS security_definer FROM pg_proc p
   JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'gknn'
