@@ -35,8 +35,11 @@ void _PG_init(void) {
       "gknn.device", "Where gknn runs its searches.",
       "auto: a GPU when one is usable, else the CPU; gpu: a GPU or an error; cpu: the CPU.",
       &gknn_device_mode, GKNN_DEVICE_AUTO, device_options, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  // Superuser only (and ALTER ROLE/DATABASE ... SET): which GPU a backend
+  // opens a CUDA context on (device memory of its own, then its kernels) is
+  // the administrator's choice on a shared host, not each session's.
   DefineCustomIntVariable("gknn.gpu_id", "Ordinal of the GPU gknn uses (as in gknn_devices()).", nullptr,
-                          &gknn_gpu_id, 0, 0, 1023, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+                          &gknn_gpu_id, 0, 0, 1023, PGC_SUSET, 0, nullptr, nullptr, nullptr);
   DefineCustomBoolVariable("gknn.enable_topk",
                            "Lets the planner use GpuTopK for ORDER BY ... LIMIT over one table.", nullptr,
                            &gknn_enable_topk, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
@@ -56,17 +59,22 @@ void _PG_init(void) {
       "per query.",
       nullptr, &gknn_topk_gpu_worker_setup_cost, 350000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr,
       nullptr);
+  // Superuser only: `same` opens a CUDA context (device memory, about 1 s)
+  // in every parallel worker of a query, GPU memory the other sessions then
+  // lack, beyond any per-role connection limit.
   DefineCustomEnumVariable("gknn.topk_parallel_device",
                            "Where the participants of a parallel GpuTopK plan rank rows.",
                            "same: as gknn.device (each worker opens the GPU itself); cpu: every participant "
                            "uses the CPU interpreter (no GPU setup per worker).",
                            &gknn_topk_parallel_device, GKNN_TOPK_PARALLEL_CPU, parallel_device_options,
-                           PGC_USERSET, 0, nullptr, nullptr, nullptr);
+                           PGC_SUSET, 0, nullptr, nullptr, nullptr);
+  // Superuser only: the cache holds GPU (or host) memory between queries for
+  // the backend's life, outside any PostgreSQL memory accounting.
   DefineCustomIntVariable("gknn.topk_cache_mb", "Size of GpuTopK's table cache in this backend (0: off).",
                           "A serial GpuTopK whose quals all compile keeps the ranked columns of the table's "
                           "all-visible pages where it ranks them (GPU or host memory) and checks those pages "
                           "instead of scanning them in later queries.",
-                          &gknn_topk_cache_mb, 0, 0, INT_MAX / 2, PGC_USERSET, GUC_UNIT_MB, nullptr, nullptr,
+                          &gknn_topk_cache_mb, 0, 0, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MB, nullptr, nullptr,
                           nullptr);
   gknn_topk_register();
   gknn_ivfpq_register();

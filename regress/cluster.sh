@@ -11,6 +11,7 @@
 #                          $TMPDIR that cluster_stop removes
 #   cluster_stop           stop it (idempotent); the server log is copied to
 #                          $GKNN_CLUSTER_LOG first when that is set
+#   cluster_log_file       the running cluster's server log (nothing when none)
 #   cluster_create_db NAME [EXTENSION...]  (re)create database NAME with those
 #                          extensions
 #   ensure_packages PKG... apt-get install the Debian packages that are missing
@@ -175,6 +176,10 @@ cluster_stop() {
   ((_cluster_temp == 0)) || rm -rf "$dir"
   _cluster_sock=''
   _cluster_temp=0
+}
+
+cluster_log_file() {
+  [ -z "$_cluster_dir" ] || echo "$_cluster_dir/server.log"
 }
 
 # psql of the cluster's own version (Debian's /usr/bin/psql is a wrapper that

@@ -12,6 +12,13 @@
 # the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
 # backend against the gpu_ivfpq index.
 #
+# The sql-fuzz stage (regress/sql-fuzz.sh, TAP; under a minute) calls every
+# SQL-callable function and operator with hostile arguments and builds,
+# fills and scans gpu_ivfpq indexes over hostile rows; it fails when the
+# server log shows a backend terminated by a signal (or a sentinel session
+# was ended by a crash's reset). Stage fuzz-svc runs a shorter one on the
+# service stage's cluster, where index searches go through the GPU service.
+#
 # The dump stage (regress/dump-restore.sh, TAP) dumps a database with
 # vector, halfvec, sparsevec and bit columns, their indexes, a CHECK and a
 # view with pg_dump (custom and plain format) and restores it, with gknn in
@@ -248,6 +255,22 @@ run_pgtap() {
   tally pgtap "$rc" "$p" "$f"
 }
 
+# run_sql_fuzz STAGE BATCHES: random hostile SQL (fixed seed); TAP lines
+# count like pgTAP's. It reads the server log for crashes from its own start
+# on, so it runs before a stage kills backends on purpose, or after one
+# has recovered.
+run_sql_fuzz() {
+  local stage=$1 batches=$2 rc=0 p f
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) GKNN_SERVER_LOG=$(cluster_log_file) \
+    GKNN_FUZZ_BATCHES=$batches run_logged "$stage" regress/sql-fuzz.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path "$stage")")"
+  if grep -q '^1\.\.0 # SKIP' "$(log_path "$stage")"; then
+    skip_stage "$stage" "$(sed -n 's/^1\.\.0 # SKIP //p' "$(log_path "$stage")")"
+  else
+    tally "$stage" "$rc" "$p" "$f"
+  fi
+}
+
 # pg_dump / pg_restore round trips; TAP lines count like pgTAP's.
 run_dump_restore() {
   local rc=0 p f
@@ -322,6 +345,9 @@ run_service_live() {
     run_logged service regress/service-live.sh || rc=$?
   read -r p f <<<"$(count_pgtap "$(log_path service)")"
   tally service "$rc" "$p" "$f"
+  # Index scans through the service, fuzzed (after service-live.sh, whose
+  # crash of the service has been recovered from by then).
+  run_sql_fuzz fuzz-svc 12
   [ "${GKNN_USE_SERVER:-0}" = 1 ] || cluster_stop
 }
 
@@ -332,6 +358,7 @@ run_sql_suites() {
   if ! start_server; then
     skip_stage pg_regress 'no server'
     skip_stage pgtap 'no server'
+    skip_stage sql-fuzz 'no server'
     skip_stage dump 'no server'
     skip_stage ivfpq-recall 'no server'
     skip_stage ivfpq-live 'no server'
@@ -340,6 +367,7 @@ run_sql_suites() {
   fi
   run_pg_regress
   run_pgtap
+  run_sql_fuzz sql-fuzz 30
   run_dump_restore
   run_bench_tests 1
   run_ivfpq_recall
@@ -358,6 +386,7 @@ main() {
     if build_extension; then run_sql_suites; else
       skip_stage pg_regress 'extension build failed'
       skip_stage pgtap 'extension build failed'
+      skip_stage sql-fuzz 'extension build failed'
       run_bench_tests 0
     fi
   fi

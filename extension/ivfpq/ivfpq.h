@@ -58,8 +58,12 @@ IvfpqOptions ivfpq_get_options(Relation index);
 int ivfpq_default_m(int dim);
 // The sample size when training_sample is 0.
 int64 ivfpq_default_training_sample(int lists);
-// ERROR (22023 / 54000) when the parameters cannot index `dim`-dimensional
-// vectors: m not dividing dim, a code too large for a page, dim over the limit.
+// ERROR (22000 / 54000) unless 1 <= dim <= kMaxDim: a stored vector of no,
+// a negative or too many dimensions (older gknn versions' avg made them).
+void ivfpq_check_vector_dim(int dim);
+// ERROR (22000 / 22023 / 54000) when the parameters cannot index
+// `dim`-dimensional vectors: dim out of range, m not dividing dim, a code too
+// large for a page.
 void ivfpq_check_params(int dim, int m, int nbits);
 
 // The metric of an index, from its opclass's support function 1.

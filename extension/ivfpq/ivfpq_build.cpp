@@ -37,7 +37,9 @@ void free_quantizer(void* arg) {
 
 struct BuildState {
   Relation index;
-  int dim;
+  int dim;    // 0 until known (the column's typmod, or the first vector)
+  int m;      // the m option (0: from the dimension) and nbits, to check a
+  int nbits;  // dimension before anything is sized by it
   MemoryContext tmp;
   // sampling pass
   pg_prng_state prng;
@@ -76,9 +78,17 @@ struct BuildState {
                   errdetail("All vectors of a gpu_ivfpq index have the same dimension.")));
 }
 
+// The first vector fixes the dimension (unless the typmod did), checked
+// before the sample is sized by it; every later vector must have it. A stored
+// vector of 0 dimensions must not pass for "not known yet": the next vector
+// would then set another dimension after the sample was sized (the crash of
+// issue 16: a 0-dimension row, then a 16001-dimension one, overflowed it).
 const Vector* detoast_vector(BuildState* st, Datum value) {
   const Vector* v = DatumGetVector(value);
-  if (st->dim == 0) st->dim = v->dim;
+  if (st->dim == 0) {
+    ivfpq_check_params(v->dim, st->m > 0 ? st->m : ivfpq_default_m(v->dim), st->nbits);
+    st->dim = v->dim;
+  }
   if (v->dim != st->dim) dim_mismatch(st->dim, v->dim);
   return v;
 }
@@ -262,6 +272,8 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
   BuildState st{};
   st.index = index;
   st.dim = typmod_dim(index);
+  st.m = opt.m;
+  st.nbits = opt.nbits;
   st.tmp = AllocSetContextCreate(CurrentMemoryContext, "gpu_ivfpq build", ALLOCSET_DEFAULT_SIZES);
   if (st.dim > 0) ivfpq_check_params(st.dim, opt.m > 0 ? opt.m : ivfpq_default_m(st.dim), opt.nbits);
   st.cap = opt.training_sample > 0 ? opt.training_sample : ivfpq_default_training_sample(opt.lists);

@@ -196,6 +196,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   int64 nc = centroid_floats(meta), nb = codebook_floats(meta);
   gknn_pg::core_call([&] {
     host = new gknn::ivfpq::Image;
+    s->host = host;  // owned by the slot at once: a failed resize leaks nothing
     host->quantizer.params = p;
     host->quantizer.centroids.resize(nc);
     host->quantizer.codebooks.resize(nb);
@@ -204,7 +205,6 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
     host->ids.resize(total);
     if (vector_dim > 0) host->vectors.resize(static_cast<size_t>(total) * vector_dim);
   });
-  s->host = host;  // owned by the slot from here on
   ivfpq_read_floats(index, meta.centroid_start, host->quantizer.centroids.data(), nc);
   ivfpq_read_floats(index, meta.codebook_start, host->quantizer.codebooks.data(), nb);
   int64 at = 0;
@@ -281,11 +281,11 @@ const gknn::ivfpq::Quantizer* ivfpq_quantizer_get(Relation index, const IvfpqMet
   gknn_pg::core_call([&] {
     delete q;
     q = new gknn::ivfpq::Quantizer;
+    s->q = q;  // owned by the slot at once (invalid until filled): a failed resize leaks nothing
     q->params = p;
     q->centroids.resize(nc);
     q->codebooks.resize(nb);
   });
-  s->q = q;
   s->oid = oid;
   s->node = index->rd_node;
   ivfpq_read_floats(index, meta.centroid_start, q->centroids.data(), nc);

@@ -86,6 +86,8 @@ bool ivfpq_insert(Relation index, Datum* values, bool* isnull, ItemPointer heap_
     append_item(index, Chain::Nulls, -1, reinterpret_cast<const char*>(heap_tid), sizeof(ItemPointerData), 0);
   } else {
     const Vector* v = DatumGetVector(values[0]);
+    // An empty untrained index takes its dimension from this vector.
+    if (meta.dim == 0) ivfpq_check_vector_dim(v->dim);
     if (meta.dim > 0 && v->dim != meta.dim)
       ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
                       errmsg("gpu_ivfpq: expected %d dimensions, not %d", meta.dim, v->dim),

@@ -59,11 +59,20 @@ int64 ivfpq_default_training_sample(int lists) {
   return Min(Max(n, static_cast<int64>(10000)), static_cast<int64>(100000));
 }
 
-void ivfpq_check_params(int dim, int m, int nbits) {
+void ivfpq_check_vector_dim(int dim) {
+  if (dim < 1)
+    ereport(ERROR,
+            (errcode(ERRCODE_DATA_EXCEPTION), errmsg("gpu_ivfpq cannot index a vector of %d dimensions", dim),
+             errdetail("A vector has 1 to %d dimensions.", gknn::ivfpq::kMaxDim),
+             errhint("Find the row with vector_dims() and correct or delete it.")));
   if (dim > gknn::ivfpq::kMaxDim)
     ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                     errmsg("gpu_ivfpq indexes at most %d dimensions, the column has %d", gknn::ivfpq::kMaxDim,
                            dim)));
+}
+
+void ivfpq_check_params(int dim, int m, int nbits) {
+  ivfpq_check_vector_dim(dim);
   if (m > dim || dim % m != 0) {
     StringInfoData valid;
     initStringInfo(&valid);

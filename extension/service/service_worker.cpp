@@ -8,9 +8,10 @@
 // it and form the next batch together.
 //
 // Errors: core calls run in try/catch and become replies (a SQLSTATE and a
-// message); nothing here raises a PostgreSQL ERROR while C++ objects are
-// alive, except what PostgreSQL itself may raise in dsm_attach (the worker
-// then exits and the postmaster restarts it). A device fault (a CUDA error
+// message), and no C++ exception leaves a round (std::terminate would be a
+// crash of the cluster); nothing here raises a PostgreSQL ERROR while C++
+// objects are alive: dsm_attach, which may (the worker then exits and the
+// postmaster restarts it), runs with none alive. A device fault (a CUDA error
 // that may leave the context unusable) is answered and then ends the
 // worker, which the postmaster restarts with a fresh context.
 #include <algorithm>
@@ -34,6 +35,7 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/wait_event.h"
 }
 
@@ -119,7 +121,14 @@ bool open_devices(ServiceShared* ctl) {
     }
   }
   bool ok = reason[0] == '\0';
-  if (ok) images = new ResidentImages(ordinals, budget_bytes(memory));
+  if (ok) {
+    try {
+      images = new ResidentImages(ordinals, budget_bytes(memory));
+    } catch (const std::exception& e) {
+      snprintf(reason, sizeof(reason), "the gknn service could not start: %s", e.what());
+      ok = false;
+    }
+  }
   SpinLockAcquire(&ctl->mutex);
   ctl->state = ok ? kReady : kNoDevice;
   ctl->device = ordinals.empty() ? -1 : ordinals[0];
@@ -149,6 +158,11 @@ struct Taken {
   dsm_segment* seg;
   char* payload;
 };
+
+// The round's requests: a plain array made once (one entry per slot), so
+// that taking requests allocates nothing and no C++ container is alive when
+// dsm_attach, which may raise an ERROR, maps their payloads.
+Taken* round_requests = nullptr;
 
 char* map_payload(RequestSlot* s, dsm_segment** seg) {
   *seg = nullptr;
@@ -252,17 +266,24 @@ void run_search_group(ServiceShared* ctl, std::vector<Taken*>& group, uint64 bat
   for (Taken* t : group) k = std::max(k, t->s->k);
   k = std::min<int64>(k, std::max<int64>(r->entries, 1));
   const int64 nq = static_cast<int64>(group.size());
-  std::vector<float> queries(static_cast<size_t>(nq) * dim);
-  for (int64 q = 0; q < nq; ++q) std::memcpy(&queries[q * dim], group[q]->payload, sizeof(float) * dim);
-  std::vector<int64_t> ids(static_cast<size_t>(nq * k));
-  std::vector<double> dist(static_cast<size_t>(nq * k));
+  // Sized by the requests (k up to the image's entries): allocated inside
+  // guarded(), so that running out of memory fails this group, not the
+  // worker (std::terminate would take the whole cluster down).
+  std::vector<float> queries;
+  std::vector<int64_t> ids;
+  std::vector<double> dist;
   gknn::ivfpq::SearchParams sp;
   sp.k = static_cast<int>(k);
   sp.probes = first->probes;
   sp.refine = first->mode == kModeRefined ? 1 : 0;  // every candidate asked for is re-ranked
   int64 start = now_us();
-  bool ok = guarded(
-      first, [&] { images->search(*r, first->mode, queries.data(), nq, sp, ids.data(), dist.data()); });
+  bool ok = guarded(first, [&] {
+    queries.resize(static_cast<size_t>(nq) * dim);
+    for (int64 q = 0; q < nq; ++q) std::memcpy(&queries[q * dim], group[q]->payload, sizeof(float) * dim);
+    ids.resize(static_cast<size_t>(nq * k));
+    dist.resize(static_cast<size_t>(nq * k));
+    images->search(*r, first->mode, queries.data(), nq, sp, ids.data(), dist.data());
+  });
   int64 busy = now_us() - start;
   for (int64 q = 0; q < nq; ++q) {
     RequestSlot* s = group[q]->s;
@@ -290,9 +311,10 @@ void run_search_group(ServiceShared* ctl, std::vector<Taken*>& group, uint64 bat
   SpinLockRelease(&ctl->mutex);
 }
 
-// Takes every submitted request (marking it Running).
-std::vector<Taken> take_requests(ServiceShared* ctl) {
-  std::vector<Taken> taken;
+// Takes every submitted request (marking it Running) into round_requests;
+// returns how many.
+int take_requests(ServiceShared* ctl) {
+  int n = 0;
   int64 now = now_us();
   for (int i = 0; i < ctl->nslots; ++i) {
     RequestSlot* s = &ctl->slots[i];
@@ -303,9 +325,9 @@ std::vector<Taken> take_requests(ServiceShared* ctl) {
     SpinLockRelease(&s->mutex);
     if (!mine) continue;
     s->start_us = now;
-    taken.push_back(Taken{i, s, nullptr, nullptr});
+    round_requests[n++] = Taken{i, s, nullptr, nullptr};
   }
-  return taken;
+  return n;
 }
 
 void publish_images(ServiceShared* ctl) {
@@ -337,40 +359,64 @@ void publish_images(ServiceShared* ctl) {
 
 uint64 next_batch_id = 0;
 
+// The round's loads (first, in slot order: each requester's pieces arrive
+// one at a time), then its searches grouped by (image, probes, dimension);
+// returns the number of searches (grouped by mode too). C++ only, and nothing escapes: an error
+// outside a core call (the groups' map) fails the searches it left
+// unanswered, where an escaping exception would end the worker through
+// std::terminate, which the postmaster takes for a crash of the cluster.
+int64 run_requests(ServiceShared* ctl, Taken* taken, int n) {
+  int64 searches = 0;
+  const char* failure = nullptr;
+  int sqlstate = ERRCODE_INTERNAL_ERROR;
+  try {
+    // Refined searches group by k too: their candidates are exactly the k
+    // asked for, so a longer answer's prefix is not a shorter one's.
+    std::map<std::tuple<uint32, uint32, uint32, uint32, uint32, uint64, int32, int32, int32, int64>,
+             std::vector<Taken*>>
+        groups;
+    for (int i = 0; i < n; ++i) {
+      Taken& t = taken[i];
+      RequestSlot* s = t.s;
+      if (s->kind == kSearchIvfpq && t.payload) {
+        const ImageKey& k = s->key;
+        groups[{k.database, k.index, k.node.spcNode, k.node.dbNode, k.node.relNode, k.generation, s->probes,
+                s->dim, s->mode, s->mode == kModeRefined ? s->k : -1}]
+            .push_back(&t);
+        ++searches;
+      } else if (s->kind == kSearchIvfpq) {
+        set_error(s, ERRCODE_INTERNAL_ERROR, "the gknn service could not map a query");
+      } else {
+        run_load(t);
+      }
+    }
+    for (auto& [key, group] : groups) run_search_group(ctl, group, ++next_batch_id);
+  } catch (const std::bad_alloc&) {
+    failure = "out of memory in the gknn service";
+    sqlstate = ERRCODE_OUT_OF_MEMORY;
+  } catch (...) {
+    failure = "unexpected error in the gknn service";
+  }
+  if (failure)
+    for (int i = 0; i < n; ++i)
+      if (taken[i].s->kind == kSearchIvfpq && taken[i].s->reply == kServiceGone)
+        set_error(taken[i].s, sqlstate, failure);
+  return searches;
+}
+
 // One round: everything submitted so far.
 bool serve_round(ServiceShared* ctl) {
-  std::vector<Taken> taken = take_requests(ctl);
-  if (taken.empty()) return false;
-  for (Taken& t : taken) t.payload = map_payload(t.s, &t.seg);
-
-  // Loads first, in slot order (each requester's pieces arrive one at a time).
-  // Refined searches group by k too: their candidates are exactly the k asked
-  // for, so a longer answer's prefix is not a shorter one's.
-  std::map<std::tuple<uint32, uint32, uint32, uint32, uint32, uint64, int32, int32, int32, int64>,
-           std::vector<Taken*>>
-      groups;
-  int64 searches = 0;
-  for (Taken& t : taken) {
-    RequestSlot* s = t.s;
-    if (s->kind == kSearchIvfpq && t.payload) {
-      const ImageKey& k = s->key;
-      groups[{k.database, k.index, k.node.spcNode, k.node.dbNode, k.node.relNode, k.generation, s->probes,
-              s->dim, s->mode, s->mode == kModeRefined ? s->k : -1}]
-          .push_back(&t);
-      ++searches;
-    } else if (s->kind == kSearchIvfpq) {
-      set_error(s, ERRCODE_INTERNAL_ERROR, "the gknn service could not map a query");
-    } else {
-      run_load(t);
-    }
-  }
-  for (auto& [key, group] : groups) run_search_group(ctl, group, ++next_batch_id);
+  const int n = take_requests(ctl);
+  if (n == 0) return false;
+  for (int i = 0; i < n; ++i)
+    round_requests[i].payload = map_payload(round_requests[i].s, &round_requests[i].seg);
+  const int64 searches = run_requests(ctl, round_requests, n);
   publish_images(ctl);
   SpinLockAcquire(&ctl->mutex);
-  ctl->requests += static_cast<int64>(taken.size());
+  ctl->requests += n;
   ctl->searches += searches;
   SpinLockRelease(&ctl->mutex);
-  for (Taken& t : taken) answer(ctl, t);
+  for (int i = 0; i < n; ++i) answer(ctl, round_requests[i]);
   return true;
 }
 
@@ -399,6 +445,8 @@ void gknn_service_main(Datum) {
   BackgroundWorkerUnblockSignals();
   ServiceShared* ctl = shared();
   if (ctl == nullptr) proc_exit(0);
+  round_requests =
+      static_cast<Taken*>(MemoryContextAlloc(TopMemoryContext, sizeof(Taken) * Max(ctl->nslots, 1)));
   announce_start(ctl);
   before_shmem_exit(on_service_exit, 0);
   bool ready = open_devices(ctl);
@@ -412,7 +460,11 @@ void gknn_service_main(Datum) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
       if (images) {
-        images->set_budget(budget_bytes(device_memory));
+        try {
+          images->set_budget(budget_bytes(device_memory));
+        } catch (const std::exception&) {
+          // Out of memory while evicting: the old budget stays until the next reload.
+        }
         publish_images(ctl);
       }
     }
@@ -425,12 +477,12 @@ void gknn_service_main(Datum) {
         proc_exit(1);
       }
     } else {
-      std::vector<Taken> taken = take_requests(ctl);
-      for (Taken& t : taken) {
-        set_error(t.s, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, ctl->reason);
-        answer(ctl, t);
+      const int n = take_requests(ctl);
+      for (int i = 0; i < n; ++i) {
+        set_error(round_requests[i].s, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, ctl->reason);
+        answer(ctl, round_requests[i]);
       }
-      worked = !taken.empty();
+      worked = n > 0;
     }
     if (worked) continue;  // more may have arrived while this round ran
     (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, PG_WAIT_EXTENSION);

@@ -34,6 +34,7 @@ extern "C" {
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -226,13 +227,18 @@ void topk_cache_reset(void) {
 
 extern "C" {
 
-// gknn_topk_cache(): this backend's entries.
+// gknn_topk_cache(): this backend's entries of tables the current user may
+// read (after SET ROLE, or a REVOKE, the others are not shown: an entry
+// tells a table's row count).
 PG_FUNCTION_INFO_V1(gknn_topk_cache);
 Datum gknn_topk_cache(PG_FUNCTION_ARGS) {
   ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
   InitMaterializedSRF(fcinfo, 0);
   for (const TopKCacheEntry* e : entries) {
     if (!e) continue;
+    bool missing = false;
+    if (pg_class_aclcheck_ext(e->relid, GetUserId(), ACL_SELECT, &missing) != ACLCHECK_OK && !missing)
+      continue;
     Datum* attnos = static_cast<Datum*>(palloc(sizeof(Datum) * Max(e->ncolumns, 1)));
     for (int c = 0; c < e->ncolumns; ++c) attnos[c] = Int16GetDatum(e->attnos[c]);
     int64 cached = 0;
@@ -251,6 +257,9 @@ Datum gknn_topk_cache(PG_FUNCTION_ARGS) {
 }
 
 // gknn_topk_cache_reset(): drops this backend's entries; returns how many.
+// Any user may call it: the cache is this backend's own (as DISCARD is), and
+// dropping it only frees memory. (A cache shared by the cluster, as the GPU
+// service will keep, needs a privilege to reset.)
 PG_FUNCTION_INFO_V1(gknn_topk_cache_reset);
 Datum gknn_topk_cache_reset(PG_FUNCTION_ARGS) {
   int n = 0;

@@ -393,6 +393,13 @@ bool compile_distance(TopKEmitter* em, List* args, int metric, Type* out) {
   if (!isnull) {
     Vector* q = DatumGetVector(d);
     dim = q->dim;
+    // A stored vector older gknn versions could make (0, negative or too
+    // many dimensions) is never copied: the planner leaves the query to
+    // PostgreSQL, the executor raises the type's error.
+    if (dim < 1 || dim > VECTOR_MAX_DIM) {
+      if (em->value_fn) CheckDim(dim);
+      return false;
+    }
     ensure(em->vectors, em->capvectors, em->nvectors + dim);
     memcpy(em->vectors + em->nvectors, q->x, sizeof(float) * dim);
     v.i = (static_cast<int64>(em->nvectors) << gknn::expr::kVectorDimBits) | dim;

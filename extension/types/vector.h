@@ -18,7 +18,8 @@ struct Vector {
 #define PG_GETARG_VECTOR_P(n) DatumGetVector(PG_GETARG_DATUM(n))
 #define PG_RETURN_VECTOR_P(v) PG_RETURN_POINTER(v)
 
-// A zeroed vector of `dim` elements in the current memory context.
+// A zeroed vector of `dim` elements in the current memory context; ERROR
+// (CheckDim) unless 1 <= dim <= VECTOR_MAX_DIM.
 Vector* InitVector(int dim);
 
 // Errors with pgvector's wording and SQLSTATEs.

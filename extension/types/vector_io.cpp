@@ -14,6 +14,11 @@ extern "C" {
 }
 
 Vector* InitVector(int dim) {
+  // Every vector is made here, so no route can make one of 0, negative or
+  // more than VECTOR_MAX_DIM dimensions (dim is an int16 on disk: a larger
+  // count would wrap, and VECTOR_SIZE of a negative one undersizes the
+  // allocation).
+  CheckDim(dim);
   Size size = VECTOR_SIZE(dim);
   Vector* v = static_cast<Vector*>(palloc0(size));
   SET_VARSIZE(v, size);

@@ -26,8 +26,8 @@ SELECT results_eq($$SELECT name, vartype, context, boot_val, enumvals
                   'gknn.device: a user-settable enum auto|gpu|cpu, default auto');
 SELECT results_eq($$SELECT name, vartype, context, boot_val, min_val
                     FROM pg_settings WHERE name = 'gknn.gpu_id'$$,
-                  $$VALUES ('gknn.gpu_id'::text, 'integer'::text, 'user'::text, '0'::text, '0'::text)$$,
-                  'gknn.gpu_id: a user-settable integer, default 0, minimum 0');
+                  $$VALUES ('gknn.gpu_id'::text, 'integer'::text, 'superuser'::text, '0'::text, '0'::text)$$,
+                  'gknn.gpu_id: a superuser-settable integer (the GPU is the administrator''s choice), default 0, minimum 0');
 
 SELECT lives_ok('SET gknn.device = auto', 'gknn.device accepts auto');
 SELECT is(current_setting('gknn.device'), 'auto', 'gknn.device reads back auto');

@@ -1,0 +1,83 @@
+-- Privileges: settings that hold GPU or host memory beyond a query, or pick
+-- the GPU, are the superuser's (an ordinary user could starve the cluster);
+-- nothing runs as SECURITY DEFINER; a report on an index needs SELECT on its
+-- table (42501); dropping this backend's own table cache needs no privilege.
+LOAD 'gknn';  -- its GUCs and planner hook (a server may not preload it)
+SET client_min_messages = warning;
+CREATE FUNCTION pg_temp.try(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  IF q !~* '^SELECT' THEN
+    EXECUTE q;
+    RETURN 'ok';
+  END IF;
+  EXECUTE q INTO r;
+  RETURN coalesce(left(r, 40), 'NULL');
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+
+-- (gknn.service, postmaster, exists only where gknn is preloaded)
+SELECT name, context FROM pg_settings WHERE name LIKE 'gknn.%' AND name <> 'gknn.service' ORDER BY name;
+SELECT count(*) AS security_definer FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+  JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'gknn'
+WHERE p.prosecdef;
+
+CREATE ROLE regress_gknn_user;
+CREATE TABLE priv_t (id int, v vector(2));
+INSERT INTO priv_t SELECT i, ARRAY[i % 10, i % 7] FROM generate_series(1, 20000) i;
+VACUUM ANALYZE priv_t;
+CREATE INDEX priv_idx ON priv_t USING gpu_ivfpq (v) WITH (lists = 4, m = 1);
+
+-- An ordinary user: the session's own choices stay settable, the
+-- superuser's are not.
+SET ROLE regress_gknn_user;
+SELECT q AS statement, pg_temp.try(q) AS result FROM (VALUES
+  ('SET gknn.gpu_id = 1'), ('SET gknn.topk_cache_mb = 64'), ('SET gknn.topk_parallel_device = same'),
+  ('SET gknn.device = cpu'), ('SET gknn.ivfpq_probes = 5'), ('SET gknn.ivfpq_refine = 5'),
+  ('SET gknn.max_k = 10'), ('SET gknn.enable_topk = off'), ('SET gknn.topk_min_rows = 5'),
+  ('SET gknn.topk_gpu_setup_cost = 1'), ('SET gknn.topk_gpu_worker_setup_cost = 1'),
+  ($$SELECT trained FROM gknn_ivfpq_info('priv_idx')$$),
+  ($$SELECT trained FROM gknn_ivfpq_info('priv_t')$$),
+  ($$SELECT count(*) FROM gknn_topk_cache()$$),
+  ($$SELECT gknn_topk_cache_reset()$$)
+) t(q);
+RESET ROLE;
+RESET ALL;  -- the SETs above
+SET client_min_messages = warning;
+-- The superuser can set them for a role.
+ALTER ROLE regress_gknn_user SET gknn.topk_cache_mb = 16;
+SELECT setconfig FROM pg_db_role_setting WHERE setrole = 'regress_gknn_user'::regrole;
+
+GRANT SELECT ON priv_t TO regress_gknn_user;
+SET ROLE regress_gknn_user;
+SELECT trained, dims, lists, entries FROM gknn_ivfpq_info('priv_idx');
+SELECT pg_temp.try($$SELECT trained FROM gknn_ivfpq_info('pg_class')$$) AS not_an_index;
+RESET ROLE;
+
+-- gknn_topk_cache lists only the tables the current user may read.
+SET gknn.topk_cache_mb = 64;
+SET gknn.topk_min_rows = 0;
+SET enable_sort = off;
+SET max_parallel_workers_per_gather = 0;
+SELECT id FROM priv_t ORDER BY id * 3 % 1000, id LIMIT 3;
+SELECT relation::regclass, cached_rows FROM gknn_topk_cache();
+SET ROLE regress_gknn_user;
+SELECT relation::regclass, cached_rows FROM gknn_topk_cache();
+RESET ROLE;
+REVOKE SELECT ON priv_t FROM regress_gknn_user;
+SET ROLE regress_gknn_user;
+SELECT count(*) AS listed FROM gknn_topk_cache();
+-- Any user may drop this backend's entries.
+SELECT gknn_topk_cache_reset() AS dropped;
+RESET ROLE;
+SELECT count(*) AS listed FROM gknn_topk_cache();
+RESET gknn.topk_cache_mb;
+RESET gknn.topk_min_rows;
+RESET enable_sort;
+RESET max_parallel_workers_per_gather;
+
+DROP TABLE priv_t;
+DROP ROLE regress_gknn_user;
