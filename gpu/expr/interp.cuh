@@ -49,6 +49,12 @@ GKNN_EXPR_HD bool in_range(Type t, std::int64_t v) {
   return true;
 }
 
+// -a without C's overflow on INT64_MIN (a value of no narrower type, so
+// the range check that follows rejects it).
+GKNN_EXPR_HD std::int64_t negate(std::int64_t a) {
+  return static_cast<std::int64_t>(0 - static_cast<std::uint64_t>(a));
+}
+
 // int2/int4 operands never overflow int64, so their results are range
 // checked afterwards; int8 checks the operation itself (pg_add_s64_overflow).
 GKNN_EXPR_HD ErrorKind int_arith(Op op, Type t, std::int64_t a, std::int64_t b, std::int64_t& r) {
@@ -76,7 +82,7 @@ GKNN_EXPR_HD ErrorKind int_arith(Op op, Type t, std::int64_t a, std::int64_t b, 
       if (b == 0) return ErrorKind::DivisionByZero;
       if (b == -1) {  // INT_MIN / -1 overflows (and traps in C)
         if (wide && a == kI64Min) return ErrorKind::BigintRange;
-        r = -a;
+        r = negate(a);
       } else {
         r = a / b;
       }
@@ -97,7 +103,7 @@ GKNN_EXPR_HD ErrorKind int_unary(Op op, Type t, std::int64_t a, std::int64_t& r)
     return ErrorKind::None;
   }
   if (t == Type::I64 && a == kI64Min) return ErrorKind::BigintRange;
-  r = -a;
+  r = negate(a);
   return in_range(t, r) ? ErrorKind::None : range_error(t);
 }
 
