@@ -257,6 +257,10 @@ GKNN_EXPR_HD ErrorKind float_to_int(double v, Type to, bool from_f32, std::int64
 constexpr std::int64_t kUsecsPerDay = 86400000000ll;
 constexpr std::int64_t kDateEndForTimestamp =
     109203528 - 2451545;  // TIMESTAMP_END_JULIAN - POSTGRES_EPOCH_JDATE
+// The first date PostgreSQL stores (DATETIME_MIN_JULIAN - POSTGRES_EPOCH_JDATE):
+// date_in refuses earlier ones, so a value below it is no date, and the
+// multiplication below would overflow.
+constexpr std::int64_t kDateMinForTimestamp = 0 - 2451545;
 
 GKNN_EXPR_HD ErrorKind cast(Type to, Type from, Value a, Value& r) {
   if (from == Type::Date && to == Type::Timestamp) {  // date2timestamp
@@ -264,7 +268,7 @@ GKNN_EXPR_HD ErrorKind cast(Type to, Type from, Value a, Value& r) {
       r.i = kI64Min;
     else if (a.i == 2147483647ll)
       r.i = kI64Max;
-    else if (a.i >= kDateEndForTimestamp)
+    else if (a.i >= kDateEndForTimestamp || a.i < kDateMinForTimestamp)
       return ErrorKind::TimestampRange;
     else
       r.i = a.i * kUsecsPerDay;

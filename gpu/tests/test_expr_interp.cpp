@@ -267,6 +267,10 @@ TEST(ExprInterp, Casts) {
   EXPECT_EQ(cast(I(2147483647), Type::Date, Type::Timestamp).v.i, INT64_MAX);  // infinity
   EXPECT_EQ(cast(I(-2147483648ll), Type::Date, Type::Timestamp).v.i, INT64_MIN);
   EXPECT_EQ(cast(I(106751983), Type::Date, Type::Timestamp).error, ErrorKind::TimestampRange);
+  // 4714-11-24 BC, the first date, and a value below it (no date; found by
+  // fuzz/expr_program_fuzz.cpp, where it overflowed the multiplication)
+  EXPECT_EQ(cast(I(-2451545), Type::Date, Type::Timestamp).v.i, -211813488000000000ll);
+  EXPECT_EQ(cast(I(-2097217537), Type::Date, Type::Timestamp).error, ErrorKind::TimestampRange);
 }
 
 TEST(ExprInterp, GreatestLeastIgnoreNulls) {
