@@ -75,7 +75,8 @@ void dump(const Program& p, const std::vector<ColumnSpec>& specs) {
     std::fprintf(stderr, "%3zu: op %d type %d aux %d arg %d\n", i, int(p.code[i].op), p.code[i].type,
                  p.code[i].aux, p.code[i].arg);
   std::fprintf(stderr, "qual [%d,%d) check [%d,%d)\n", p.qual.begin, p.qual.end, p.check.begin, p.check.end);
-  for (const SortKey& k : p.keys) std::fprintf(stderr, "key [%d,%d) type %d\n", k.code.begin, k.code.end, int(k.type));
+  for (const SortKey& k : p.keys)
+    std::fprintf(stderr, "key [%d,%d) type %d\n", k.code.begin, k.code.end, int(k.type));
 }
 
 }  // namespace
@@ -115,10 +116,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (int i = 0; i < ncode; ++i) {
     Instr x;
     x.op = static_cast<Op>(in.ConsumeIntegralInRange<int>(0, kMaxOp));
-    x.type = in.ConsumeIntegralInRange<int>(0, 15) == 0 ? in.ConsumeIntegral<std::uint8_t>()
-                                                         : in.ConsumeIntegralInRange<std::uint8_t>(0, kMaxType);
+    x.type = in.ConsumeIntegralInRange<int>(0, 15) == 0
+                 ? in.ConsumeIntegral<std::uint8_t>()
+                 : in.ConsumeIntegralInRange<std::uint8_t>(0, kMaxType);
     x.aux = in.ConsumeIntegralInRange<int>(0, 15) == 0 ? in.ConsumeIntegral<std::uint16_t>()
-                                                        : in.ConsumeIntegralInRange<std::uint16_t>(0, 9);
+                                                       : in.ConsumeIntegralInRange<std::uint16_t>(0, 9);
     x.arg = operand(in, ncode);
     p.code.push_back(x);
   }

@@ -67,8 +67,8 @@ void check_operands(const Program& p, const std::vector<ColumnSpec>& cols, const
   if (in.op != Op::VecDist && in.type > last_type) bad("unknown type", pc);
   if (in.op == Op::Cast && in.aux > last_type) bad("unknown type to cast from", pc);
   // The interpreter's float arithmetic has no modulo (nor has PostgreSQL).
-  if (in.op == Op::Mod && (in.type == static_cast<std::uint8_t>(Type::F32) ||
-                           in.type == static_cast<std::uint8_t>(Type::F64)))
+  if (in.op == Op::Mod &&
+      (in.type == static_cast<std::uint8_t>(Type::F32) || in.type == static_cast<std::uint8_t>(Type::F64)))
     bad("modulo of floats", pc);
   switch (in.op) {
     case Op::Col:
