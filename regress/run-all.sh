@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Every gknn test in one command (`make test`):
-#   core unit tests (GoogleTest through ctest), the extension's pg_regress
-#   suite (sql/, expected/) and the pgTAP files regress/pgtap/*.sql, the last
-#   two against a throwaway PostgreSQL 15 cluster.
+#   core unit tests (GoogleTest through ctest), the same tests built with
+#   AddressSanitizer + UndefinedBehaviorSanitizer (stage asan), a short
+#   libFuzzer run of every fuzz target (stage fuzz), the extension's
+#   pg_regress suite (sql/, expected/) and the pgTAP files
+#   regress/pgtap/*.sql, the last two against a throwaway PostgreSQL 15
+#   cluster.
 # The last line printed is "N passed, N failed", N counting ctest tests,
 # pg_regress test files and pgTAP assertions; a stage that breaks (a build, the
 # server, a crashed runner) counts as one failure. Exit status 0 only if
@@ -31,6 +34,17 @@
 # with gknn preloaded) checks the GPU service: answers equal to the CPU path,
 # 64 concurrent sessions, eviction, cancellation, the service killed.
 #
+# The asan stage builds the core library and its GoogleTest binary in
+# build/asan with GKNN_SANITIZE=address,undefined (host code instrumented,
+# the host parts of .cu files through nvcc's host compiler; PTX for one
+# architecture only, -O1) and runs the binary once; a sanitizer report
+# aborts it and counts as a failure. GPU tests skip without a GPU as in the
+# core stage.
+#
+# The fuzz stage (fuzz/run.sh, build/fuzz-test) builds the libFuzzer targets
+# with clang and runs each for $GKNN_FUZZ_SECONDS (default 20) seconds from
+# its committed corpus; a crash fails it (`make fuzz` runs them longer).
+#
 # The bench stage builds bench/ (build/bench), runs the load generator's unit
 # tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
 # (TAP): both counted under "bench".
@@ -49,6 +63,8 @@
 #                              $GKNN_CORE_TESTS (a file, one path a line) directly,
 #                              for hosts without CMake
 #   GKNN_PG_REGRESS=make|direct   direct calls PGXS's pg_regress without make
+#   GKNN_SKIP_ASAN=1, GKNN_SKIP_FUZZ=1  leave out those stages
+#   GKNN_FUZZ_SECONDS=N        seconds per fuzz target (default 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . regress/cluster.sh
@@ -102,11 +118,21 @@ step() {
 
 skip_stage() { SUMMARY+=("$(printf '%-10s not run: %s' "$1:" "$2")"); }
 
+# timed NAME CMD...: runs CMD and records its wall time (printed at the end,
+# for the CI budget).
+TIMES=()
+timed() {
+  local name=$1 t0=$SECONDS
+  shift
+  "$@"
+  TIMES+=("$name $((SECONDS - t0)) s")
+}
+
 install_prerequisites() {
   [ "${GKNN_SKIP_APT:-0}" = 1 ] && return 0
   step apt ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap \
     libtap-parser-sourcehandler-pgtap-perl cmake g++ make libgtest-dev libpq-dev python3 \
-    dataset-fashion-mnist
+    dataset-fashion-mnist clang libclang-rt-14-dev
 }
 
 build_core_tests() {
@@ -164,6 +190,58 @@ run_core_tests() {
   fi
   read -r p f s <<<"$counts"
   tally core "$rc" "$p" "$f" "$s"
+}
+
+# The core tests under AddressSanitizer + UBSan (stage asan). Only the test
+# binary and the library it links are built; one CUDA architecture as PTX
+# (nothing runs on a GPU in CI, and ptxas is most of a CUDA build's time).
+build_asan_tests() {
+  [ "${GKNN_SKIP_BUILD:-0}" = 1 ] && return 0
+  local flags
+  read -r -a flags <<<"$(makefile_var ASAN_CMAKE_FLAGS)"
+  step asan-build cmake -S . -B build/asan "${flags[@]}" -DGKNN_SANITIZE=address,undefined \
+    -DGKNN_BUILD_TESTS=ON &&
+    step asan-build cmake --build build/asan --target gknn_core_tests -j"$JOBS"
+}
+
+run_asan_tests() {
+  local rc=0 p f s bin=build/asan/gpu/gknn_core_tests
+  if [ "${GKNN_SKIP_ASAN:-0}" = 1 ]; then
+    skip_stage asan 'GKNN_SKIP_ASAN=1'
+    return 0
+  fi
+  if ! build_asan_tests; then
+    skip_stage asan 'build failed'
+    return 0
+  fi
+  if [ "${GKNN_SKIP_BUILD:-0}" = 1 ] && [ ! -x "$bin" ]; then
+    skip_stage asan 'not built (GKNN_SKIP_BUILD=1)'
+    return 0
+  fi
+  # protect_shadow_gap=0: the CUDA driver maps memory where ASan's shadow gap
+  # would be (needed on a GPU host only, harmless elsewhere).
+  ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+    run_logged asan "$bin" || rc=$?
+  read -r p f s <<<"$(count_gtest "$(log_path asan)")"
+  tally asan "$rc" "$p" "$f" "$s"
+}
+
+# A short run of every libFuzzer target (fuzz/run.sh); its last line is
+# "N passed, N failed" over the targets.
+run_fuzz() {
+  local rc=0 p f
+  if [ "${GKNN_SKIP_FUZZ:-0}" = 1 ]; then
+    skip_stage fuzz 'GKNN_SKIP_FUZZ=1'
+    return 0
+  fi
+  if ! command -v "${FUZZ_CXX:-clang++}" >/dev/null && [ "${GKNN_SKIP_APT:-0}" = 1 ]; then
+    skip_stage fuzz 'no clang++ (packages clang, libclang-rt-14-dev)'
+    return 0
+  fi
+  FUZZ_OUT=build/fuzz-test run_logged fuzz fuzz/run.sh -t "${GKNN_FUZZ_SECONDS:-20}" || rc=$?
+  read -r p f <<<"$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$(log_path fuzz)" | tail -1)"
+  tally fuzz "$rc" "${p:-0}" "${f:-0}"
 }
 
 build_extension() {
@@ -383,6 +461,8 @@ main() {
     skip_stage all 'missing packages'
   else
     if build_core_tests; then run_core_tests; else skip_stage core 'build failed'; fi
+    timed asan run_asan_tests
+    timed fuzz run_fuzz
     if build_extension; then run_sql_suites; else
       skip_stage pg_regress 'extension build failed'
       skip_stage pgtap 'extension build failed'
@@ -392,6 +472,7 @@ main() {
   fi
   echo
   printf '%s\n' "${SUMMARY[@]}"
+  ((${#TIMES[@]} == 0)) || echo "times: $(IFS=','; echo "${TIMES[*]}" | sed 's/,/, /g')"
   echo "$PASSED passed, $FAILED failed"
   ((FAILED == 0))
 }

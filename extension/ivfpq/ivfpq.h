@@ -1,7 +1,9 @@
 // gpu_ivfpq index access method: shared declarations. One concern per file:
 //   ivfpq_handler.cpp   the IndexAmRoutine, build phase names, GUCs, module init
 //   ivfpq_options.cpp   reloptions (lists, m, nbits, training_sample, kmeans_iters)
-//   ivfpq_pages.*       page layout and page helpers
+//   ivfpq_format.*      page layout and page checks, no PostgreSQL (fuzzed)
+//   ivfpq_pages.*       page helpers, checked reads of the metapage, quantizer, directory
+//   ivfpq_chain.cpp     walking a chain of list pages, each page checked
 //   ivfpq_build.cpp     ambuild / ambuildempty (sample, train, encode, write, WAL)
 //   ivfpq_insert.cpp    aminsert (Generic WAL)
 //   ivfpq_image.cpp     per-backend cache of searchable images (host, device)

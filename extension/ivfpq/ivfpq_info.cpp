@@ -30,18 +30,12 @@ void check_can_read(Oid indexoid) {
     aclcheck_error(acl, get_relkind_objtype(get_rel_relkind(target)), get_rel_name(target));
 }
 
-int64 count_chain(Relation index, BlockNumber blk, int64* pages) {
+int64 count_chain(Relation index, BlockNumber last, Size item_size, int64* pages) {
   int64 n = 0;
-  BlockNumber nblocks = RelationGetNumberOfBlocks(index);
-  for (int64 steps = 0; BlockNumberIsValid(blk); ++steps) {
-    if (steps > nblocks)
-      ereport(ERROR, (errcode(ERRCODE_INDEX_CORRUPTED),
-                      errmsg("gpu_ivfpq index \"%s\": a list chain loops", RelationGetRelationName(index))));
-    Buffer buf = ReadBuffer(index, blk);
-    LockBuffer(buf, BUFFER_LOCK_SHARE);
-    Page page = BufferGetPage(buf);
-    n += PageGetMaxOffsetNumber(page);
-    blk = ivfpq_opaque(page)->prev;
+  IvfpqChainWalk walk;
+  ivfpq_chain_begin(&walk, index, last, item_size);
+  for (Buffer buf; BufferIsValid(buf = ivfpq_chain_next(&walk));) {
+    n += PageGetMaxOffsetNumber(BufferGetPage(buf));
     UnlockReleaseBuffer(buf);
     ++*pages;
   }
@@ -74,13 +68,13 @@ Datum gknn_ivfpq_info(PG_FUNCTION_ARGS) {
   if (meta.trained) {
     BlockNumber* dir = ivfpq_read_directory(index, meta);
     for (int l = 0; l < meta.lists; ++l) {
-      int64 n = count_chain(index, dir[l], &list_pages);
+      int64 n = count_chain(index, dir[l], ivfpq_list_item_size(meta), &list_pages);
       entries += n;
       if (n == 0) ++empty_lists;
     }
   }
-  int64 pending = count_chain(index, meta.pending_last, &list_pages);
-  int64 nulls = count_chain(index, meta.null_last, &list_pages);
+  int64 pending = count_chain(index, meta.pending_last, ivfpq_item_size(0), &list_pages);
+  int64 nulls = count_chain(index, meta.null_last, ivfpq_item_size(0), &list_pages);
   BlockNumber pages = RelationGetNumberOfBlocks(index);
   relation_close(index, AccessShareLock);
 

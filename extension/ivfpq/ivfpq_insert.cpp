@@ -25,11 +25,16 @@ void append_item(Relation index, Chain chain, int list, const char* item, Size s
   IvfpqMeta* meta = ivfpq_meta(BufferGetPage(mbuf));
   ivfpq_check_meta(index, meta);
 
+  // Pages are checked before anything is read from them or added to them
+  // (PageAddItem PANICs on a corrupted page header).
+  BlockNumber nblocks = 0;
   Buffer dbuf = InvalidBuffer;
   BlockNumber last;
   if (chain == Chain::List) {
-    dbuf = ReadBuffer(index, ivfpq_dir_block_of(*meta, list));
+    BlockNumber dblk = ivfpq_dir_block_of(*meta, list);
+    dbuf = ReadBuffer(index, dblk);
     LockBuffer(dbuf, BUFFER_LOCK_EXCLUSIVE);
+    ivfpq_check_directory_page(index, *meta, dblk, BufferGetPage(dbuf), &nblocks);
     last = reinterpret_cast<BlockNumber*>(PageGetContents(BufferGetPage(dbuf)))[list % kIvfpqDirPerPage];
   } else {
     last = chain == Chain::Pending ? meta->pending_last : meta->null_last;
@@ -39,6 +44,7 @@ void append_item(Relation index, Chain chain, int list, const char* item, Size s
   if (BlockNumberIsValid(last)) {
     lbuf = ReadBuffer(index, last);
     LockBuffer(lbuf, BUFFER_LOCK_EXCLUSIVE);
+    ivfpq_check_list_page(index, last, BufferGetPage(lbuf), size, &nblocks);
     fits = PageGetFreeSpace(BufferGetPage(lbuf)) >= MAXALIGN(size);
   }
   Buffer nbuf = fits ? InvalidBuffer : ivfpq_new_buffer(index);

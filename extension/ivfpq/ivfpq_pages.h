@@ -21,6 +21,7 @@
 // metapage's generation, which tells a cached image it is stale.
 #pragma once
 
+#include "ivfpq_format.h"
 #include "pg.h"
 
 extern "C" {
@@ -31,78 +32,26 @@ extern "C" {
 #include "utils/rel.h"
 }
 
-constexpr uint32 kIvfpqMagic = 0x47495650;  // "GIVP"
-// Version 2 stores each entry's full vector in its list item (when an item
-// with it fits a page), so that the exact re-rank needs no heap access.
-constexpr uint32 kIvfpqVersion = 2;
-constexpr BlockNumber kIvfpqMetaBlock = 0;
-constexpr uint16 kIvfpqPageId = 0xFF8A;  // in every page's special space
-
-enum IvfpqPageKind : uint16 {
-  kIvfpqPageMeta = 1,
-  kIvfpqPageFloats = 2,
-  kIvfpqPageDirectory = 3,
-  kIvfpqPageList = 4,
-};
-
-struct IvfpqPageOpaque {
-  BlockNumber prev;  // list pages: the page before this one in its chain
-  uint16 kind;       // IvfpqPageKind
-  uint16 page_id;    // kIvfpqPageId
-};
-
-struct IvfpqMeta {
-  uint32 magic;
-  uint32 version;
-  int32 trained;  // 0: no quantizer yet (built on no rows): inserts go to `pending`
-  int32 dim;      // 0 while unknown (untrained, column without typmod)
-  int32 lists;    // after clamping to the rows
-  int32 m;
-  int32 nbits;
-  int32 metric;  // gknn::Metric
-  int32 kmeans_iters;
-  int32 code_size;  // bytes of one PQ code
-  uint64 seed;
-  uint64 generation;  // bumped by every change after the build
-  BlockNumber centroid_start;
-  uint32 centroid_pages;
-  BlockNumber codebook_start;
-  uint32 codebook_pages;
-  BlockNumber directory_start;
-  uint32 directory_pages;
-  BlockNumber pending_last;  // TID-only chain: rows inserted while untrained
-  BlockNumber null_last;     // TID-only chain: rows whose vector is NULL
-  int64 build_rows;          // non-NULL vectors seen by the build
-  int64 sample_rows;         // rows the quantizer was trained on
-  int32 stores_vectors;      // list items carry the full vector (dim floats)
-};
+// Page kinds, the metapage and special space structs, the sizes derived
+// from them and the checks every reader runs: ivfpq_format.h (no PostgreSQL).
 
 inline IvfpqPageOpaque* ivfpq_opaque(Page page) {
   return reinterpret_cast<IvfpqPageOpaque*>(PageGetSpecialPointer(page));
 }
 inline IvfpqMeta* ivfpq_meta(Page page) { return reinterpret_cast<IvfpqMeta*>(PageGetContents(page)); }
 
-// Bytes of page contents between the header and the special space.
-constexpr Size kIvfpqContentBytes =
-    BLCKSZ - MAXALIGN(SizeOfPageHeaderData) - MAXALIGN(sizeof(IvfpqPageOpaque));
-constexpr Size kIvfpqFloatsPerPage = kIvfpqContentBytes / sizeof(float);
-constexpr Size kIvfpqDirPerPage = kIvfpqContentBytes / sizeof(BlockNumber);
-
 // A list item: the heap TID, then the code (absent in the TID-only chains),
-// then, where the index stores vectors, the vector's dim floats from a 4-byte
-// boundary.
+// then, where the index stores vectors (format 2), the vector's dim floats
+// from a 4-byte boundary.
 inline Size ivfpq_vector_offset(int code_size) { return TYPEALIGN(4, sizeof(ItemPointerData) + code_size); }
-inline Size ivfpq_item_size(int code_size, int vector_dim) {
+inline Size ivfpq_item_size(int code_size, int vector_dim = 0) {
   return vector_dim > 0 ? ivfpq_vector_offset(code_size) + sizeof(float) * vector_dim
                         : sizeof(ItemPointerData) + code_size;
 }
-// Whether items with `dim`-float vectors fit a list page (an index stores
-// vectors where they do: up to about 2,000 dimensions).
-inline bool ivfpq_vectors_fit(int code_size, int dim) {
-  return MAXALIGN(ivfpq_item_size(code_size, dim)) + sizeof(ItemIdData) <= kIvfpqContentBytes;
+// The item size of a list chain of an index with this metapage.
+inline Size ivfpq_list_item_size(const IvfpqMeta& meta) {
+  return ivfpq_item_size(meta.code_size, meta.stores_vectors ? meta.dim : 0);
 }
-// The largest code that fits on a page with room for a few items.
-constexpr int kIvfpqMaxCodeSize = static_cast<int>(kIvfpqContentBytes / 4) - 16;
 
 // Heap TIDs as the core's int64 ids (block << 16 | offset), as GpuTopK does.
 inline int64 ivfpq_tid_to_id(const ItemPointerData* tid) {
@@ -122,11 +71,26 @@ void ivfpq_set_contents_size(Page page, Size bytes);
 // (under the relation extension lock).
 Buffer ivfpq_new_buffer(Relation index);
 
-// The metapage, checked (magic, version; ERROR when it is not a gpu_ivfpq
-// index or is of another version), copied out under a share lock.
+// Every reader checks a page (ivfpq_format.h) before it trusts anything in
+// it; a page that fails is an ERROR with SQLSTATE XX002 (index corrupted),
+// never a wild read or a block number followed past the end of the index.
+
+// The metapage, checked (magic, version: ERROR when it is not a gpu_ivfpq
+// index or is of another version; then every parameter and block range),
+// copied out under a share lock.
 void ivfpq_read_meta(Relation index, IvfpqMeta* out);
-// Checks a metapage's magic and version (ERROR with a clear message).
+// Checks a metapage's contents (the same ERRORs), e.g. one locked in place.
 void ivfpq_check_meta(Relation index, const IvfpqMeta* meta);
+
+// The checks of ivfpq_format.h on a locked page of block `blk`. *nblocks is
+// the index's length as last read (0: not yet): a block number past it is
+// checked again against the current length (inserts extend the index)
+// before it counts as corruption.
+void ivfpq_check_list_page(Relation index, BlockNumber blk, Page page, Size item_size, BlockNumber* nblocks);
+void ivfpq_check_directory_page(Relation index, const IvfpqMeta& meta, BlockNumber blk, Page page,
+                                BlockNumber* nblocks);
+// ERROR XX002 naming the index, the block and the problem.
+[[noreturn]] void ivfpq_corrupted(Relation index, BlockNumber blk, const char* problem);
 
 // Reads `count` floats stored from block `start` on.
 void ivfpq_read_floats(Relation index, BlockNumber start, float* dst, int64 count);
@@ -135,6 +99,23 @@ BlockNumber ivfpq_dir_block_of(const IvfpqMeta& meta, int list);
 BlockNumber ivfpq_read_dir_entry(Relation index, const IvfpqMeta& meta, int list);
 // All directory entries (lists of them), palloc'd.
 BlockNumber* ivfpq_read_directory(Relation index, const IvfpqMeta& meta);
+
+// A walk down one chain (a list, pending or NULLs), from its last page to
+// its first (ivfpq_chain.cpp): each ivfpq_chain_next returns the next page's
+// buffer share-locked and checked as a list page of `item_size` items (the
+// caller unlocks and releases it), or InvalidBuffer past the first page. A
+// chain longer than the index (a loop) is an ERROR XX002 too.
+struct IvfpqChainWalk {
+  Relation index;
+  BufferAccessStrategy strategy;
+  Size item_size;
+  BlockNumber next;
+  BlockNumber nblocks;
+  int64 pages;
+};
+void ivfpq_chain_begin(IvfpqChainWalk* w, Relation index, BlockNumber last, Size item_size,
+                       BufferAccessStrategy strategy = nullptr);
+Buffer ivfpq_chain_next(IvfpqChainWalk* w);
 
 // The heap TID of item `off` of a list page.
 inline ItemPointer ivfpq_item_tid(Page page, OffsetNumber off) {

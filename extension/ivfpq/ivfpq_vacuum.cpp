@@ -13,18 +13,23 @@ extern "C" {
 
 namespace {
 
-// Chain heads: every list's last page, then pending and NULLs.
-BlockNumber* chain_heads(Relation index, const IvfpqMeta& meta, int* n) {
+// Chain heads: every list's last page, then pending and NULLs; and the
+// size of their items.
+BlockNumber* chain_heads(Relation index, const IvfpqMeta& meta, int* n, Size** item_sizes) {
   int lists = meta.trained ? meta.lists : 0;
   BlockNumber* heads = static_cast<BlockNumber*>(palloc(sizeof(BlockNumber) * (lists + 2)));
+  Size* sizes = static_cast<Size*>(palloc(sizeof(Size) * (lists + 2)));
   if (lists > 0) {
     BlockNumber* dir = ivfpq_read_directory(index, meta);
     memcpy(heads, dir, sizeof(BlockNumber) * lists);
     pfree(dir);
   }
+  for (int l = 0; l < lists; ++l) sizes[l] = ivfpq_list_item_size(meta);
   heads[lists] = meta.pending_last;
   heads[lists + 1] = meta.null_last;
+  sizes[lists] = sizes[lists + 1] = ivfpq_item_size(0);
   *n = lists + 2;
+  *item_sizes = sizes;
   return heads;
 }
 
@@ -35,18 +40,45 @@ void for_each_chain_page(Relation index, BufferAccessStrategy strategy, Fn fn) {
   IvfpqMeta meta;
   ivfpq_read_meta(index, &meta);
   int nchains;
-  BlockNumber* heads = chain_heads(index, meta, &nchains);
+  Size* item_sizes;
+  BlockNumber* heads = chain_heads(index, meta, &nchains, &item_sizes);
   for (int c = 0; c < nchains; ++c) {
-    for (BlockNumber blk = heads[c]; BlockNumberIsValid(blk);) {
+    IvfpqChainWalk walk;
+    ivfpq_chain_begin(&walk, index, heads[c], item_sizes[c], strategy);
+    for (;;) {
       vacuum_delay_point();
-      Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
-      LockBuffer(buf, BUFFER_LOCK_SHARE);
-      blk = ivfpq_opaque(BufferGetPage(buf))->prev;
+      Buffer buf = ivfpq_chain_next(&walk);
+      if (!BufferIsValid(buf)) break;
       fn(buf);
       UnlockReleaseBuffer(buf);
     }
   }
   pfree(heads);
+  pfree(item_sizes);
+}
+
+// Removes the items `dead` (ascending offsets) from a list page by
+// rebuilding it with the others, in order. Not PageIndexMultiDelete: it
+// sizes stack arrays by MaxIndexTuplesPerPage (408, for index tuples of 16
+// bytes or more), and a list page holds up to 680 items of TID + a short
+// code, which overflowed them (a crashed backend on VACUUM).
+void delete_items(Page page, const OffsetNumber* dead, int ndead) {
+  PGAlignedBlock copy;
+  memcpy(copy.data, page, BLCKSZ);
+  Page old = copy.data;
+  ivfpq_init_page(page, kIvfpqPageList, ivfpq_opaque(old)->prev);
+  OffsetNumber max = PageGetMaxOffsetNumber(old);
+  int d = 0;
+  for (OffsetNumber off = FirstOffsetNumber; off <= max; ++off) {
+    if (d < ndead && dead[d] == off) {
+      ++d;
+      continue;
+    }
+    ItemId id = PageGetItemId(old, off);
+    if (PageAddItem(page, PageGetItem(old, id), ItemIdGetLength(id), InvalidOffsetNumber, false, false) ==
+        InvalidOffsetNumber)
+      elog(ERROR, "gpu_ivfpq: could not keep an item of a list page");
+  }
 }
 
 int collect_dead(Page page, IndexBulkDeleteCallback callback, void* state, OffsetNumber* dead) {
@@ -82,7 +114,7 @@ IndexBulkDeleteResult* ivfpq_bulkdelete(IndexVacuumInfo* info, IndexBulkDeleteRe
         GenericXLogState* xs = GenericXLogStart(index);
         IvfpqMeta* wmeta = ivfpq_meta(GenericXLogRegisterBuffer(xs, mbuf, 0));
         Page wpage = GenericXLogRegisterBuffer(xs, buf, 0);
-        PageIndexMultiDelete(wpage, dead, ndead);
+        delete_items(wpage, dead, ndead);
         wmeta->generation++;
         GenericXLogFinish(xs);
       }

@@ -1,10 +1,9 @@
 // Text and binary input/output of vector, its type modifier, and the
 // vector(n) length coercion.
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 
 #include "vector.h"
+#include "vector_parse.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -54,33 +53,48 @@ void CheckDims(const Vector* a, const Vector* b) {
 
 namespace {
 
-// The white space array_in and pgvector accept, independent of locale.
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-
-const char* skip_space(const char* p) {
-  while (is_space(*p)) ++p;
-  return p;
-}
-
-[[noreturn]] void syntax_error(const char* literal) {
+[[noreturn]] void syntax_error(const char* literal, const char* detail = nullptr) {
   ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-                  errmsg("invalid input syntax for type vector: \"%s\"", literal)));
+                  errmsg("invalid input syntax for type vector: \"%s\"", literal),
+                  detail ? errdetail("%s", detail) : 0));
   pg_unreachable();
 }
 
-// Parses one element at *p (strtof, like float4in: no double rounding).
-float parse_element(const char* literal, const char** p) {
-  if (**p == '\0') syntax_error(literal);
-  char* end;
-  errno = 0;
-  float value = strtof(*p, &end);
-  if (end == *p) syntax_error(literal);
-  if (errno == ERANGE && std::isinf(value))
-    ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-                    errmsg("\"%s\" is out of range for type vector", pnstrdup(*p, end - *p))));
-  CheckElement(value);
-  *p = end;
-  return value;
+// pgvector's error for what parse_vector_text reported.
+[[noreturn]] void text_error(const char* literal, const VectorTextResult& r) {
+  switch (r.error) {
+    case VectorTextError::NoOpenBracket:
+      syntax_error(literal, "Vector contents must start with \"[\".");
+    case VectorTextError::NoElements:
+      CheckDim(0);
+      break;
+    case VectorTextError::TooManyDims:
+      CheckDim(VECTOR_MAX_DIM + 1);
+      break;
+    case VectorTextError::OutOfRange:
+      ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+                      errmsg("\"%s\" is out of range for type vector",
+                             pnstrdup(literal + r.token_begin, r.token_end - r.token_begin))));
+      break;
+    case VectorTextError::NaN:
+      CheckElement(NAN);
+      break;
+    case VectorTextError::Infinite:
+      CheckElement(INFINITY);
+      break;
+    case VectorTextError::Junk:
+      syntax_error(literal, "Junk after closing right brace.");
+    case VectorTextError::Syntax:
+    case VectorTextError::None:
+      break;
+  }
+  syntax_error(literal);
+}
+
+// As pq_getmsgint on a message that ran out.
+[[noreturn]] void insufficient_data() {
+  ereport(ERROR, (errcode(ERRCODE_PROTOCOL_VIOLATION), errmsg("insufficient data left in message")));
+  pg_unreachable();
 }
 
 }  // namespace
@@ -92,34 +106,9 @@ Datum vector_in(PG_FUNCTION_ARGS) {
   const char* literal = PG_GETARG_CSTRING(0);
   int32 typmod = PG_GETARG_INT32(2);
   float* values = static_cast<float*>(palloc(sizeof(float) * VECTOR_MAX_DIM));
-  int dim = 0;
-
-  const char* p = skip_space(literal);
-  if (*p != '[')
-    ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-                    errmsg("invalid input syntax for type vector: \"%s\"", literal),
-                    errdetail("Vector contents must start with \"[\".")));
-  p = skip_space(p + 1);
-  if (*p == ']')
-    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("vector must have at least 1 dimension")));
-  for (;;) {
-    if (dim == VECTOR_MAX_DIM) CheckDim(dim + 1);
-    p = skip_space(p);
-    values[dim++] = parse_element(literal, &p);
-    p = skip_space(p);
-    if (*p == ',') {
-      ++p;
-    } else if (*p == ']') {
-      ++p;
-      break;
-    } else {
-      syntax_error(literal);
-    }
-  }
-  if (*skip_space(p) != '\0')
-    ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-                    errmsg("invalid input syntax for type vector: \"%s\"", literal),
-                    errdetail("Junk after closing right brace.")));
+  VectorTextResult parsed = parse_vector_text(literal, values, VECTOR_MAX_DIM);
+  if (parsed.error != VectorTextError::None) text_error(literal, parsed);
+  int dim = parsed.dim;
   CheckExpectedDim(typmod, dim);
 
   Vector* result = InitVector(dim);
@@ -166,17 +155,23 @@ PG_FUNCTION_INFO_V1(vector_recv);
 Datum vector_recv(PG_FUNCTION_ARGS) {
   StringInfo buf = reinterpret_cast<StringInfo>(PG_GETARG_POINTER(0));
   int32 typmod = PG_GETARG_INT32(2);
-  int16 dim = pq_getmsgint(buf, sizeof(int16));
-  int16 unused = pq_getmsgint(buf, sizeof(int16));
+  int16 dim, unused;
+  if (read_vector_binary_header(buf->data, buf->len, &buf->cursor, &dim, &unused) != VectorBinaryError::None)
+    insufficient_data();
   CheckDim(dim);
   CheckExpectedDim(typmod, dim);
   if (unused != 0)
     ereport(ERROR, (errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
                     errmsg("expected unused to be 0, not %d", unused)));
   Vector* result = InitVector(dim);
-  for (int i = 0; i < dim; ++i) {
-    result->x[i] = pq_getmsgfloat4(buf);
-    CheckElement(result->x[i]);
+  int failed_at;
+  switch (read_vector_binary_elements(buf->data, buf->len, &buf->cursor, dim, result->x, &failed_at)) {
+    case VectorBinaryError::None:
+      break;
+    case VectorBinaryError::Short:
+      insufficient_data();
+    default:
+      CheckElement(result->x[failed_at]);
   }
   PG_RETURN_VECTOR_P(result);
 }

@@ -49,6 +49,12 @@ GKNN_EXPR_HD bool in_range(Type t, std::int64_t v) {
   return true;
 }
 
+// -a without C's overflow on INT64_MIN (a value of no narrower type, so
+// the range check that follows rejects it).
+GKNN_EXPR_HD std::int64_t negate(std::int64_t a) {
+  return static_cast<std::int64_t>(0 - static_cast<std::uint64_t>(a));
+}
+
 // int2/int4 operands never overflow int64, so their results are range
 // checked afterwards; int8 checks the operation itself (pg_add_s64_overflow).
 GKNN_EXPR_HD ErrorKind int_arith(Op op, Type t, std::int64_t a, std::int64_t b, std::int64_t& r) {
@@ -76,7 +82,7 @@ GKNN_EXPR_HD ErrorKind int_arith(Op op, Type t, std::int64_t a, std::int64_t b, 
       if (b == 0) return ErrorKind::DivisionByZero;
       if (b == -1) {  // INT_MIN / -1 overflows (and traps in C)
         if (wide && a == kI64Min) return ErrorKind::BigintRange;
-        r = -a;
+        r = negate(a);
       } else {
         r = a / b;
       }
@@ -97,7 +103,7 @@ GKNN_EXPR_HD ErrorKind int_unary(Op op, Type t, std::int64_t a, std::int64_t& r)
     return ErrorKind::None;
   }
   if (t == Type::I64 && a == kI64Min) return ErrorKind::BigintRange;
-  r = -a;
+  r = negate(a);
   return in_range(t, r) ? ErrorKind::None : range_error(t);
 }
 
@@ -251,6 +257,10 @@ GKNN_EXPR_HD ErrorKind float_to_int(double v, Type to, bool from_f32, std::int64
 constexpr std::int64_t kUsecsPerDay = 86400000000ll;
 constexpr std::int64_t kDateEndForTimestamp =
     109203528 - 2451545;  // TIMESTAMP_END_JULIAN - POSTGRES_EPOCH_JDATE
+// The first date PostgreSQL stores (DATETIME_MIN_JULIAN - POSTGRES_EPOCH_JDATE):
+// date_in refuses earlier ones, so a value below it is no date, and the
+// multiplication below would overflow.
+constexpr std::int64_t kDateMinForTimestamp = 0 - 2451545;
 
 GKNN_EXPR_HD ErrorKind cast(Type to, Type from, Value a, Value& r) {
   if (from == Type::Date && to == Type::Timestamp) {  // date2timestamp
@@ -258,7 +268,7 @@ GKNN_EXPR_HD ErrorKind cast(Type to, Type from, Value a, Value& r) {
       r.i = kI64Min;
     else if (a.i == 2147483647ll)
       r.i = kI64Max;
-    else if (a.i >= kDateEndForTimestamp)
+    else if (a.i >= kDateEndForTimestamp || a.i < kDateMinForTimestamp)
       return ErrorKind::TimestampRange;
     else
       r.i = a.i * kUsecsPerDay;

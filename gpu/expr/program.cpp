@@ -62,6 +62,14 @@ bool is_jump(Op op) {
 
 void check_operands(const Program& p, const std::vector<ColumnSpec>& cols, const Instr& in, int pc) {
   const int nconst = static_cast<int>(p.consts.size());
+  if (in.op > Op::VecDist) bad("unknown instruction", pc);
+  const auto last_type = static_cast<std::uint8_t>(Type::Vector);
+  if (in.op != Op::VecDist && in.type > last_type) bad("unknown type", pc);
+  if (in.op == Op::Cast && in.aux > last_type) bad("unknown type to cast from", pc);
+  // The interpreter's float arithmetic has no modulo (nor has PostgreSQL).
+  if (in.op == Op::Mod &&
+      (in.type == static_cast<std::uint8_t>(Type::F32) || in.type == static_cast<std::uint8_t>(Type::F64)))
+    bad("modulo of floats", pc);
   switch (in.op) {
     case Op::Col:
       if (in.arg < 0 || in.arg >= static_cast<int>(cols.size())) bad("column out of range", pc);
@@ -70,8 +78,8 @@ void check_operands(const Program& p, const std::vector<ColumnSpec>& cols, const
     case Op::Const:
       if (in.arg < 0 || in.arg >= nconst) bad("constant out of range", pc);
       break;
-    case Op::InList:
-      if (in.arg < 0 || in.arg + in.aux > nconst) bad("list out of range", pc);
+    case Op::InList:  // in 64 bits: arg + aux overflows int near INT_MAX
+      if (in.arg < 0 || std::int64_t{in.arg} + in.aux > nconst) bad("list out of range", pc);
       break;
     case Op::VecDist: {
       if (in.arg < 0 || in.arg >= static_cast<int>(cols.size()) || cols[in.arg].type != Type::Vector)
@@ -82,6 +90,10 @@ void check_operands(const Program& p, const std::vector<ColumnSpec>& cols, const
       const std::int64_t dim = packed & ((1 << kVectorDimBits) - 1), off = packed >> kVectorDimBits;
       if (!p.const_nulls[in.aux] && (off < 0 || off + dim > static_cast<std::int64_t>(p.vectors.size())))
         bad("vector constant outside the pool", pc);
+      // A batch keeps the elements of rows of the column's dimension only,
+      // so a constant of another dimension would match rows whose elements
+      // are not there.
+      if (!p.const_nulls[in.aux] && dim != cols[in.arg].dim) bad("vector constant of another dimension", pc);
       break;
     }
     default:

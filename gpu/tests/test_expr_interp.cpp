@@ -267,6 +267,10 @@ TEST(ExprInterp, Casts) {
   EXPECT_EQ(cast(I(2147483647), Type::Date, Type::Timestamp).v.i, INT64_MAX);  // infinity
   EXPECT_EQ(cast(I(-2147483648ll), Type::Date, Type::Timestamp).v.i, INT64_MIN);
   EXPECT_EQ(cast(I(106751983), Type::Date, Type::Timestamp).error, ErrorKind::TimestampRange);
+  // 4714-11-24 BC, the first date, and a value below it (no date; found by
+  // fuzz/expr_program_fuzz.cpp, where it overflowed the multiplication)
+  EXPECT_EQ(cast(I(-2451545), Type::Date, Type::Timestamp).v.i, -211813488000000000ll);
+  EXPECT_EQ(cast(I(-2097217537), Type::Date, Type::Timestamp).error, ErrorKind::TimestampRange);
 }
 
 TEST(ExprInterp, GreatestLeastIgnoreNulls) {
@@ -304,6 +308,39 @@ TEST(ExprInterp, ValidateRejectsBrokenPrograms) {
   d.i(1).i(2);  // leaves two values
   d.p.qual = Segment{0, d.here()};
   EXPECT_THROW(validate(d.p, {}), gknn::Error);
+}
+
+// Found by fuzz/expr_program_fuzz.cpp.
+TEST(ExprInterp, ValidateRejectsWhatTheFuzzerFound) {
+  Asm a;  // IN list at INT_MAX: arg + aux must not overflow
+  a.i(1);
+  a.emit(Op::InList, Type::I64, 2147483647, 9);
+  a.p.qual = Segment{0, a.here()};
+  EXPECT_THROW(validate(a.p, {}), gknn::Error);
+  Asm b;  // an opcode past the last
+  b.i(1);
+  b.emit(static_cast<Op>(static_cast<int>(Op::VecDist) + 1), Type::I64);
+  b.p.qual = Segment{0, b.here()};
+  EXPECT_THROW(validate(b.p, {}), gknn::Error);
+  Asm m;  // float modulo: the interpreter has none
+  m.f(1).f(2).op(Op::Mod, Type::F64);
+  m.p.qual = Segment{0, m.here()};
+  EXPECT_THROW(validate(m.p, {}), gknn::Error);
+  // A vector constant of 3 dimensions against a column of 5: rows of 3
+  // dimensions keep no elements in the batch, so it would read past them.
+  const std::vector<ColumnSpec> cols = {{Type::Vector, 5}};
+  for (int qdim : {3, 5}) {
+    Asm c;
+    Value v;
+    v.i = qdim;  // offset 0
+    c.p.vectors.assign(qdim, 1.0f);
+    c.emit(Op::VecDist, static_cast<Type>(0), 0, c.constant(v));
+    c.p.qual = Segment{0, c.here()};
+    if (qdim == 5)
+      EXPECT_NO_THROW(validate(c.p, cols));
+    else
+      EXPECT_THROW(validate(c.p, cols), gknn::Error);
+  }
 }
 
 // ---- keys: the limb order is the SQL order ----

@@ -1,0 +1,161 @@
+// gpu_ivfpq's page format and the checks a reader runs on a page before
+// trusting anything in it, free of PostgreSQL headers: the extension's
+// readers (ivfpq_pages.cpp, ivfpq_chain.cpp) call these checks on every page
+// they read and raise XX002 (index corrupted) with the problem they name,
+// and fuzz/ivfpq_pages_fuzz.cpp runs the same checks on corrupted pages.
+// PostgreSQL's page header and line pointers are mirrored here as stored;
+// ivfpq_pages.cpp asserts that the mirror is PostgreSQL's layout.
+//
+// The layout (ivfpq_pages.h has the longer story):
+//   block 0            metapage (IvfpqMeta)
+//   centroid pages     lists x dim floats, packed over contiguous blocks
+//   codebook pages     dim x 2^nbits floats, contiguous blocks
+//   directory pages    one block number per list: the list's last page
+//   list pages         items (heap TID + PQ code [+ the vector, format 2]),
+//                      chained backwards
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+constexpr std::uint32_t kIvfpqMagic = 0x47495650;  // "GIVP"
+// Version 2 stores each entry's vector in its list item where an item with it
+// fits a page (IvfpqMeta::stores_vectors), for the exact re-rank without the heap.
+constexpr std::uint32_t kIvfpqVersion = 2;
+constexpr std::uint32_t kIvfpqMetaBlock = 0;
+constexpr std::uint16_t kIvfpqPageId = 0xFF8A;       // in every page's special space
+constexpr std::uint32_t kIvfpqNoBlock = 0xFFFFFFFF;  // InvalidBlockNumber: a chain's end
+
+enum IvfpqPageKind : std::uint16_t {
+  kIvfpqPageMeta = 1,
+  kIvfpqPageFloats = 2,
+  kIvfpqPageDirectory = 3,
+  kIvfpqPageList = 4,
+};
+
+// The special space of every page.
+struct IvfpqPageOpaque {
+  std::uint32_t prev;     // list pages: the page before this one in its chain
+  std::uint16_t kind;     // IvfpqPageKind
+  std::uint16_t page_id;  // kIvfpqPageId
+};
+
+struct IvfpqMeta {
+  std::uint32_t magic;
+  std::uint32_t version;
+  std::int32_t trained;  // 0: no quantizer yet (built on no rows): inserts go to `pending`
+  std::int32_t dim;      // 0 while unknown (untrained, column without typmod)
+  std::int32_t lists;    // after clamping to the rows
+  std::int32_t m;
+  std::int32_t nbits;
+  std::int32_t metric;  // gknn::Metric
+  std::int32_t kmeans_iters;
+  std::int32_t code_size;  // bytes of one PQ code
+  std::uint64_t seed;
+  std::uint64_t generation;  // bumped by every change after the build
+  std::uint32_t centroid_start;
+  std::uint32_t centroid_pages;
+  std::uint32_t codebook_start;
+  std::uint32_t codebook_pages;
+  std::uint32_t directory_start;
+  std::uint32_t directory_pages;
+  std::uint32_t pending_last;   // TID-only chain: rows inserted while untrained
+  std::uint32_t null_last;      // TID-only chain: rows whose vector is NULL
+  std::int64_t build_rows;      // non-NULL vectors seen by the build
+  std::int64_t sample_rows;     // rows the quantizer was trained on
+  std::int32_t stores_vectors;  // list items carry the full vector (dim floats)
+};
+
+// PostgreSQL's page: BLCKSZ bytes, a 24-byte header, line pointers after it,
+// items from pd_upper up, the special space from pd_special to the end.
+constexpr std::size_t kIvfpqBlockSize = 8192;
+constexpr std::size_t ivfpq_maxalign(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
+
+struct IvfpqPageHeader {  // PageHeaderData
+  std::uint32_t lsn_hi, lsn_lo;
+  std::uint16_t checksum;
+  std::uint16_t flags;
+  std::uint16_t lower;  // end of the line pointers (start of free space)
+  std::uint16_t upper;  // start of the items
+  std::uint16_t special;
+  std::uint16_t pagesize_version;
+  std::uint32_t prune_xid;
+};
+constexpr std::size_t kIvfpqPageHeaderSize = 24;  // SizeOfPageHeaderData
+
+struct IvfpqLinePointer {  // ItemIdData, the same bit fields
+  unsigned off : 15, flags : 2, len : 15;
+};
+constexpr unsigned kIvfpqLpNormal = 1;  // LP_NORMAL
+
+constexpr std::size_t kIvfpqContentOffset = ivfpq_maxalign(kIvfpqPageHeaderSize);  // PageGetContents
+constexpr std::size_t kIvfpqSpecialOffset = kIvfpqBlockSize - ivfpq_maxalign(sizeof(IvfpqPageOpaque));
+// Bytes of page contents between the header and the special space.
+constexpr std::size_t kIvfpqContentBytes = kIvfpqSpecialOffset - kIvfpqContentOffset;
+constexpr std::size_t kIvfpqFloatsPerPage = kIvfpqContentBytes / sizeof(float);
+constexpr std::size_t kIvfpqDirPerPage = kIvfpqContentBytes / sizeof(std::uint32_t);
+constexpr std::size_t kIvfpqTidBytes = 6;  // ItemPointerData
+// The largest code that fits on a page with room for a few items.
+constexpr int kIvfpqMaxCodeSize = static_cast<int>(kIvfpqContentBytes / 4) - 16;
+
+// A list item with a stored vector: TID, code, then dim floats from a 4-byte
+// boundary. Whether such items fit a page (then the index stores vectors:
+// up to about 2,000 dimensions).
+constexpr std::size_t ivfpq_vector_item_bytes(int code_size, int dim) {
+  return ((kIvfpqTidBytes + code_size + 3) & ~std::size_t{3}) + sizeof(float) * dim;
+}
+constexpr bool ivfpq_vectors_fit(int code_size, int dim) {
+  return ivfpq_maxalign(ivfpq_vector_item_bytes(code_size, dim)) + sizeof(std::uint32_t) <=
+         kIvfpqContentBytes;
+}
+
+// The limits of what a build writes (checked again on every read).
+constexpr int kIvfpqMaxDim = 16000;
+constexpr int kIvfpqMaxListsOnDisk = 1 << 20;
+constexpr int kIvfpqMetricCount = 3;  // L2, inner product, cosine
+
+// ---- checks: each returns null when the page can be read as asked, else
+// what is wrong with it (a static string). None reads outside the page. ----
+
+// The metapage's contents: magic, version and parameters that agree with
+// one another; the quantizer and directory pages inside [1, nblocks).
+const char* ivfpq_meta_problem(const IvfpqMeta& meta, std::uint32_t nblocks);
+
+// A page of `kind`: PostgreSQL's header bounds, gpu_ivfpq's special space.
+const char* ivfpq_page_problem(const unsigned char* page, IvfpqPageKind kind);
+
+// A quantizer page holding `floats` floats (its header must cover them).
+const char* ivfpq_floats_page_problem(const unsigned char* page, std::size_t floats);
+
+// A directory page holding `entries` block numbers, each a chain end or a
+// block in [1, nblocks).
+const char* ivfpq_directory_page_problem(const unsigned char* page, std::size_t entries,
+                                         std::uint32_t nblocks);
+
+// A list page whose items are all `item_size` bytes (TID + code [+ vector]) inside the
+// page's item space, and whose back link is a chain end or in [1, nblocks).
+const char* ivfpq_list_page_problem(const unsigned char* page, std::size_t item_size, std::uint32_t nblocks);
+
+// ---- reading a page that passed its check ----
+
+inline const IvfpqPageHeader* ivfpq_page_header(const unsigned char* page) {
+  return reinterpret_cast<const IvfpqPageHeader*>(page);
+}
+inline const IvfpqPageOpaque* ivfpq_page_opaque(const unsigned char* page) {
+  return reinterpret_cast<const IvfpqPageOpaque*>(page + kIvfpqSpecialOffset);
+}
+inline const unsigned char* ivfpq_page_contents(const unsigned char* page) {
+  return page + kIvfpqContentOffset;
+}
+// PageGetMaxOffsetNumber.
+inline int ivfpq_page_items(const unsigned char* page) {
+  const std::uint16_t lower = ivfpq_page_header(page)->lower;
+  return lower <= kIvfpqPageHeaderSize
+             ? 0
+             : static_cast<int>((lower - kIvfpqPageHeaderSize) / sizeof(IvfpqLinePointer));
+}
+// Item i (0-based; PostgreSQL's offset number i + 1).
+inline const unsigned char* ivfpq_page_item(const unsigned char* page, int i) {
+  const auto* lp = reinterpret_cast<const IvfpqLinePointer*>(page + kIvfpqPageHeaderSize) + i;
+  return page + lp->off;
+}

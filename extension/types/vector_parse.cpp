@@ -1,0 +1,118 @@
+// vector's text and binary input formats (vector_parse.h), without PostgreSQL.
+#include "vector_parse.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+// The white space array_in and pgvector accept, independent of locale.
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+const char* skip_space(const char* p) {
+  while (is_space(*p)) ++p;
+  return p;
+}
+
+VectorTextResult fail(VectorTextError error, int dim) {
+  VectorTextResult r;
+  r.error = error;
+  r.dim = dim;
+  return r;
+}
+
+// One element at *p, read as float4in reads it (strtof: no double rounding).
+VectorTextError parse_element(const char** p, float* out) {
+  if (**p == '\0') return VectorTextError::Syntax;
+  char* end;
+  errno = 0;
+  float value = strtof(*p, &end);
+  if (end == *p) return VectorTextError::Syntax;
+  // Underflow to zero or a subnormal is a value, as in float4in.
+  if (errno == ERANGE && std::isinf(value)) {
+    *out = value;
+    *p = end;
+    return VectorTextError::OutOfRange;
+  }
+  *p = end;
+  *out = value;
+  if (std::isnan(value)) return VectorTextError::NaN;
+  if (std::isinf(value)) return VectorTextError::Infinite;
+  return VectorTextError::None;
+}
+
+std::uint32_t read_be(const unsigned char* p, int bytes) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+// As pq_copymsgbytes: refuses to read past the end.
+bool take(int len, int* cursor, int bytes) {
+  if (*cursor < 0 || bytes > len - *cursor) return false;
+  *cursor += bytes;
+  return true;
+}
+
+}  // namespace
+
+VectorTextResult parse_vector_text(const char* literal, float* values, int max_dim) {
+  int dim = 0;
+  const char* p = skip_space(literal);
+  if (*p != '[') return fail(VectorTextError::NoOpenBracket, dim);
+  p = skip_space(p + 1);
+  if (*p == ']') return fail(VectorTextError::NoElements, dim);
+  for (;;) {
+    if (dim == max_dim) return fail(VectorTextError::TooManyDims, dim);
+    p = skip_space(p);
+    const char* token = p;
+    float value = 0;
+    VectorTextError e = parse_element(&p, &value);
+    if (e != VectorTextError::None) {
+      VectorTextResult r = fail(e, dim);
+      r.token_begin = static_cast<std::size_t>(token - literal);
+      r.token_end = static_cast<std::size_t>(p - literal);
+      return r;
+    }
+    values[dim++] = value;
+    p = skip_space(p);
+    if (*p == ',') {
+      ++p;
+    } else if (*p == ']') {
+      ++p;
+      break;
+    } else {
+      return fail(VectorTextError::Syntax, dim);
+    }
+  }
+  if (*skip_space(p) != '\0') return fail(VectorTextError::Junk, dim);
+  VectorTextResult r;
+  r.dim = dim;
+  return r;
+}
+
+VectorBinaryError read_vector_binary_header(const char* data, int len, int* cursor, std::int16_t* dim,
+                                            std::int16_t* unused) {
+  int at = *cursor;
+  if (!take(len, cursor, 4)) return VectorBinaryError::Short;
+  const auto* p = reinterpret_cast<const unsigned char*>(data) + at;
+  *dim = static_cast<std::int16_t>(read_be(p, 2));
+  *unused = static_cast<std::int16_t>(read_be(p + 2, 2));
+  return VectorBinaryError::None;
+}
+
+VectorBinaryError read_vector_binary_elements(const char* data, int len, int* cursor, int dim, float* values,
+                                              int* failed_at) {
+  for (int i = 0; i < dim; ++i) {
+    *failed_at = i;
+    int at = *cursor;
+    if (!take(len, cursor, 4)) return VectorBinaryError::Short;
+    std::uint32_t bits = read_be(reinterpret_cast<const unsigned char*>(data) + at, 4);
+    std::memcpy(&values[i], &bits, sizeof(float));
+    if (std::isnan(values[i])) return VectorBinaryError::NaN;
+    if (std::isinf(values[i])) return VectorBinaryError::Infinite;
+  }
+  return VectorBinaryError::None;
+}
