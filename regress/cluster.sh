@@ -18,9 +18,10 @@
 #   as_root CMD...         run CMD as root (directly, or through sudo)
 #   cluster_psql ARGS...   psql -X -v ON_ERROR_STOP=1 of the cluster's version
 #
-# GKNN_SERVER_PRELOAD=LIB starts the server with LD_PRELOAD=LIB (and
+# GKNN_SERVER_PRELOAD="LIB..." starts the server with LD_PRELOAD=LIB... (and
 # ASAN_OPTIONS, default detect_leaks=0:protect_shadow_gap=0): how the SQL
-# suites run against a gknn.so built with AddressSanitizer.
+# suites run against a gknn.so built with AddressSanitizer
+# (GKNN_SERVER_PRELOAD="$(regress/asan-preload.sh)").
 #
 # PostgreSQL refuses to run as root. Invoked as root, the server runs as the
 # unprivileged user $GKNN_PG_OSUSER (created if missing); otherwise it runs as
@@ -153,8 +154,8 @@ cluster_start() {
   trap cluster_stop EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  # GKNN_SERVER_PRELOAD=LIB: the server (only) runs with LIB preloaded, e.g.
-  # ASan's runtime under a gknn.so built with GKNN_SANITIZE (README).
+  # GKNN_SERVER_PRELOAD="LIB...": the server (only) runs with them preloaded,
+  # e.g. ASan's runtime under a gknn.so built with GKNN_SANITIZE (README).
   local preload=()
   [ -z "${GKNN_SERVER_PRELOAD:-}" ] ||
     preload=(env LD_PRELOAD="$GKNN_SERVER_PRELOAD"
