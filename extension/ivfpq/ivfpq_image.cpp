@@ -91,29 +91,20 @@ struct ChainPages {
   int n;
 };
 
-ChainPages chain_pages(Relation index, BlockNumber last) {
+// Blocks of a chain, every page checked as a list page of item_size items
+// (ivfpq_chain_next: XX002 on a corrupted page or a loop).
+ChainPages chain_pages(Relation index, BlockNumber last, Size item_size) {
   int cap = 16, n = 0;
   BlockNumber* rev = static_cast<BlockNumber*>(palloc(sizeof(BlockNumber) * cap));
-  for (BlockNumber blk = last; BlockNumberIsValid(blk);) {
+  IvfpqChainWalk walk;
+  ivfpq_chain_begin(&walk, index, last, item_size);
+  for (Buffer buf; BufferIsValid(buf = ivfpq_chain_next(&walk));) {
     if (n == cap) {
       cap *= 2;
       rev = static_cast<BlockNumber*>(repalloc(rev, sizeof(BlockNumber) * cap));
     }
-    rev[n++] = blk;
-    Buffer buf = ReadBuffer(index, blk);
-    LockBuffer(buf, BUFFER_LOCK_SHARE);
-    Page page = BufferGetPage(buf);
-    if (ivfpq_opaque(page)->kind != kIvfpqPageList) {
-      UnlockReleaseBuffer(buf);
-      ereport(ERROR,
-              (errcode(ERRCODE_INDEX_CORRUPTED), errmsg("gpu_ivfpq index \"%s\": block %u is not a list page",
-                                                        RelationGetRelationName(index), blk)));
-    }
-    blk = ivfpq_opaque(page)->prev;
+    rev[n++] = BufferGetBlockNumber(buf);
     UnlockReleaseBuffer(buf);
-    if (n > static_cast<int>(RelationGetNumberOfBlocks(index)))
-      ereport(ERROR, (errcode(ERRCODE_INDEX_CORRUPTED),
-                      errmsg("gpu_ivfpq index \"%s\": a list chain loops", RelationGetRelationName(index))));
   }
   for (int i = 0; i < n / 2; ++i) std::swap(rev[i], rev[n - 1 - i]);
   return ChainPages{rev, n};
@@ -132,10 +123,14 @@ int64 page_items(Relation index, BlockNumber blk) {
 int64 read_chain(Relation index, const ChainPages& chain, int64* ids, uint8* codes, int code_size,
                  float* vectors, int vector_dim, int64 cap) {
   int64 n = 0;
+  BlockNumber nblocks = 0;
+  Size item_size = codes ? ivfpq_item_size(code_size, vectors ? vector_dim : 0) : ivfpq_item_size(0);
   for (int i = 0; i < chain.n; ++i) {
     Buffer buf = ReadBuffer(index, chain.blocks[i]);
     LockBuffer(buf, BUFFER_LOCK_SHARE);
     Page page = BufferGetPage(buf);
+    // Checked again: the walk saw it, but a page read twice is checked twice.
+    ivfpq_check_list_page(index, chain.blocks[i], page, item_size, &nblocks);
     OffsetNumber max = PageGetMaxOffsetNumber(page);
     if (n + max > cap) {
       UnlockReleaseBuffer(buf);
@@ -154,7 +149,7 @@ int64 read_chain(Relation index, const ChainPages& chain, int64* ids, uint8* cod
 }
 
 int64* read_tid_chain(Relation index, BlockNumber last, MemoryContext cxt, int64* count) {
-  ChainPages chain = chain_pages(index, last);
+  ChainPages chain = chain_pages(index, last, ivfpq_item_size(0));
   int64 total = 0;
   for (int i = 0; i < chain.n; ++i) total += page_items(index, chain.blocks[i]);
   int64* ids = static_cast<int64*>(MemoryContextAllocHuge(cxt, sizeof(int64) * Max(total, int64{1})));
@@ -183,7 +178,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   int64* counts = static_cast<int64*>(palloc0(sizeof(int64) * meta.lists));
   int64 total = 0;
   for (int l = 0; l < meta.lists; ++l) {
-    chains[l] = chain_pages(index, dir[l]);
+    chains[l] = chain_pages(index, dir[l], ivfpq_list_item_size(meta));
     for (int i = 0; i < chains[l].n; ++i) counts[l] += page_items(index, chains[l].blocks[i]);
     total += counts[l];
   }
@@ -238,10 +233,7 @@ const IvfpqImage* ivfpq_image_get(Relation index, bool with_host) {
   IvfpqMeta meta;
   memcpy(&meta, ivfpq_meta(BufferGetPage(mbuf)), sizeof(meta));
   if (ivfpq_opaque(BufferGetPage(mbuf))->kind != kIvfpqPageMeta) meta.magic = 0;
-  if (meta.magic != kIvfpqMagic || meta.version != kIvfpqVersion) {
-    UnlockReleaseBuffer(mbuf);
-    ivfpq_check_meta(index, &meta);
-  }
+  ivfpq_check_meta(index, &meta);  // every parameter and block range (XX002)
   bool fresh = s->valid && s->oid == oid && RelFileNodeEquals(s->node, index->rd_node) &&
                s->generation == meta.generation;
   if (!fresh) {
