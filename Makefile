@@ -4,7 +4,7 @@
 #
 #   make / make install     build and install the extension
 #   make test               every test (installs what it needs; see README)
-#   make demo               nearest neighbours of real data on a throwaway cluster
+#   make demo               gknn's index, its plan and recall on real data (README)
 #   make fuzz               every libFuzzer target for FUZZ_SECONDS (default 60) each
 #   make GKNN_SANITIZE=address,undefined [install]
 #                           gknn.so and its core library built with sanitizers
