@@ -20,13 +20,13 @@
 // gknn.device = auto, a service that stops mid-scan leaves the rest of the
 // scan to the CPU.
 #include <algorithm>
-#include <vector>
 #include <cmath>
 #include <cstring>
 
 #include "device.h"
 #include "ivfpq.h"
 #include "service/service.h"
+#include "service/service_images.h"
 #include "types/vector.h"
 
 extern "C" {
@@ -199,17 +199,7 @@ int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** ima
   sp.probes = probes;
   sp.refine = mode == GKNN_SEARCH_REFINED ? 1 : 0;
   const float* query = so->query;
-  gknn_pg::core_call([&] {
-    if (mode == GKNN_SEARCH_REFINED) {
-      gknn::ivfpq::search_refined_cpu(*host, query, 1, sp, ids, dist);
-    } else if (mode == GKNN_SEARCH_EXACT) {
-      gknn::ivfpq::search_exact_cpu(*host, query, 1, sp.k, ids, dist);
-    } else {
-      std::vector<float> pq(sp.k);
-      gknn::ivfpq::search_cpu(*host, query, 1, sp, ids, pq.data());
-      for (int j = 0; j < sp.k; ++j) dist[j] = pq[j];
-    }
-  });
+  gknn_pg::core_call([&] { gknn_service::search_image_cpu(*host, mode, query, 1, sp, ids, dist); });
   int64 n = 0;
   while (n < sp.k && ids[n] >= 0) ++n;
   return n;

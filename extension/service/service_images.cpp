@@ -202,28 +202,32 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
   return images_.back().get();
 }
 
+void search_image_cpu(const gknn::ivfpq::Image& image, int mode, const float* queries, std::int64_t nq,
+                      const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) {
+  if (mode == 1) {
+    gknn::ivfpq::search_refined_cpu(image, queries, nq, sp, ids, distances);
+  } else if (mode == 2) {
+    gknn::ivfpq::search_exact_cpu(image, queries, nq, sp.k, ids, distances);
+  } else {
+    std::vector<float> pq(static_cast<std::size_t>(nq) * sp.k);
+    gknn::ivfpq::search_cpu(image, queries, nq, sp, ids, pq.data());
+    for (std::size_t i = 0; i < pq.size(); ++i) distances[i] = pq[i];
+  }
+}
+
 void ResidentImages::search(Resident& r, int mode, const float* queries, std::int64_t nq,
                             const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) const {
-  if (mode == 1) {
-    if (r.gpu)
-      r.gpu->search_refined(queries, nq, sp, ids, distances);
-    else
-      gknn::ivfpq::search_refined_cpu(*r.host, queries, nq, sp, ids, distances);
-    return;
-  }
-  if (mode == 2) {
-    if (r.gpu)
-      r.gpu->search_exact(queries, nq, sp.k, ids, distances);
-    else
-      gknn::ivfpq::search_exact_cpu(*r.host, queries, nq, sp.k, ids, distances);
-    return;
-  }
-  std::vector<float> pq(static_cast<std::size_t>(nq) * sp.k);
-  if (r.gpu)
+  if (!r.gpu) {
+    search_image_cpu(*r.host, mode, queries, nq, sp, ids, distances);
+  } else if (mode == 1) {
+    r.gpu->search_refined(queries, nq, sp, ids, distances);
+  } else if (mode == 2) {
+    r.gpu->search_exact(queries, nq, sp.k, ids, distances);
+  } else {
+    std::vector<float> pq(static_cast<std::size_t>(nq) * sp.k);
     r.gpu->search(queries, nq, sp, ids, pq.data());
-  else
-    gknn::ivfpq::search_cpu(*r.host, queries, nq, sp, ids, pq.data());
-  for (std::size_t i = 0; i < pq.size(); ++i) distances[i] = pq[i];
+    for (std::size_t i = 0; i < pq.size(); ++i) distances[i] = pq[i];
+  }
 }
 
 }  // namespace gknn_service

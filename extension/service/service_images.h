@@ -87,6 +87,11 @@ class ResidentImages {
   std::map<int, Staging> staging_;
 };
 
+// The CPU's search of `image` in `mode` (as ResidentImages::search): the
+// service's CPU images and a backend searching on its own CPU both use it.
+void search_image_cpu(const gknn::ivfpq::Image& image, int mode, const float* queries, std::int64_t nq,
+                      const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances);
+
 // Bytes an image takes where it is searched (GPU: the DeviceImage's own
 // count once made; this estimate decides the room made before).
 std::int64_t image_bytes(const gknn::ivfpq::Image& image);
