@@ -24,6 +24,7 @@
 #include "core_call.h"
 #include "gknn/runtime.h"
 #include "service.h"
+#include "service_build.h"
 #include "service_images.h"
 #include "service_shmem.h"
 
@@ -386,6 +387,8 @@ int64 run_requests(ServiceShared* ctl, Taken* taken, int n) {
         ++searches;
       } else if (s->kind == kSearchIvfpq) {
         set_error(s, ERRCODE_INTERNAL_ERROR, "the gknn service could not map a query");
+      } else if (is_build_request(s->kind)) {
+        if (run_build_request(*images, t.slot, s, t.payload)) device_fault = true;  // service_build.cpp
       } else {
         run_load(t);
       }
@@ -456,6 +459,7 @@ void gknn_service_main(Datum) {
     ereport(LOG, (errmsg("gknn GPU service idle: %s", ctl->reason)));
 
   while (!stop_requested) {
+    sweep_build_sessions(ctl);  // builds that ended (service_build.cpp)
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
