@@ -14,7 +14,8 @@
 #     is terminated leaves no request behind;
 #   builds: CREATE INDEX and REINDEX train and encode in the service, with
 #     the pages of the backend's CPU build; the training's progress shows in
-#     pg_stat_progress_create_index while the backend waits; pg_cancel_backend
+#     pg_stat_progress_create_index while the backend waits, searches are
+#     served during a training; pg_cancel_backend
 #     and statement_timeout end a build in training and the service stops it;
 #     the build's memory counts under gknn.gpu_memory_limit (evicts, or 53200);
 #   faults: the service terminated while a query or a build waits
@@ -213,6 +214,16 @@ build_same() {  # build_same INDEX [SETTINGS...]: build a's index through the se
 check "CREATE INDEX trains and encodes through the service: the pages of the backend's CPU build" build_same a_svc
 check "REINDEX through the service: the same pages" equal t "REINDEX INDEX a_svc; SELECT index_pages('a_svc') = (SELECT md5 FROM pages_cpu)"
 sql -c "DROP INDEX a_svc"  # a's searches below use a_l2
+two_builds_ok() {
+  sql -c "CREATE INDEX a_two1 ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" &
+  local b1=$!
+  sql -c "CREATE INDEX a_two2 ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" &
+  local b2=$!
+  wait "$b1" && wait "$b2" &&
+    equal "t|t" "SELECT index_pages('a_two1') = md5, index_pages('a_two2') = md5 FROM pages_cpu" &&
+    sql -c "DROP INDEX a_two1, a_two2"
+}
+check "two builds through the service at once: each the CPU build's pages" two_builds_ok
 
 build_big="CREATE INDEX big_idx ON big USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 256, m = 8, kmeans_iters = 20)"
 training="(SELECT count(*) = 1 FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid)
@@ -223,6 +234,10 @@ cancel_build_ok() {
   local bg=$!
   # The training's progress shows while the backend waits on its latch.
   wait_for "$training" 200 || { wait "$bg"; return 1; }
+  # Searches are served meanwhile (the training has an executor of its own).
+  equal 0 "SELECT count(*) FROM qs WHERE dim = 8 AND q <= 3
+           AND answer('a', '<->', v, 4, 10, 'auto') IS DISTINCT FROM answer('a', '<->', v, 4, 10, 'cpu')" &&
+    equal t "SELECT $training" || { wait "$bg"; return 1; }
   pid=$(sql -c "SELECT pid FROM pg_stat_progress_create_index")
   t0=$(ms_now)
   sql -c "SELECT pg_cancel_backend($pid)" >/dev/null
@@ -234,7 +249,8 @@ cancel_build_ok() {
     # The service stopped training at once (it would run for seconds more).
     wait_for "(SELECT queued = 0 AND running = 0 FROM gknn_service_status())" 20
 }
-check "pg_cancel_backend during the service's training: progress shown while waiting; the build ends, the service stops training" cancel_build_ok
+check "pg_cancel_backend during the service's training: progress shown while waiting, searches served meanwhile; the build ends, the service stops training" \
+  cancel_build_ok
 timeout_build_ok() {
   local out
   out=$(sql -c "SET statement_timeout = 1500" -c "$build_big" 2>&1)
