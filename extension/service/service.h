@@ -1,15 +1,16 @@
 // The gknn GPU service (DESIGN stage 6): one background worker, started when
 // gknn is in shared_preload_libraries, is the only process that opens CUDA
-// for index searches. It holds every index image resident once for all
-// sessions, under a memory budget, and searches the requests that arrive
-// while it is busy together, in one batched launch per image.
+// for index searches and builds. It holds every index image resident once
+// for all sessions, under a memory budget, and searches the requests that
+// arrive while it is busy together, in one batched launch per image; index
+// builds send it their training sample and encode batches.
 //
 // Backends keep what PostgreSQL must decide (snapshots, heap fetches,
 // visibility, errors, cancellation): they send a request through their slot
 // in shared memory and wait on their latch.
 //
 //   service_shmem.cpp   GUCs, shared memory, worker registration
-//   service_client.cpp  the backend side: submit, wait, cancel, ship an image
+//   service_client.*    the backend side: submit, wait, cancel, ship an image
 //   service_build_client.cpp  the backend side of an index build's training and encoding
 //   service_worker.cpp  the worker: its loop, batching, replies
 //   service_build.cpp   the worker's side of index builds (sessions, train, encode)
