@@ -198,11 +198,13 @@ SET gknn.device = cpu;
 CREATE INDEX a_cpu ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4);
 CREATE TABLE pages_cpu AS SELECT index_pages('a_cpu') AS md5;
 DROP INDEX a_cpu;
--- 200 rows for the budget's checks; 20000 x 32 for a training that lasts
+-- 200 rows for the budget's checks; 40000 x 32 for a training that lasts
+-- (lists 512, 1000 iterations: seconds on an H100, minutes on a CPU; the
+-- tests below cancel it)
 SELECT setseed(0.5);
 CREATE TABLE sm AS SELECT * FROM a WHERE id <= 200;
 CREATE TABLE big AS SELECT i AS id, ARRAY(SELECT random() FROM generate_series(1, 32) j WHERE i > 0)::float4[]::vector(32) AS emb
-  FROM generate_series(1, 20000) i;
+  FROM generate_series(1, 40000) i;
 SQL
 build_same() {  # build_same INDEX [SETTINGS...]: build a's index through the service, compare with the CPU's
   local before
@@ -225,7 +227,7 @@ two_builds_ok() {
 }
 check "two builds through the service at once: each the CPU build's pages" two_builds_ok
 
-build_big="CREATE INDEX big_idx ON big USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 256, m = 8, kmeans_iters = 20)"
+build_big="CREATE INDEX big_idx ON big USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 512, m = 8, training_sample = 40000, kmeans_iters = 1000)"
 training="(SELECT count(*) = 1 FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid)
            WHERE p.phase LIKE 'building index: training%' AND p.tuples_done > 0 AND a.wait_event_type = 'Extension')"
 cancel_build_ok() {
