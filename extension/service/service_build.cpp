@@ -71,7 +71,6 @@ struct Task {
   std::shared_ptr<Session> session;
   char* payload = nullptr;  // encode: the vectors in, their lists and codes out
   std::int64_t reserved = 0;
-  bool running = false;
   // Outcome.
   bool failed = false;
   ErrorCode code = ErrorCode::InvalidArgument;
@@ -230,7 +229,6 @@ bool start(ResidentImages& images, Executors& executors, std::uint64_t id, Task&
     return false;
   }
   t.reserved = need;
-  t.running = true;
   ++running;
   return true;
 }
@@ -309,7 +307,7 @@ void quantizer_piece(const Session& ss, const RequestSlot* s, char* payload) {
 // A training or an encode batch, checked, queued as a task.
 void queue_task(int slot, const std::shared_ptr<Session>& ss, RequestSlot* s, char* payload) {
   if (s->kind == kBuildTrain) {
-    if (ss->training) invalid("trained twice");
+    if (ss->training || ss->quantizer) invalid("trained twice");
   } else {
     if (!ss->quantizer) invalid("encode before training");
     const Params& p = ss->quantizer->params;
@@ -397,7 +395,6 @@ void finish_build_task(ResidentImages& images, Executors& executors, uint64 id, 
   Session& ss = *t.session;
   RequestSlot* s = t.s;
   --running;
-  t.running = false;
   // A device that ran out anyway (other processes' memory, the allocator's
   // overhead): evict and run again while anything is left to evict.
   if (t.failed && t.code == ErrorCode::OutOfMemory && ss.device >= 0 && !withdrawn(s) &&
@@ -405,7 +402,6 @@ void finish_build_task(ResidentImages& images, Executors& executors, uint64 id, 
     Task* task = &t;
     try {
       executors.submit(id, [task] { run_task(*task); });
-      t.running = true;
       ++running;
       return;
     } catch (const std::exception&) {
