@@ -70,6 +70,16 @@ class ResidentImages {
   const std::vector<std::shared_ptr<Resident>>& all() const { return images_; }
   std::int64_t evictions() const { return evictions_; }
 
+  // An index build's working memory (service_build.cpp) counts under the
+  // same budget while a core call runs: reserve() evicts least recently used
+  // images of `device` until `bytes` more fit (false when even an empty
+  // device cannot hold them), release() gives them back.
+  int build_device() const { return pick_device(); }
+  bool reserve(int device, std::int64_t bytes);
+  void release(int device, std::int64_t bytes);
+  // Evicts the least recently used image of `device`; false when none is left.
+  bool evict_one(int device);
+
  private:
   struct Staging {
     ResidentKey key;
@@ -80,7 +90,6 @@ class ResidentImages {
   // Evicts least recently used images of `device` until `bytes` more fit;
   // false when even an empty device cannot hold them.
   bool make_room(int device, std::int64_t bytes);
-  bool evict_one(int device);
   void drop_other_generations(const ResidentKey& key);
 
   std::vector<int> devices_;
@@ -88,6 +97,7 @@ class ResidentImages {
   std::int64_t evictions_ = 0;
   std::vector<std::shared_ptr<Resident>> images_;
   std::map<int, Staging> staging_;
+  std::map<int, std::int64_t> reserved_;  // builds' working memory, per device
 };
 
 // The CPU's search of `image` in `mode` (as ResidentImages::search): the

@@ -60,6 +60,7 @@ void startup_shmem() {
       s->state = kFree;
       s->owner_latch = nullptr;
       s->payload_dsm = DSM_HANDLE_INVALID;
+      s->build_open = 0;
     }
   }
   LWLockRelease(AddinShmemInitLock);
@@ -87,6 +88,8 @@ ServiceShared* shared() { return shared_block; }
 int64 now_us() { return GetCurrentTimestamp(); }
 
 }  // namespace gknn_service
+
+bool gknn_service_preloaded() { return gknn_service::shared() != nullptr; }
 
 void gknn_service_register() {
   // A server-start setting can only be defined while the postmaster loads

@@ -34,7 +34,16 @@ enum RequestKind : uint32 {
   kLoadBegin,        // start shipping an image: its shape
   kLoadChunk,        // a piece of one of its arrays
   kLoadEnd,          // the image is complete: make it resident
+  // An index build's GPU work (service_build.cpp), in a session per
+  // requester that lives while the requester's `build_open` names it.
+  kBuildBegin,   // open a session: the quantizer's parameters (`shape`), the sample's rows
+  kBuildSample,  // a piece of the training sample (floats, at `section_offset` bytes)
+  kBuildTrain,   // train on the sample; progress in the slot while it runs
+  kBuildFetch,   // a piece of the trained quantizer (`section`: kCentroids or kCodebooks)
+  kBuildEncode,  // `count` vectors in the payload -> their lists (int32) and codes, written over them
 };
+
+inline bool is_build_request(uint32 kind) { return kind >= kBuildBegin && kind <= kBuildEncode; }
 
 enum ReplyCode : uint32 {
   kOk = 0,
@@ -74,7 +83,8 @@ enum SearchMode : uint32 {
   kModeExact = 2,    // every entry ranked by its exact distance (stored vectors)
 };
 
-// The shape of an image (kLoadBegin).
+// The shape of an image (kLoadBegin), or of the quantizer a build trains
+// (kBuildBegin: `entries` is then the training sample's rows).
 struct ImageShape {
   int32 dim, lists, m, nbits, metric, kmeans_iters;
   uint64 seed;
@@ -114,6 +124,16 @@ struct RequestSlot {
   int32 batch_size;  // search: queries in that batch
   int64 submit_us, start_us, end_us;  // when submitted, taken, answered (GetCurrentTimestamp)
   char message[kMessageBytes];
+
+  // Builds. build_id: the session a build request belongs to. build_open:
+  // the session its requester has open (0: none); written by the requester
+  // alone, read by the service, which drops every other session of the slot.
+  uint64 build_id;
+  uint64 build_open;
+  // Written by the service while a build request runs (gknn::ivfpq::Phase;
+  // done of total), read by the waiting requester for its progress report.
+  int32 progress_phase;
+  int64 progress_done, progress_total;
 
   alignas(16) char inline_payload[kInlineBytes];
 };
