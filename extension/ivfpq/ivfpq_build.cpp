@@ -6,6 +6,7 @@
 
 #include "device.h"
 #include "ivfpq.h"
+#include "service/service.h"
 #include "types/vector.h"
 
 extern "C" {
@@ -264,6 +265,10 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("gpu_ivfpq indexes a table column, not an expression"),
                     errhint("Index a column of type vector (a generated column can hold the expression).")));
+
+  // REINDEX, TRUNCATE, VACUUM FULL and CLUSTER build again: the service's
+  // images of this index are stale once this transaction commits.
+  gknn_service_forget_index(RelationGetRelid(index));
 
   IvfpqOptions opt = ivfpq_get_options(index);
   gknn::Metric metric = ivfpq_index_metric(index);

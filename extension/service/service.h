@@ -12,6 +12,7 @@
 //   service_client.cpp  the backend side: submit, wait, cancel, ship an image
 //   service_worker.cpp  the worker: its loop, batching, replies
 //   service_images.*    the worker's resident images (LRU under the budget)
+//   service_forget.*    images of dropped, truncated or rebuilt indexes leave at commit
 //   service_status.cpp  gknn_service_status(), gknn_service_images()
 #pragma once
 
@@ -35,6 +36,7 @@ void gknn_service_register();
 struct ServiceRoute {
   bool use_service;  // false: this backend searches on the CPU itself
   int device;        // the service's device (-1: its CPU), when use_service
+  const char* why;   // why not the service (static text, for EXPLAIN), when !use_service
 };
 // gknn.device = cpu: the backend's CPU; auto: the service when it serves,
 // else the backend's CPU; gpu: the service on a GPU, else an ERROR (55000)
@@ -68,3 +70,10 @@ bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, c
 // return it is resident (or an ERROR said why not: 53200 when it does not
 // fit the budget).
 void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, const gknn::ivfpq::Image& image);
+
+// The images of `index` (of this database) are stale once this transaction
+// commits: its storage is being rebuilt (ambuild: CREATE INDEX, REINDEX,
+// TRUNCATE, VACUUM FULL, CLUSTER). At commit the service is asked to drop
+// them; an abort forgets the request. Dropped indexes and databases are
+// found by an object access hook. No-op without the service.
+void gknn_service_forget_index(Oid index);

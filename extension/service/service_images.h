@@ -67,6 +67,12 @@ class ResidentImages {
   const std::vector<std::unique_ptr<Resident>>& all() const { return images_; }
   std::int64_t evictions() const { return evictions_; }
 
+  // Drops the images of `index` of `database` (every index when `index` is
+  // 0; every database when `database` is 0) loaded at or before
+  // `before_us`: the index was dropped or rebuilt. Counted as evictions;
+  // returns how many went.
+  int forget(std::uint32_t database, std::uint32_t index, std::int64_t before_us);
+
  private:
   struct Staging {
     ResidentKey key;
