@@ -16,7 +16,8 @@ ANALYZE ivf_x;
 
 -- Plain EXPLAIN runs nothing and shows nothing.
 EXPLAIN (COSTS OFF) SELECT id FROM ivf_x ORDER BY emb <-> '[1,2,3,4]' LIMIT 3;
--- One search of refine x LIMIT candidates (gknn.ivfpq_refine = 10).
+-- One search of refine x LIMIT candidates (gknn.ivfpq_refine = 10; the
+-- LIMIT reaches the scan through the executor hooks of ivfpq_limit.cpp).
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 SELECT id FROM ivf_x ORDER BY emb <-> '[1,2,3,4]' LIMIT 3;
 -- No numbers are left over for a later plain EXPLAIN.
@@ -33,12 +34,18 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 SELECT q.i, s.id FROM generate_series(1, 3) q(i)
 CROSS JOIN LATERAL (SELECT id FROM ivf_x ORDER BY emb <-> ARRAY[q.i, 0, 0, 0]::float8[]::vector LIMIT 2) s;
 
--- Two scans of one index: each node shows its own (LIMIT 2: 20 candidates,
--- LIMIT 5: 50), in the order EXPLAIN prints them.
+-- Two scans of one index: each node shows its own numbers (the first
+-- searched once, the second once per outer row), in either order.
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 (SELECT id FROM ivf_x ORDER BY emb <-> '[1,2,3,4]' LIMIT 2)
 UNION ALL
-(SELECT id FROM ivf_x ORDER BY emb <-> '[4,3,2,1]' LIMIT 5);
+(SELECT s.id FROM generate_series(1, 3) q(i)
+ CROSS JOIN LATERAL (SELECT id FROM ivf_x ORDER BY emb <-> ARRAY[q.i, 0, 0, 0]::float8[]::vector LIMIT 2) s);
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+(SELECT s.id FROM generate_series(1, 3) q(i)
+ CROSS JOIN LATERAL (SELECT id FROM ivf_x ORDER BY emb <-> ARRAY[q.i, 0, 0, 0]::float8[]::vector LIMIT 2) s)
+UNION ALL
+(SELECT id FROM ivf_x ORDER BY emb <-> '[1,2,3,4]' LIMIT 2);
 
 -- A scan that never ran shows nothing.
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
