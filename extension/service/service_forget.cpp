@@ -2,8 +2,8 @@
 // service when the transaction that changed them commits, instead of staying
 // resident until LRU eviction.
 //
-// Backend side: an object access hook (OAT_DROP of a gpu_ivfpq index, or of
-// a database) and ambuild (CREATE INDEX, REINDEX, TRUNCATE, VACUUM FULL,
+// Backend side: an object access hook (OAT_DROP of a gpu_ivfpq index or of
+// a database, OAT_POST_ALTER of such an index) and ambuild (CREATE INDEX, REINDEX, TRUNCATE, VACUUM FULL,
 // CLUSTER: the index gets new storage, or its storage is rebuilt in place)
 // note the index in this backend's list; at commit (or PREPARE) a
 // transaction callback puts the list in the service's queue in shared memory
@@ -119,12 +119,14 @@ bool is_ivfpq_index(Oid relid) {
 // OAT_DROP runs just before the object is deleted, in the dropping
 // transaction (DROP INDEX, DROP TABLE, DROP ... CASCADE, REINDEX
 // CONCURRENTLY's old index, a session's temporary tables at exit).
+// OAT_POST_ALTER of an index covers ALTER INDEX ... SET TABLESPACE (new
+// storage, copied); other ALTERs of it (a rename) cost one reload.
 void on_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id, void* arg) {
   if (prev_object_access) prev_object_access(access, class_id, object_id, sub_id, arg);
-  if (access != OAT_DROP) return;
+  if (access != OAT_DROP && access != OAT_POST_ALTER) return;
   if (class_id == RelationRelationId && sub_id == 0 && is_ivfpq_index(object_id))
     note(MyDatabaseId, object_id);
-  else if (class_id == DatabaseRelationId)
+  else if (class_id == DatabaseRelationId && access == OAT_DROP)
     note(object_id, InvalidOid);
 }
 
