@@ -39,7 +39,6 @@ extern "C" {
 #include "executor/instrument.h"
 #include "nodes/execnodes.h"
 #include "nodes/nodeFuncs.h"
-#include "optimizer/optimizer.h"
 #include "tcop/tcopprot.h"
 }
 

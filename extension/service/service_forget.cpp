@@ -24,6 +24,7 @@
 #include "service_forget.h"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/xact.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
