@@ -7,6 +7,10 @@
 #   sharing: one resident image per index, whatever the sessions;
 #   concurrency: 64 sessions at once, every answer checked against the CPU
 #     path inside the same transaction; requests were batched;
+#   EXPLAIN ANALYZE: the scan's search, its batch and waits under its node;
+#   forgetting: images of a dropped (DROP INDEX, DROP TABLE, DROP DATABASE),
+#     truncated or reindexed index leave the service at commit, not after a
+#     rolled-back DROP;
 #   eviction: under a small gknn.gpu_memory_limit images are evicted and
 #     reloaded, answers unchanged; an image larger than the budget: 53200;
 #   cancellation: with the service stopped (SIGSTOP), statement_timeout and
@@ -141,6 +145,81 @@ check "an explicit CPU search does not ask the service" equal t "
   CREATE TEMP TABLE s0 AS SELECT searches FROM gknn_service_status();
   DO \$\$ BEGIN PERFORM answer('a', '<->', v, 4, 10, 'cpu') FROM qs WHERE q = 1 AND dim = 8; END \$\$;
   SELECT (SELECT searches FROM gknn_service_status()) = (SELECT searches FROM s0)"
+
+# --- EXPLAIN ANALYZE of a scan through the service ----------------------------------
+sql <<'SQL' >/dev/null
+-- explain_scan(query): the JSON of the first Index Scan node of EXPLAIN ANALYZE.
+CREATE FUNCTION explain_scan(q text) RETURNS json LANGUAGE plpgsql AS $$
+DECLARE r json;
+BEGIN
+  PERFORM set_config('enable_seqscan', 'off', true);
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO r;
+  RETURN r -> 0 -> 'Plan' -> 'Plans' -> 0;
+END $$;
+SQL
+where=$(status "CASE WHEN device = 'cpu' THEN 'service CPU' ELSE 'service GPU' END")
+check "EXPLAIN ANALYZE (JSON): the scan's search went through the service, its batch and waits" equal "Index Scan|t|1|t|t|t|0" "
+  SELECT n ->> 'Node Type', n ->> 'Searched On' LIKE '$where%', n ->> 'Service Searches',
+         (n ->> 'Batch Size Min')::int >= 1 AND (n ->> 'Batch Size Max')::int >= (n ->> 'Batch Size Min')::int,
+         (n ->> 'Queue Wait Time')::float8 >= 0, (n ->> 'Service Time')::float8 >= 0, n ->> 'Backend Searches'
+  FROM explain_scan('SELECT id FROM a ORDER BY emb <-> ''[0,0,0,0,0,0,0,0]'' LIMIT 5') n"
+explain_text_ok() {
+  local out
+  out=$(sql -c "SET enable_seqscan = off" -c "SET gknn.device = auto" \
+    -c "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM a ORDER BY emb <-> '[0,0,0,0,0,0,0,0]' LIMIT 5") || return 1
+  echo "$out"
+  grep -A2 'Index Scan using a_l2' <<<"$out" | sed -n 2p | grep -q "^ *Searched On: $where" &&
+    grep -A2 'Index Scan using a_l2' <<<"$out" | sed -n 3p |
+    grep -Eq '^ *Service Searches: 1  Candidates: [0-9]+  Batch Size: [0-9]+.*  Queue Wait: [0-9.]+ ms  Service Time: [0-9.]+ ms'
+}
+check "EXPLAIN ANALYZE (TEXT): the same lines under the Index Scan node" explain_text_ok
+
+# --- images of dropped, truncated, rebuilt indexes leave at commit ---------------------
+image_count() {  # image_count WHERE: resident images matching
+  sql -c "SELECT count(*) FROM gknn_service_images() WHERE $1"
+}
+a_oid=$(sql -c "SELECT 'a_l2'::regclass::oid")
+check "a rolled-back DROP INDEX leaves the image resident" equal "1" "
+  BEGIN; DROP INDEX a_l2; ROLLBACK;
+  DO \$\$ BEGIN PERFORM pg_sleep(0.3); END \$\$;
+  SELECT count(*) FROM gknn_service_images() WHERE index_oid = $a_oid"
+evictions_before=$(status evictions)
+sql -c "REINDEX INDEX a_l2" >/dev/null
+check "REINDEX: the old image leaves the service at commit" wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $a_oid)"
+sql <<'SQL' >/dev/null
+CREATE TABLE d AS SELECT * FROM a;
+CREATE INDEX d_l2 ON d USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 8, m = 4);
+SQL
+d_oid=$(sql -c "SELECT 'd_l2'::regclass::oid")
+sql -c "SELECT answer('d', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 1 AND dim = 8" >/dev/null
+check "an image of d_l2 is resident" equal 1 "SELECT count(*) FROM gknn_service_images() WHERE index_oid = $d_oid"
+sql -c "SET client_min_messages = warning" -c "TRUNCATE d" >/dev/null
+check "TRUNCATE: the image leaves the service at commit" wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $d_oid)"
+sql -c "INSERT INTO d SELECT * FROM a" -c "REINDEX INDEX d_l2" >/dev/null
+check "after TRUNCATE and REINDEX the index is shipped again and answers equal the CPU's" equal t "
+  SELECT bool_and(answer('d', '<->', v, 4, 10, 'auto') IS NOT DISTINCT FROM answer('d', '<->', v, 4, 10, 'cpu'))
+         AND (SELECT count(*) = 1 FROM gknn_service_images() WHERE index_oid = $d_oid)
+  FROM qs WHERE dim = 8"
+sql -c "DROP TABLE d" >/dev/null
+check "DROP TABLE: its index's image leaves the service at commit" wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $d_oid)"
+check "those images were counted as evictions" equal t "SELECT evictions >= $evictions_before + 3 FROM gknn_service_status()"
+drop_database_ok() {
+  local db2=${DB}_2 oid
+  "$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db2" \
+    -c "CREATE DATABASE $db2" >/dev/null || return 1
+  "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$db2" >/dev/null <<'SQL' || return 1
+CREATE EXTENSION gknn;
+CREATE TABLE e AS SELECT i AS id, ARRAY[i % 7, i % 11, i % 13, i % 17]::float8[]::vector(4) AS emb FROM generate_series(1, 500) i;
+CREATE INDEX ON e USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 4, m = 2);
+SET enable_seqscan = off;
+SELECT id FROM e ORDER BY emb <-> '[1,2,3,4]' LIMIT 3;
+SQL
+  oid=$("$PSQL" -X -qAt -d postgres -c "SELECT oid FROM pg_database WHERE datname = '$db2'")
+  [ "$(image_count "database = $oid")" = 1 ] || { echo "no image of $db2 resident"; return 1; }
+  "$PSQL" -X -q -d postgres -c "DROP DATABASE $db2" >/dev/null || return 1
+  wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE database = $oid)"
+}
+check "DROP DATABASE: its images leave the service at commit" drop_database_ok
 
 # --- 64 sessions at once -------------------------------------------------------
 cat >"$tmp/check.sql" <<'SQL'

@@ -282,6 +282,10 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
                     errmsg("gpu_ivfpq indexes a table column, not an expression"),
                     errhint("Index a column of type vector (a generated column can hold the expression).")));
 
+  // REINDEX, TRUNCATE, VACUUM FULL and CLUSTER build again: the service's
+  // images of this index are stale once this transaction commits.
+  gknn_service_forget_index(RelationGetRelid(index));
+
   IvfpqOptions opt = ivfpq_get_options(index);
   gknn::Metric metric = ivfpq_index_metric(index);
   // With the service, this backend opens no GPU: the service or its CPU.

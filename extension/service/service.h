@@ -15,6 +15,7 @@
 //   service_worker.cpp  the worker: its loop, batching, replies
 //   service_build.cpp   the worker's side of index builds (sessions, train, encode)
 //   service_images.*    the worker's resident images (LRU under the budget)
+//   service_forget.*    images of dropped, truncated or rebuilt indexes leave at commit
 //   service_status.cpp  gknn_service_status(), gknn_service_images()
 #pragma once
 
@@ -38,6 +39,7 @@ void gknn_service_register();
 struct ServiceRoute {
   bool use_service;  // false: this backend searches on the CPU itself
   int device;        // the service's device (-1: its CPU), when use_service
+  const char* why;   // why not the service (static text, for EXPLAIN), when !use_service
 };
 // gknn.device = cpu: the backend's CPU; auto: the service when it serves,
 // else the backend's CPU; gpu: the service on a GPU, else an ERROR (55000)
@@ -103,3 +105,9 @@ bool gknn_service_build_train(ServiceBuild* build, const float* sample, ServiceB
 bool gknn_service_build_encode(ServiceBuild* build, const float* x, int64 n, int32* list_of, uint8* codes);
 // Closes the session (the service frees what it holds for it).
 void gknn_service_build_end(ServiceBuild* build);
+// The images of `index` (of this database) are stale once this transaction
+// commits: its storage is being rebuilt (ambuild: CREATE INDEX, REINDEX,
+// TRUNCATE, VACUUM FULL, CLUSTER). At commit the service is asked to drop
+// them; an abort forgets the request. Dropped indexes and databases are
+// found by an object access hook. No-op without the service.
+void gknn_service_forget_index(Oid index);

@@ -190,7 +190,7 @@ char* payload_for(RequestSlot* s, int64 bytes, dsm_segment** seg) {
 using namespace gknn_service;
 
 ServiceRoute gknn_service_route() {
-  ServiceRoute route{false, -1};
+  ServiceRoute route{false, -1, "gknn.device = cpu"};
   if (gknn_device_mode == GKNN_DEVICE_CPU) return route;
   const bool need_gpu = gknn_device_mode == GKNN_DEVICE_GPU;
   if (shared() == nullptr) {
@@ -198,14 +198,20 @@ ServiceRoute gknn_service_route() {
       raise_unavailable(
           "the gknn GPU service is not running",
           "Add gknn to shared_preload_libraries (with gknn.service = gpu) and restart the server.");
+    // gknn.service is defined only where gknn is preloaded.
+    route.why = gknn_service_mode == GKNN_SERVICE_OFF ? "gknn.service = off"
+                                                      : "gknn is not in shared_preload_libraries";
     return route;
   }
   ServiceView v = settled_view();
   if (v.state == kReady && (v.device >= 0 || !need_gpu)) {
     route.use_service = true;
     route.device = v.device;
+    route.why = nullptr;
     return route;
   }
+  route.why =
+      v.state == kNoDevice ? "the gknn service has no usable device" : "the gknn service is not running";
   if (need_gpu) {
     if (v.state == kReady)
       raise_unavailable("the gknn service runs on the CPU (gknn.service = cpu)", nullptr);

@@ -245,4 +245,17 @@ void ResidentImages::search(const Resident& r, int mode, const float* queries, s
   }
 }
 
+int ResidentImages::forget(std::uint32_t database, std::uint32_t index, std::int64_t before_us) {
+  const std::size_t before = images_.size();
+  images_.erase(std::remove_if(images_.begin(), images_.end(),
+                               [&](const auto& r) {
+                                 return (database == 0 || r->key.database == database) &&
+                                        (index == 0 || r->key.index == index) && r->loaded_us <= before_us;
+                               }),
+                images_.end());
+  const int gone = static_cast<int>(before - images_.size());
+  evictions_ += gone;
+  return gone;
+}
+
 }  // namespace gknn_service

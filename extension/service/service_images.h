@@ -79,6 +79,11 @@ class ResidentImages {
   void release(int device, std::int64_t bytes);
   // Evicts the least recently used image of `device`; false when none is left.
   bool evict_one(int device);
+  // Drops the images of `index` of `database` (every index when `index` is
+  // 0; every database when `database` is 0) loaded at or before
+  // `before_us`: the index was dropped or rebuilt. Counted as evictions;
+  // returns how many went.
+  int forget(std::uint32_t database, std::uint32_t index, std::int64_t before_us);
 
  private:
   struct Staging {

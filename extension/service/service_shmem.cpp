@@ -2,6 +2,7 @@
 // its background worker. Runs in the postmaster (from _PG_init) and so never
 // touches CUDA.
 #include "service.h"
+#include "service_forget.h"
 #include "service_shmem.h"
 
 extern "C" {
@@ -113,4 +114,5 @@ void gknn_service_register() {
   gknn_service::prev_startup_hook = shmem_startup_hook;
   shmem_startup_hook = gknn_service::startup_shmem;
   gknn_service::register_worker();
+  gknn_service::register_forget_hook();
 }

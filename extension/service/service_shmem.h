@@ -150,6 +150,15 @@ struct ShownImage {
   int64 last_used_us;
 };
 
+// An index whose images must leave the service (service_forget.cpp): it was
+// dropped, truncated or rebuilt by a committed transaction.
+constexpr int kMaxForgets = 128;
+struct ForgetRequest {
+  Oid database;
+  Oid index;        // InvalidOid: every index of the database (it was dropped)
+  int64 before_us;  // images loaded at or before this time (the commit's) go
+};
+
 struct ServiceShared {
   slock_t mutex;  // guards everything below but the slots
   uint32 state;   // ServiceState
@@ -167,6 +176,11 @@ struct ServiceShared {
   int64 memory_budget, memory_used;
   int32 nimages;
   ShownImage images[kMaxShownImages];
+
+  // Queued by committing backends, taken by the service.
+  int32 nforgets;
+  int64 forget_all_before_us;  // the queue was full: every image loaded by then goes
+  ForgetRequest forgets[kMaxForgets];
 
   int32 nslots;
   RequestSlot slots[FLEXIBLE_ARRAY_MEMBER];

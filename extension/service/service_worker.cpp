@@ -34,6 +34,7 @@
 #include "service.h"
 #include "service_build.h"
 #include "service_executors.h"
+#include "service_forget.h"
 #include "service_images.h"
 #include "service_shmem.h"
 
@@ -571,6 +572,9 @@ void gknn_service_main(Datum) {
     // Requests to a service with no device: answered with the reason.
     bool worked = false;
     if (ready) {
+      // Before taking requests: a request for a rebuilt index's new image
+      // is submitted after its commit queued the old image's drop.
+      if (forget_dropped_images(ctl, images)) publish_images(ctl);
       worked = serve_round(ctl);
       if (device_fault) {
         ereport(LOG, (errmsg("gknn GPU service: a device fault; restarting with a fresh GPU context")));
