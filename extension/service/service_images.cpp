@@ -24,7 +24,8 @@ std::int64_t image_bytes(const gknn::ivfpq::Image& image) {
   return static_cast<std::int64_t>(q.centroids.size() * sizeof(float) + q.codebooks.size() * sizeof(float) +
                                    image.offsets.size() * sizeof(std::int64_t) + image.codes.size() +
                                    image.ids.size() * sizeof(std::int64_t) +
-                                   image.vectors.size() * sizeof(float));
+                                   image.vectors.size() * sizeof(float) +
+                                   image.half_vectors.size() * sizeof(std::uint16_t));
 }
 
 ResidentImages::ResidentImages(std::vector<int> devices, std::int64_t budget)
@@ -63,9 +64,10 @@ Resident* ResidentImages::find(const ResidentKey& key, std::int64_t now_us) {
 }
 
 void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params,
-                           std::int64_t entries, bool vectors) {
+                           std::int64_t entries, int vectors) {
   gknn::ivfpq::validate(params);
   if (entries < 0) invalid("negative entry count");
+  if (vectors < kNoVectors || vectors > kHalfVectors) invalid("unknown vector element type");
   auto image = std::make_unique<gknn::ivfpq::Image>();
   image->quantizer.params = params;
   image->quantizer.centroids.resize(static_cast<std::size_t>(params.lists) * params.dim);
@@ -73,7 +75,8 @@ void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::iv
   image->offsets.resize(static_cast<std::size_t>(params.lists) + 1);
   image->codes.resize(static_cast<std::size_t>(entries) * gknn::ivfpq::code_size(params));
   image->ids.resize(static_cast<std::size_t>(entries));
-  if (vectors) image->vectors.resize(static_cast<std::size_t>(entries) * params.dim);
+  if (vectors == kFloatVectors) image->vectors.resize(static_cast<std::size_t>(entries) * params.dim);
+  if (vectors == kHalfVectors) image->half_vectors.resize(static_cast<std::size_t>(entries) * params.dim);
   staging_[requester] = Staging{key, std::move(image)};
 }
 
@@ -106,8 +109,13 @@ void ResidentImages::piece(int requester, int section, std::int64_t offset, cons
       size = im.ids.size() * sizeof(std::int64_t);
       break;
     case 5:
-      base = reinterpret_cast<char*>(im.vectors.data());
-      size = im.vectors.size() * sizeof(float);
+      if (!im.half_vectors.empty()) {
+        base = reinterpret_cast<char*>(im.half_vectors.data());
+        size = im.half_vectors.size() * sizeof(std::uint16_t);
+      } else {
+        base = reinterpret_cast<char*>(im.vectors.data());
+        size = im.vectors.size() * sizeof(float);
+      }
       break;
     default:
       invalid("unknown section " + std::to_string(section));

@@ -33,14 +33,21 @@ void check_image(const Image& image) {
   if (off.back() != std::int64_t(image.ids.size())) invalid("ivfpq: image ids do not match the last offset");
   if (image.codes.size() != image.ids.size() * std::size_t(code_size(image.quantizer.params)))
     invalid("ivfpq: image codes do not match entries x code_size");
-  if (!image.vectors.empty() &&
-      image.vectors.size() != image.ids.size() * std::size_t(image.quantizer.params.dim))
+  const std::size_t elements = image.ids.size() * std::size_t(image.quantizer.params.dim);
+  if (!image.vectors.empty() && image.vectors.size() != elements)
     invalid("ivfpq: image vectors do not match entries x dim");
+  if (!image.half_vectors.empty() && image.half_vectors.size() != elements)
+    invalid("ivfpq: image half_vectors do not match entries x dim");
+  if (!image.vectors.empty() && !image.half_vectors.empty())
+    invalid("ivfpq: an image holds float vectors or half_vectors, not both");
 }
 
 bool has_vectors(const Image& image) {
-  return image.vectors.size() == image.ids.size() * std::size_t(image.quantizer.params.dim);
+  const std::size_t elements = image.ids.size() * std::size_t(image.quantizer.params.dim);
+  return image.vectors.size() == elements || image.half_vectors.size() == elements;
 }
+
+bool has_half_vectors(const Image& image) { return !image.half_vectors.empty(); }
 
 void require_vectors(const Image& image) {
   if (!has_vectors(image)) invalid("ivfpq: the image holds no vectors (exact distances need them)");

@@ -24,6 +24,15 @@ void check_exact(const float* queries, std::int64_t nq, int k, const std::int64_
 // Throws Error(InvalidArgument) unless the image carries its vectors.
 void require_vectors(const Image& image);
 
+// Calls fn(base) with the image's stored vectors, entries x dim elements of
+// their own type (const float* or const std::uint16_t*, binary16 bits): the
+// exact searches are written once for both.
+template <typename Fn>
+decltype(auto) with_stored_vectors(const Image& image, Fn&& fn) {
+  if (!image.half_vectors.empty()) return fn(image.half_vectors.data());
+  return fn(image.vectors.data());
+}
+
 // PQ candidates re-ranked per query: refine x k, at most every entry (more
 // could only add padding); throws when that does not fit an int.
 int refine_candidates(const SearchParams& sp, std::int64_t entries);

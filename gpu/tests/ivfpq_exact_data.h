@@ -86,6 +86,26 @@ inline ivfpq::Image awkward_image(const AwkwardImage& c) {
   return im;
 }
 
+// An awkward image's binary16 twin: each vector scaled off the grid
+// (x 0.37, some + 0.001: most elements round when made half; zeros stay),
+// stored as half_vectors; `twin` gets the same image with the halves'
+// float values as its float vectors. The exact searches over the two must
+// agree bit for bit (a halfvec distance is the distance of the widened
+// elements). NaN and infinities stay.
+inline ivfpq::Image half_image(const AwkwardImage& c, ivfpq::Image* twin) {
+  ivfpq::Image im = awkward_image(c);
+  im.half_vectors.resize(im.vectors.size());
+  for (std::size_t i = 0; i < im.vectors.size(); ++i) {
+    const float v = im.vectors[i];  // zeros stay zero (cosine's NaN rows)
+    im.half_vectors[i] = float_to_half(v * 0.37f + (v != 0.0f && i % 5 == 0 ? 0.001f : 0.0f));
+    im.vectors[i] = half_to_float(im.half_vectors[i]);
+  }
+  *twin = im;
+  twin->half_vectors.clear();
+  im.vectors.clear();
+  return im;
+}
+
 // Queries on the same grid, a zero one among them.
 inline std::vector<float> grid_queries(std::int64_t nq, int dim, unsigned seed) {
   std::mt19937 rng(seed);

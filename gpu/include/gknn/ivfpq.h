@@ -93,22 +93,30 @@ void encode(const Quantizer& q, const float* x, std::int64_t n, int device, std:
 // [offsets[l], offsets[l+1]) of codes (code_size bytes each) and ids (the
 // extension's heap TIDs as integers).
 //
-// `vectors`, when not empty, holds each entry's full vector, in the order of
-// `ids`: the raw vectors as the table stores them, under cosine too (not
-// normalised), because the exact searches must reproduce the SQL operator's
-// value, which gknn::distance computes on the raw vectors. Empty means not
-// stored: the image then serves search and search_cpu only, as before. (An
-// image of no entries holds its zero vectors either way.)
+// `vectors` (float elements: vector columns) or `half_vectors` (binary16
+// elements as their 16 bits: halfvec columns), at most one of them not
+// empty, holds each entry's full vector, in the order of `ids`: the raw
+// vectors as the table stores them, under cosine too (not normalised),
+// because the exact searches must reproduce the SQL operator's value, which
+// gknn::distance computes on the raw elements (halves widened to float,
+// exactly as the halfvec operators do). Everything else in the image (the
+// quantizer, the codes, the queries) is float whatever the element type:
+// halves are trained on and encoded as their float values. Both empty means
+// not stored: the image then serves search and search_cpu only, as before.
+// (An image of no entries holds its zero vectors either way.)
 struct Image {
   Quantizer quantizer;
-  std::vector<std::int64_t> offsets;  // lists + 1
-  std::vector<std::uint8_t> codes;    // offsets.back() x code_size
-  std::vector<std::int64_t> ids;      // offsets.back()
-  std::vector<float> vectors;         // empty, or offsets.back() x dim
+  std::vector<std::int64_t> offsets;        // lists + 1
+  std::vector<std::uint8_t> codes;          // offsets.back() x code_size
+  std::vector<std::int64_t> ids;            // offsets.back()
+  std::vector<float> vectors;               // empty, or offsets.back() x dim
+  std::vector<std::uint16_t> half_vectors;  // empty, or offsets.back() x dim binary16 values
 };
 
 // Whether `image` carries its entries' vectors (the exact searches need them).
 bool has_vectors(const Image& image);
+// Whether those vectors are binary16 (half_vectors; the GPU keeps them so).
+bool has_half_vectors(const Image& image);
 
 struct SearchParams {
   int k = 10;      // candidates returned per query
