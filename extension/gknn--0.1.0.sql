@@ -712,3 +712,12 @@ CREATE OPERATOR CLASS @extschema@.halfvec_cosine_ops
   FOR TYPE @extschema@.halfvec USING gpu_ivfpq AS
   OPERATOR 1 @extschema@.<=> (@extschema@.halfvec, @extschema@.halfvec) FOR ORDER BY pg_catalog.float_ops,
   FUNCTION 1 @extschema@.cosine_distance(@extschema@.halfvec, @extschema@.halfvec);
+
+-- gpu_ivfpq on bit strings (as pgvector's bit_hamming_ops; not bit's default):
+-- trained on the 0/1 values under L2, whose square is the Hamming distance;
+-- list items store the bit string, and the re-rank gives <~>'s value.
+-- CREATE INDEX ON t USING gpu_ivfpq ((binary_quantize(emb)::bit(1536)) bit_hamming_ops);
+CREATE OPERATOR CLASS @extschema@.bit_hamming_ops
+  FOR TYPE pg_catalog.bit USING gpu_ivfpq AS
+  OPERATOR 1 @extschema@.<~> (pg_catalog.bit, pg_catalog.bit) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.hamming_distance(pg_catalog.bit, pg_catalog.bit);

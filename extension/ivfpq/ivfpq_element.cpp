@@ -12,6 +12,7 @@ extern "C" {
 #include "catalog/pg_proc.h"
 #include "utils/builtins.h"
 #include "utils/syscache.h"
+#include "utils/varbit.h"
 }
 
 namespace {
@@ -32,6 +33,8 @@ constexpr KnownDistance kKnown[] = {
     {"halfvec_l2_squared_distance", gknn::Metric::L2, kIvfpqFloat16},
     {"halfvec_negative_inner_product", gknn::Metric::InnerProduct, kIvfpqFloat16},
     {"halfvec_cosine_distance", gknn::Metric::Cosine, kIvfpqFloat16},
+    // bit_hamming_ops: L2 over the 0/1 values, whose square is the Hamming distance
+    {"hamming_distance", gknn::Metric::L2, kIvfpqBit},
 };
 
 }  // namespace
@@ -54,15 +57,27 @@ IvfpqOpclass ivfpq_index_opclass(Relation index) {
                   errmsg("gpu_ivfpq does not support the distance function \"%s\" of index \"%s\"", symbol,
                          RelationGetRelationName(index)),
                   errhint("Use vector_l2_ops, vector_ip_ops, vector_cosine_ops, halfvec_l2_ops, "
-                          "halfvec_ip_ops or halfvec_cosine_ops.")));
+                          "halfvec_ip_ops, halfvec_cosine_ops or bit_hamming_ops.")));
   pg_unreachable();
 }
 
 const char* ivfpq_element_type_name(IvfpqElement element) {
-  return element == kIvfpqFloat16 ? "halfvec" : "vector";
+  return element == kIvfpqBit ? "bit" : element == kIvfpqFloat16 ? "halfvec" : "vector";
+}
+
+void ivfpq_dimension_mismatch(IvfpqElement element, int a, int b) {
+  if (element == kIvfpqBit)
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("different bit lengths %d and %d", a, b)));
+  ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                  errmsg("different %s dimensions %d and %d", ivfpq_element_type_name(element), a, b)));
+  pg_unreachable();
 }
 
 IvfpqValue ivfpq_value(IvfpqElement element, Datum datum) {
+  if (element == kIvfpqBit) {
+    VarBit* b = DatumGetVarBitP(datum);
+    return IvfpqValue{VARBITLEN(b), VARBITS(b)};
+  }
   if (element == kIvfpqFloat16) {
     const HalfVector* h = DatumGetHalfVector(datum);
     return IvfpqValue{h->dim, h->x};
@@ -72,6 +87,11 @@ IvfpqValue ivfpq_value(IvfpqElement element, Datum datum) {
 }
 
 void ivfpq_value_floats(IvfpqElement element, const IvfpqValue& v, float* out) {
+  if (element == kIvfpqBit) {
+    const auto* bits = static_cast<const uint8*>(v.elements);
+    for (int i = 0; i < v.dim; ++i) out[i] = static_cast<float>((bits[i >> 3] >> (7 - (i & 7))) & 1);
+    return;
+  }
   if (element == kIvfpqFloat16) {
     const auto* h = static_cast<const uint16*>(v.elements);
     for (int i = 0; i < v.dim; ++i) out[i] = gknn::half_to_float(h[i]);
@@ -82,6 +102,8 @@ void ivfpq_value_floats(IvfpqElement element, const IvfpqValue& v, float* out) {
 
 double ivfpq_value_distance(gknn::Metric metric, IvfpqElement element, const IvfpqValue& v,
                             const float* query) {
+  if (element == kIvfpqBit)
+    return gknn::bit_hamming_distance(static_cast<const uint8*>(v.elements), query, v.dim);
   if (element == kIvfpqFloat16)
     return gknn::distance(metric, static_cast<const uint16*>(v.elements), query, v.dim);
   return gknn::distance(metric, static_cast<const float*>(v.elements), query, v.dim);

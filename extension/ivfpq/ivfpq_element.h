@@ -1,9 +1,10 @@
 // gpu_ivfpq: what an index's entries are made of. The operator class names
-// the metric and the element type (vector: float; halfvec: binary16); the
-// quantizer always works on floats (halves widened exactly), while the
-// vectors an index stores for its exact re-rank keep the column's own
-// elements, so they take the room they take in the table and their
-// distances are the SQL operator's, bit for bit.
+// the metric and the element type (vector: float; halfvec: binary16; bit:
+// bit strings, bit_hamming_ops); the quantizer always works on floats
+// (halves widened exactly, bits as 0 and 1 under L2, whose square is the
+// Hamming distance), while the vectors an index stores for its exact re-rank
+// keep the column's own elements, so they take the room they take in the
+// table and their distances are the SQL operator's, bit for bit.
 #pragma once
 
 #include "gknn/distance.h"
@@ -22,12 +23,15 @@ struct IvfpqOpclass {
 IvfpqOpclass ivfpq_index_opclass(Relation index);
 // The element type's SQL name, for messages.
 const char* ivfpq_element_type_name(IvfpqElement element);
+// ERROR 22000 naming two different dimensions as the type's operators do
+// ("different vector dimensions 3 and 4", "different bit lengths 8 and 16").
+[[noreturn]] void ivfpq_dimension_mismatch(IvfpqElement element, int a, int b);
 
 // A non-NULL value of the index's type, detoasted into the current memory
 // context: its dimension (as stored; not checked) and its elements as stored.
 struct IvfpqValue {
   int dim;
-  const void* elements;  // float or uint16 (binary16 bits)
+  const void* elements;  // float, uint16 (binary16 bits) or the bit string's bytes
 };
 IvfpqValue ivfpq_value(IvfpqElement element, Datum datum);
 // The elements as floats (dim of them): what is trained on, encoded and searched.

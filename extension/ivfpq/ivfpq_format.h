@@ -23,8 +23,9 @@ constexpr std::uint32_t kIvfpqMagic = 0x47495650;  // "GIVP"
 // fits a page (IvfpqMeta::stores_vectors), for the exact re-rank without the
 // heap; its elements are floats (vector columns). Version 3 is the same
 // format with the element type named in IvfpqMeta::element (halfvec
-// indexes store binary16 elements); vector indexes are still written as
-// version 2, so a gknn that reads only version 2 refuses only the others.
+// indexes store binary16 elements, bit indexes bit strings); vector indexes
+// are still written as version 2, so a gknn that reads only version 2
+// refuses only the others.
 constexpr std::uint32_t kIvfpqVersion = 2;
 constexpr std::uint32_t kIvfpqVersionTyped = 3;
 
@@ -32,8 +33,9 @@ constexpr std::uint32_t kIvfpqVersionTyped = 3;
 enum IvfpqElement : std::int32_t {
   kIvfpqFloat32 = 0,  // vector: float
   kIvfpqFloat16 = 1,  // halfvec: IEEE binary16, 2 bytes
+  kIvfpqBit = 2,      // bit: a bit string, ceil(dim / 8) bytes as PostgreSQL stores it
 };
-constexpr int kIvfpqElementCount = 2;
+constexpr int kIvfpqElementCount = 3;
 constexpr std::uint32_t kIvfpqMetaBlock = 0;
 constexpr std::uint16_t kIvfpqPageId = 0xFF8A;       // in every page's special space
 constexpr std::uint32_t kIvfpqNoBlock = 0xFFFFFFFF;  // InvalidBlockNumber: a chain's end
@@ -92,7 +94,8 @@ constexpr std::uint32_t ivfpq_version_for(IvfpqElement element) {
 }
 // Bytes of one stored vector of `dim` elements.
 constexpr std::size_t ivfpq_element_bytes(IvfpqElement element, int dim) {
-  return (element == kIvfpqFloat16 ? 2 : 4) * static_cast<std::size_t>(dim);
+  return element == kIvfpqBit ? (static_cast<std::size_t>(dim) + 7) / 8
+                              : (element == kIvfpqFloat16 ? 2 : 4) * static_cast<std::size_t>(dim);
 }
 
 // PostgreSQL's page: BLCKSZ bytes, a 24-byte header, line pointers after it,
@@ -129,7 +132,8 @@ constexpr int kIvfpqMaxCodeSize = static_cast<int>(kIvfpqContentBytes / 4) - 16;
 
 // A list item with a stored vector: TID, code, then dim elements from a
 // 4-byte boundary. Whether such items fit a page (then the index stores
-// vectors: up to about 2,000 float or 4,000 binary16 dimensions).
+// vectors: up to about 2,000 float or 4,000 binary16 dimensions; bit
+// strings always, within 16,000 bits).
 constexpr std::size_t ivfpq_vector_item_bytes(int code_size, int dim, IvfpqElement element) {
   return ((kIvfpqTidBytes + code_size + 3) & ~std::size_t{3}) + ivfpq_element_bytes(element, dim);
 }

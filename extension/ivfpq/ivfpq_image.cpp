@@ -212,6 +212,8 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
     host->ids.resize(total);
     if (vector_dim > 0 && element == kIvfpqFloat16)
       host->half_vectors.resize(static_cast<size_t>(total) * vector_dim);
+    else if (vector_dim > 0 && element == kIvfpqBit)
+      host->bit_vectors.resize(static_cast<size_t>(total) * ivfpq_element_bytes(element, vector_dim));
     else if (vector_dim > 0)
       host->vectors.resize(static_cast<size_t>(total) * vector_dim);
   });
@@ -221,6 +223,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   const Size vector_bytes = ivfpq_element_bytes(element, vector_dim);
   char* all_vectors = vector_dim == 0            ? nullptr
                       : element == kIvfpqFloat16 ? reinterpret_cast<char*>(host->half_vectors.data())
+                      : element == kIvfpqBit     ? reinterpret_cast<char*>(host->bit_vectors.data())
                                                  : reinterpret_cast<char*>(host->vectors.data());
   for (int l = 0; l < lists; ++l) {
     host->offsets[l] = at;

@@ -173,10 +173,7 @@ bool exact_distance(IvfpqScan* so, int64 id, BlockNumber heap_blocks, Snapshot s
   bool ok = false;
   if (!isnull) {
     IvfpqValue v = ivfpq_value(so->element, d);
-    if (v.dim != so->qdim)
-      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
-                      errmsg("different %s dimensions %d and %d", ivfpq_element_type_name(so->element), v.dim,
-                             so->qdim)));
+    if (v.dim != so->qdim) ivfpq_dimension_mismatch(so->element, v.dim, so->qdim);
     out->distance = ivfpq_value_distance(static_cast<gknn::Metric>(so->metric), so->element, v, so->query);
     out->isnull = false;
     ok = true;
@@ -293,9 +290,7 @@ bool next_round(IndexScanDesc scan, IvfpqScan* so) {
   }
 
   if (image->meta.dim > 0 && image->meta.dim != so->qdim)
-    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
-                    errmsg("different %s dimensions %d and %d", ivfpq_element_type_name(so->element),
-                           image->meta.dim, so->qdim)));
+    ivfpq_dimension_mismatch(so->element, image->meta.dim, so->qdim);
 
   // Candidates by PQ distance.
   int64 ncand = 0;

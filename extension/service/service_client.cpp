@@ -300,6 +300,8 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation,
       {image.ids.data(), static_cast<int64>(image.ids.size() * sizeof(int64))},
       gknn_service::stored_vectors(image) == gknn_service::kHalfVectors
           ? Section{image.half_vectors.data(), static_cast<int64>(image.half_vectors.size() * sizeof(uint16))}
+      : gknn_service::stored_vectors(image) == gknn_service::kBitVectors
+          ? Section{image.bit_vectors.data(), static_cast<int64>(image.bit_vectors.size())}
           : Section{image.vectors.data(), static_cast<int64>(image.vectors.size() * sizeof(float))},
   };
   int64 largest = 0;

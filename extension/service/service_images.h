@@ -94,9 +94,12 @@ class ResidentImages {
 
 // Whether an image carries its entries' vectors, and of which element type
 // (an image's shape as shipped to the service).
-enum StoredVectors { kNoVectors = 0, kFloatVectors = 1, kHalfVectors = 2 };
+enum StoredVectors { kNoVectors = 0, kFloatVectors = 1, kHalfVectors = 2, kBitVectors = 3 };
 inline int stored_vectors(const gknn::ivfpq::Image& image) {
-  return !image.half_vectors.empty() ? kHalfVectors : !image.vectors.empty() ? kFloatVectors : kNoVectors;
+  return !image.half_vectors.empty()  ? kHalfVectors
+         : !image.bit_vectors.empty() ? kBitVectors
+         : !image.vectors.empty()     ? kFloatVectors
+                                      : kNoVectors;
 }
 
 // The CPU's search of `image` in `mode` (as ResidentImages::search): the

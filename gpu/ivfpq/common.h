@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gknn/ivfpq.h"
+#include "ivfpq/stored_rows.h"
 
 namespace gknn::ivfpq {
 
@@ -24,13 +25,20 @@ void check_exact(const float* queries, std::int64_t nq, int k, const std::int64_
 // Throws Error(InvalidArgument) unless the image carries its vectors.
 void require_vectors(const Image& image);
 
-// Calls fn(base) with the image's stored vectors, entries x dim elements of
-// their own type (const float* or const std::uint16_t*, binary16 bits): the
-// exact searches are written once for both.
+// Calls fn(rows) with the image's stored vectors as the accessor of their
+// element type (stored_rows.h: FloatRows, HalfRows, BitRows): the exact
+// searches are written once for every type.
 template <typename Fn>
-decltype(auto) with_stored_vectors(const Image& image, Fn&& fn) {
-  if (!image.half_vectors.empty()) return fn(image.half_vectors.data());
-  return fn(image.vectors.data());
+decltype(auto) with_stored_rows(const Image& image, Fn&& fn) {
+  switch (vector_element(image)) {
+    case VectorElement::Float16:
+      return fn(HalfRows{image.half_vectors.data()});
+    case VectorElement::Bit:
+      return fn(BitRows{image.bit_vectors.data()});
+    case VectorElement::Float32:
+      break;
+  }
+  return fn(FloatRows{image.vectors.data()});
 }
 
 // PQ candidates re-ranked per query: refine x k, at most every entry (more

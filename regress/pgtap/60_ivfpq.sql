@@ -21,8 +21,8 @@ SELECT set_eq(
     JOIN pg_amop ao ON ao.amopfamily = c.opcfamily JOIN pg_operator o ON o.oid = ao.amopopr
     WHERE a.amname = 'gpu_ivfpq'$$,
   ARRAY['vector_l2_ops:<->', 'vector_ip_ops:<#>', 'vector_cosine_ops:<=>',
-        'halfvec_l2_ops:<->', 'halfvec_ip_ops:<#>', 'halfvec_cosine_ops:<=>'],
-  'six operator classes (vector, halfvec), one ordering operator each');
+        'halfvec_l2_ops:<->', 'halfvec_ip_ops:<#>', 'halfvec_cosine_ops:<=>', 'bit_hamming_ops:<~>'],
+  'seven operator classes (vector, halfvec, bit), one ordering operator each');
 SELECT ok((SELECT bool_and(amvalidate(c.oid)) FROM pg_opclass c JOIN pg_am a ON a.oid = c.opcmethod
            WHERE a.amname = 'gpu_ivfpq'), 'amvalidate accepts the operator classes');
 SELECT is((SELECT opcname::text FROM pg_opclass c JOIN pg_am a ON a.oid = c.opcmethod

@@ -144,6 +144,19 @@ GKNN_HD double distance(Metric metric, const A* a, const B* b, int n) {
   return NAN;
 }
 
+// The Hamming distance between a bit string (PostgreSQL's layout: ceil(n/8)
+// bytes, the first element in the most significant bit) and a query given
+// as n floats, an element set where the float is not 0: the <~> operator's
+// value when the query holds a bit string's 0/1 values.
+GKNN_HD double bit_hamming_distance(const std::uint8_t* bits, const float* query, int n) {
+  int differ = 0;
+  for (int i = 0; i < n; ++i) {
+    const bool set = (bits[i >> 3] >> (7 - (i & 7))) & 1;
+    differ += set != (query[i] != 0.0f);
+  }
+  return double(differ);
+}
+
 // Canonical sort key of a distance: one NaN (above every number, as
 // PostgreSQL orders float8) and one zero, so that sorting by bits, by
 // comparison, on the CPU or on the GPU all agree, ties then broken by id.
