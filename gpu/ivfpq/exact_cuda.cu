@@ -11,6 +11,7 @@
 #include "gknn/ivfpq.h"
 #include "ivfpq/common.h"
 #include "ivfpq/device_image.h"
+#include "ivfpq/exact_rows.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
 
@@ -39,6 +40,11 @@ void DeviceImage::search_exact(const float* queries, std::int64_t nq, int k, std
   if (impl_->entries == 0) return pad_exact(ids, distances, nq * k);
   const Impl& im = *impl_;
   GKNN_CUDA(cudaSetDevice(im.device));
+  if (im.element != VectorElement::Float32) {  // binary16 or bit rows (exact_rows.h)
+    OwnedStream stream;
+    return packed_exact_search(im.element, im.packed.get(), im.entries, im.params.dim, im.params.metric,
+                               im.ranked_ids.get(), queries, nq, k, ids, distances, stream.s);
+  }
   KnnRequest r;
   r.base = im.vectors.get();
   r.n = im.entries;
