@@ -8,6 +8,7 @@
 #include "device.h"
 #include "service.h"
 #include "service_client.h"
+#include "service_images.h"
 #include "service_shmem.h"
 
 extern "C" {
@@ -303,7 +304,7 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation,
   s->shape.kmeans_iters = p.kmeans_iters;
   s->shape.seed = p.seed;
   s->shape.entries = static_cast<int64>(image.ids.size());
-  s->shape.vectors = image.vectors.empty() ? 0 : 1;
+  s->shape.vectors = gknn_service::stored_vectors(image);
   s->payload_dsm = DSM_HANDLE_INVALID;
   s->payload_bytes = 0;
   if (!load_step(s)) return;
@@ -319,7 +320,11 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation,
       {image.offsets.data(), static_cast<int64>(image.offsets.size() * sizeof(int64))},
       {image.codes.data(), static_cast<int64>(image.codes.size())},
       {image.ids.data(), static_cast<int64>(image.ids.size() * sizeof(int64))},
-      {image.vectors.data(), static_cast<int64>(image.vectors.size() * sizeof(float))},
+      gknn_service::stored_vectors(image) == gknn_service::kHalfVectors
+          ? Section{image.half_vectors.data(), static_cast<int64>(image.half_vectors.size() * sizeof(uint16))}
+      : gknn_service::stored_vectors(image) == gknn_service::kBitVectors
+          ? Section{image.bit_vectors.data(), static_cast<int64>(image.bit_vectors.size())}
+          : Section{image.vectors.data(), static_cast<int64>(image.vectors.size() * sizeof(float))},
   };
   int64 largest = 0;
   for (const Section& sec : sections) largest = Max(largest, sec.bytes);

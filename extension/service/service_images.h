@@ -52,9 +52,11 @@ class ResidentImages {
   // Shipping, per requester (its slot number): the shape, then pieces of
   // each array, then finish() validates it and makes it resident (evicting
   // least recently used images to fit; Error(OutOfMemory) if it cannot).
+  // vectors: StoredVectors.
   void begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params, std::int64_t entries,
-             bool vectors);
-  // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors (bytes).
+             int vectors);
+  // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors
+  // (bytes; float or binary16 elements, as begin said).
   void piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
   Resident* finish(int requester, std::int64_t now_us);
   void abandon(int requester) { staging_.erase(requester); }
@@ -104,6 +106,16 @@ class ResidentImages {
   std::map<int, Staging> staging_;
   std::map<int, std::int64_t> reserved_;  // builds' working memory, per device
 };
+
+// Whether an image carries its entries' vectors, and of which element type
+// (an image's shape as shipped to the service).
+enum StoredVectors { kNoVectors = 0, kFloatVectors = 1, kHalfVectors = 2, kBitVectors = 3 };
+inline int stored_vectors(const gknn::ivfpq::Image& image) {
+  return !image.half_vectors.empty()  ? kHalfVectors
+         : !image.bit_vectors.empty() ? kBitVectors
+         : !image.vectors.empty()     ? kFloatVectors
+                                      : kNoVectors;
+}
 
 // The CPU's search of `image` in `mode` (as ResidentImages::search): the
 // service's CPU images and a backend searching on its own CPU both use it.

@@ -89,7 +89,7 @@ struct ImageShape {
   int32 dim, lists, m, nbits, metric, kmeans_iters;
   uint64 seed;
   int64 entries;
-  int32 vectors;  // the image carries each entry's vector
+  int32 vectors;  // StoredVectors (service_images.h): the entries' vectors, and their element type
 };
 
 constexpr int kInlineBytes = 64 * 1024;  // payload kept in the slot itself

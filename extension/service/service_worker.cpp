@@ -255,7 +255,7 @@ void run_load(Taken& t) {
         p.metric = static_cast<gknn::Metric>(s->shape.metric);
         p.kmeans_iters = s->shape.kmeans_iters;
         p.seed = s->shape.seed;
-        images->begin(t.slot, resident_key(s->key), p, s->shape.entries, s->shape.vectors != 0);
+        images->begin(t.slot, resident_key(s->key), p, s->shape.entries, s->shape.vectors);
         break;
       }
       case kLoadChunk:
