@@ -1,0 +1,141 @@
+// gpu_ivfpq: what changed in an index since generation `base`, read from the
+// metapage's change log and the pages it names (ivfpq_format.h,
+// ivfpq_pagemap.h). Its caller holds the metapage's share lock, under which
+// no page changes, so the pages read are those of the metapage's generation.
+//
+// The log proves the changes only when it holds a record for every
+// generation after `base`: an index older than its log, a base further back
+// than the log's capacity, or a record that is not the one of its slot's
+// generation make the caller load the whole image instead, as does a page
+// that does not hold what the log says (never trusted: checked first).
+#include <cstring>
+
+#include "ivfpq.h"
+
+namespace {
+
+// A changed list page while the log is read: its kind so far and, for
+// appended items, the first offset appended.
+struct Touched {
+  int32 list;
+  BlockNumber block;
+  uint32 kind;
+  uint32 first_offset;
+};
+
+// Adds record `r` to `pages` (distinct pages, in the order first named).
+void note_page(const IvfpqLogRecord& r, Touched* pages, int* npages) {
+  Touched* t = nullptr;
+  for (int i = 0; i < *npages && t == nullptr; ++i)
+    if (pages[i].block == r.block && pages[i].list == r.chain) t = &pages[i];
+  if (t == nullptr) {
+    t = &pages[(*npages)++];
+    *t = Touched{r.chain, r.block, kIvfpqItemsAppended, r.offset};
+  }
+  if (r.kind == kIvfpqLogNewPage)
+    t->kind = kIvfpqPageAdded;  // all its items, whatever happened to it after
+  else if (r.kind == kIvfpqLogRewrite && t->kind != kIvfpqPageAdded)
+    t->kind = kIvfpqPageRewritten;
+}
+
+// The list pages the log names after `base` (null when it cannot prove
+// them), and whether the TID-only chains changed.
+Touched* read_log(const unsigned char* contents, Size covered, const IvfpqMeta& meta, uint64 base,
+                  int* npages, bool* pending_changed, bool* nulls_changed) {
+  *npages = 0;
+  *pending_changed = *nulls_changed = false;
+  if (base > meta.generation || ivfpq_log_problem(contents, covered) != nullptr) return nullptr;
+  const IvfpqLogHeader h = ivfpq_log_header(contents);
+  if (base < h.from || meta.generation - base > kIvfpqLogCapacity) return nullptr;
+  Touched* pages = static_cast<Touched*>(palloc(sizeof(Touched) * Max(meta.generation - base, uint64{1})));
+  for (uint64 g = base + 1; g <= meta.generation; ++g) {
+    const IvfpqLogRecord* r = ivfpq_log_record(contents, g, meta.trained ? meta.lists : 0);
+    if (r == nullptr) return nullptr;
+    if (r->chain == kIvfpqChainPending)
+      *pending_changed = true;
+    else if (r->chain == kIvfpqChainNulls)
+      *nulls_changed = true;
+    else
+      note_page(*r, pages, npages);
+  }
+  return pages;
+}
+
+// Growing arrays of the delta's entries.
+struct Items {
+  int64 n, cap;
+  int64* ids;
+  uint8* codes;
+  float* vectors;
+};
+
+void reserve(Items* it, int64 more, int code_size, int dim) {
+  if (it->n + more <= it->cap) return;
+  int64 cap = Max(it->cap * 2, it->n + more);
+  it->ids = static_cast<int64*>(repalloc_huge(it->ids, sizeof(int64) * cap));
+  it->codes = static_cast<uint8*>(repalloc_huge(it->codes, Max(Size(code_size) * cap, Size(1))));
+  if (it->vectors) it->vectors = static_cast<float*>(repalloc_huge(it->vectors, sizeof(float) * dim * cap));
+  it->cap = cap;
+}
+
+// Copies page `t`'s items (all, or appended ones from its first offset)
+// into `it`; false when the page does not hold what the log says.
+bool read_page(Relation index, const IvfpqMeta& meta, const Touched& t, Items* it, IvfpqPageChange* change,
+               BlockNumber* nblocks) {
+  const int dim = meta.stores_vectors ? meta.dim : 0;
+  Buffer buf = ReadBuffer(index, t.block);
+  LockBuffer(buf, BUFFER_LOCK_SHARE);
+  Page page = BufferGetPage(buf);
+  ivfpq_check_list_page(index, t.block, page, ivfpq_list_item_size(meta), nblocks);
+  const OffsetNumber max = PageGetMaxOffsetNumber(page);
+  const OffsetNumber first = t.kind == kIvfpqItemsAppended ? t.first_offset : FirstOffsetNumber;
+  if (t.kind == kIvfpqItemsAppended && (first < FirstOffsetNumber || first > max)) {
+    UnlockReleaseBuffer(buf);
+    return false;
+  }
+  const int64 n = max >= first ? max - first + 1 : 0;
+  reserve(it, n, meta.code_size, dim);
+  *change = IvfpqPageChange{t.list, t.block, t.kind, first, it->n, n};
+  for (OffsetNumber off = first; off <= max; ++off, ++it->n) {
+    it->ids[it->n] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
+    memcpy(it->codes + it->n * meta.code_size, ivfpq_item_code(page, off), meta.code_size);
+    if (dim > 0)
+      memcpy(it->vectors + it->n * dim, ivfpq_item_vector(page, off, meta.code_size), sizeof(float) * dim);
+  }
+  UnlockReleaseBuffer(buf);
+  return true;
+}
+
+}  // namespace
+
+IvfpqDelta* ivfpq_read_delta(Relation index, Page metapage, const IvfpqMeta& meta, uint64 base,
+                             bool with_items) {
+  const auto* contents = reinterpret_cast<const unsigned char*>(PageGetContents(metapage));
+  const Size lower = reinterpret_cast<PageHeader>(metapage)->pd_lower;
+  IvfpqDelta* d = static_cast<IvfpqDelta*>(palloc0(sizeof(IvfpqDelta)));
+  int npages;
+  Touched* pages = read_log(contents, lower > kIvfpqContentOffset ? lower - kIvfpqContentOffset : 0, meta,
+                            base, &npages, &d->pending_changed, &d->nulls_changed);
+  if (pages == nullptr) return nullptr;
+  d->base = base;
+  d->generation = meta.generation;
+  if (!with_items) {
+    d->nchanges = npages;
+    return d;
+  }
+  IvfpqPageChange* changes = static_cast<IvfpqPageChange*>(palloc(sizeof(IvfpqPageChange) * Max(npages, 1)));
+  Items it{0, 16, nullptr, nullptr, nullptr};
+  it.ids = static_cast<int64*>(palloc(sizeof(int64) * it.cap));
+  it.codes = static_cast<uint8*>(palloc(Max(Size(meta.code_size) * it.cap, Size(1))));
+  if (meta.stores_vectors) it.vectors = static_cast<float*>(palloc(sizeof(float) * meta.dim * it.cap));
+  BlockNumber nblocks = 0;
+  for (int i = 0; i < npages; ++i)
+    if (!read_page(index, meta, pages[i], &it, &changes[i], &nblocks)) return nullptr;
+  d->nchanges = npages;
+  d->changes = changes;
+  d->entries = it.n;
+  d->ids = it.ids;
+  d->codes = it.codes;
+  d->vectors = it.vectors;
+  return d;
+}

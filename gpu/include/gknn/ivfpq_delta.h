@@ -1,0 +1,52 @@
+// Changing an IVF-PQ image where it is, instead of building it again: an
+// ImageDelta says which entries of which lists are removed and which new
+// entries go where. The extension keeps an index's image fresh this way when
+// rows are inserted or vacuumed (it reads only the pages that changed); the
+// core makes the changed image from a host Image (apply_delta) or from a
+// GPU-resident DeviceImage (DeviceImage::updated, gknn/ivfpq.h: the new
+// arrays are gathered on the GPU from the old ones plus the new entries, so
+// only the new entries cross the bus). The old image is left as it was, so
+// searches may go on using it meanwhile.
+//
+// The result is the image whose lists were edited so, entry for entry and in
+// the same order: searching it gives the results a freshly built image of
+// the same entries gives.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gknn/ivfpq.h"
+
+namespace gknn::ivfpq {
+
+// In list `list`, the entries [at, at + remove) (positions in the list
+// before the change) are replaced by the delta's new entries [first, first +
+// count). A splice that removes nothing inserts at `at`; one that inserts
+// nothing removes.
+struct Splice {
+  std::int32_t list = 0;
+  std::int64_t at = 0;
+  std::int64_t remove = 0;
+  std::int64_t first = 0;
+  std::int64_t count = 0;
+};
+
+// Splices go by list, then position: within a list each one starts at or
+// after the end of the one before (at >= at' + remove'); two insertions at
+// the same place land in the order given. New entries are held like an
+// image's (codes, ids, and vectors where the image has them); a splice may
+// use any of them, in any order.
+struct ImageDelta {
+  std::vector<Splice> splices;
+  std::vector<std::uint8_t> codes;  // new entries x code_size
+  std::vector<std::int64_t> ids;    // new entries
+  std::vector<float> vectors;       // new entries x dim, or empty (the image has no vectors)
+};
+
+// `image` after `delta`. Throws Error(InvalidArgument) when the delta does
+// not fit the image (a splice past a list or out of order, new entries
+// missing, vectors where the image has none or none where it has them).
+Image apply_delta(const Image& image, const ImageDelta& delta);
+
+}  // namespace gknn::ivfpq

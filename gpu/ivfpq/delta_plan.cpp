@@ -1,0 +1,126 @@
+// plan_delta: an ImageDelta checked against an image's shape and turned into
+// copy runs (delta_plan.h); apply_delta on a host Image follows them.
+#include "ivfpq/delta_plan.h"
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "gknn/error.h"
+#include "ivfpq/common.h"
+
+namespace gknn::ivfpq {
+namespace {
+
+[[noreturn]] void invalid(const std::string& what) {
+  throw Error(ErrorCode::InvalidArgument, "ivfpq delta: " + what);
+}
+
+// Whether the new image carries vectors: the old one's state, which the
+// delta's new entries must share; an image of no entries takes the delta's.
+bool vectors_after(const Params& p, std::int64_t old_entries, bool old_vectors, const ImageDelta& d) {
+  const std::size_t fresh = d.ids.size();
+  const bool carries = d.vectors.size() == fresh * std::size_t(p.dim);
+  if (!d.vectors.empty() && !carries) invalid("new vectors do not match new entries x dim");
+  if (old_entries == 0) return old_vectors && carries;
+  if (old_vectors && !carries) invalid("new entries without vectors for an image that has them");
+  if (!old_vectors && !d.vectors.empty()) invalid("new vectors for an image that has none");
+  return old_vectors;
+}
+
+void check_splices(const std::vector<std::int64_t>& offsets, const ImageDelta& d) {
+  const std::int64_t lists = std::int64_t(offsets.size()) - 1, fresh = std::int64_t(d.ids.size());
+  std::int32_t list = -1;
+  std::int64_t end = 0;  // of the previous splice in the same list
+  for (const Splice& s : d.splices) {
+    if (s.list < 0 || s.list >= lists) invalid("a splice names list " + std::to_string(s.list));
+    if (s.list < list) invalid("splices are not in list order");
+    if (s.list != list) end = 0;
+    list = s.list;
+    const std::int64_t size = offsets[list + 1] - offsets[list];
+    if (s.at < end || s.remove < 0 || s.remove > size - s.at)
+      invalid("a splice of list " + std::to_string(list) + " overlaps another or passes its end");
+    if (s.first < 0 || s.count < 0 || s.count > fresh - s.first) invalid("a splice uses missing new entries");
+    end = s.at + s.remove;
+  }
+}
+
+// Appends a run, merged with the one before where they continue each other.
+void add_run(std::vector<CopyRun>& runs, std::int64_t dst, std::int64_t src, std::int64_t len, bool fresh) {
+  if (len == 0) return;
+  if (!runs.empty()) {
+    CopyRun& b = runs.back();
+    if (b.fresh == fresh && b.src + b.len == src && b.dst + b.len == dst) {
+      b.len += len;
+      return;
+    }
+  }
+  runs.push_back(CopyRun{dst, src, len, fresh ? 1 : 0});
+}
+
+}  // namespace
+
+DeltaPlan plan_delta(const Params& params, const std::vector<std::int64_t>& offsets, bool vectors,
+                     const ImageDelta& d) {
+  if (offsets.size() != std::size_t(params.lists) + 1) invalid("offsets do not match the lists");
+  if (d.codes.size() != d.ids.size() * std::size_t(code_size(params)))
+    invalid("new codes do not match new entries x code_size");
+  check_splices(offsets, d);
+  DeltaPlan plan;
+  plan.vectors = vectors_after(params, offsets.back(), vectors, d);
+  plan.offsets.assign(offsets.size(), 0);
+  std::int64_t dst = 0;
+  std::size_t next = 0;  // the next splice
+  for (int l = 0; l < params.lists; ++l) {
+    plan.offsets[l] = dst;
+    std::int64_t pos = offsets[l];  // the next old entry of list l to place
+    for (; next < d.splices.size() && d.splices[next].list == l; ++next) {
+      const Splice& s = d.splices[next];
+      const std::int64_t at = offsets[l] + s.at;
+      add_run(plan.runs, dst, pos, at - pos, false);
+      dst += at - pos;
+      add_run(plan.runs, dst, s.first, s.count, true);
+      dst += s.count;
+      for (std::int64_t e = at; e < at + s.remove; ++e) plan.removed.push_back(e);
+      pos = at + s.remove;
+    }
+    add_run(plan.runs, dst, pos, offsets[l + 1] - pos, false);
+    dst += offsets[l + 1] - pos;
+  }
+  plan.offsets[params.lists] = dst;
+  return plan;
+}
+
+std::vector<std::int64_t> largest_lists(const std::vector<std::int64_t>& offsets) {
+  const std::size_t lists = offsets.size() - 1;
+  std::vector<std::int64_t> sizes(lists), largest(lists + 1, 0);
+  for (std::size_t l = 0; l < lists; ++l) sizes[l] = offsets[l + 1] - offsets[l];
+  std::sort(sizes.begin(), sizes.end(), std::greater<std::int64_t>());
+  for (std::size_t l = 0; l < lists; ++l) largest[l + 1] = largest[l] + sizes[l];
+  return largest;
+}
+
+Image apply_delta(const Image& image, const ImageDelta& delta) {
+  check_image(image);
+  const Params& p = image.quantizer.params;
+  const DeltaPlan plan = plan_delta(p, image.offsets, has_vectors(image), delta);
+  const std::size_t cs = std::size_t(code_size(p)), dim = std::size_t(p.dim), n = std::size_t(plan.entries());
+  Image out;
+  out.quantizer = image.quantizer;
+  out.offsets = plan.offsets;
+  out.codes.resize(n * cs);
+  out.ids.resize(n);
+  out.vectors.resize(plan.vectors ? n * dim : 0);
+  for (const CopyRun& r : plan.runs) {
+    const std::uint8_t* c = (r.fresh ? delta.codes : image.codes).data() + r.src * cs;
+    std::copy(c, c + r.len * cs, out.codes.begin() + r.dst * cs);
+    const std::int64_t* i = (r.fresh ? delta.ids : image.ids).data() + r.src;
+    std::copy(i, i + r.len, out.ids.begin() + r.dst);
+    if (!plan.vectors) continue;
+    const float* v = (r.fresh ? delta.vectors : image.vectors).data() + r.src * dim;
+    std::copy(v, v + r.len * dim, out.vectors.begin() + r.dst * dim);
+  }
+  return out;
+}
+
+}  // namespace gknn::ivfpq
