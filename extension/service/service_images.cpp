@@ -52,12 +52,12 @@ std::int64_t ResidentImages::used() const {
   return n;
 }
 
-Resident* ResidentImages::find(const ResidentKey& key, std::int64_t now_us) {
+std::shared_ptr<Resident> ResidentImages::find(const ResidentKey& key, std::int64_t now_us) {
   for (auto& r : images_)
     if (r->key == key) {
       r->hits++;
       r->last_used_us = now_us;
-      return r.get();
+      return r;
     }
   return nullptr;
 }
@@ -144,7 +144,7 @@ bool ResidentImages::make_room(int device, std::int64_t bytes) {
 
 void ResidentImages::drop_other_generations(const ResidentKey& key) {
   images_.erase(std::remove_if(images_.begin(), images_.end(),
-                               [&](const std::unique_ptr<Resident>& r) {
+                               [&](const std::shared_ptr<Resident>& r) {
                                  return r->key.same_index(key) && r->key.generation != key.generation;
                                }),
                 images_.end());
@@ -161,10 +161,10 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
       !std::is_sorted(off.begin(), off.end()))
     invalid("list offsets do not cover the entries");
   // Another backend shipped the same image meanwhile: keep the first.
-  if (Resident* r = find(staged.key, now_us)) return r;
+  if (auto r = find(staged.key, now_us)) return r.get();
   drop_other_generations(staged.key);
 
-  auto r = std::make_unique<Resident>();
+  auto r = std::make_shared<Resident>();
   r->key = staged.key;
   r->entries = static_cast<std::int64_t>(im.ids.size());
   r->loaded_us = r->last_used_us = now_us;
@@ -215,8 +215,8 @@ void search_image_cpu(const gknn::ivfpq::Image& image, int mode, const float* qu
   }
 }
 
-void ResidentImages::search(Resident& r, int mode, const float* queries, std::int64_t nq,
-                            const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) const {
+void ResidentImages::search(const Resident& r, int mode, const float* queries, std::int64_t nq,
+                            const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) {
   if (!r.gpu) {
     search_image_cpu(*r.host, mode, queries, nq, sp, ids, distances);
   } else if (mode == 1) {

@@ -44,8 +44,10 @@ class ResidentImages {
   std::int64_t budget() const { return budget_; }
   std::int64_t used() const;
 
-  // The resident image of `key`, or null.
-  Resident* find(const ResidentKey& key, std::int64_t now_us);
+  // The resident image of `key`, or null. Shared: a search running on an
+  // executor thread keeps its image alive if it is evicted meanwhile (its
+  // memory goes when that search ends).
+  std::shared_ptr<Resident> find(const ResidentKey& key, std::int64_t now_us);
 
   // Shipping, per requester (its slot number): the shape, then pieces of
   // each array, then finish() validates it and makes it resident (evicting
@@ -60,11 +62,12 @@ class ResidentImages {
   // nq queries on the image's device; k = sp.k rows each, best first, ids
   // and distances (mode 0: PQ estimates; 1: the PQ candidates re-ranked by
   // their exact distance; 2: every entry by its exact distance). Modes 1
-  // and 2 need an image with vectors.
-  void search(Resident& r, int mode, const float* queries, std::int64_t nq,
-              const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) const;
+  // and 2 need an image with vectors. Touches nothing but `r`: executor
+  // threads run it, several at once.
+  static void search(const Resident& r, int mode, const float* queries, std::int64_t nq,
+                     const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances);
 
-  const std::vector<std::unique_ptr<Resident>>& all() const { return images_; }
+  const std::vector<std::shared_ptr<Resident>>& all() const { return images_; }
   std::int64_t evictions() const { return evictions_; }
 
  private:
@@ -83,7 +86,7 @@ class ResidentImages {
   std::vector<int> devices_;
   std::int64_t budget_;
   std::int64_t evictions_ = 0;
-  std::vector<std::unique_ptr<Resident>> images_;
+  std::vector<std::shared_ptr<Resident>> images_;
   std::map<int, Staging> staging_;
 };
 

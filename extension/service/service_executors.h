@@ -1,0 +1,60 @@
+// The GPU service's executor threads: batched searches run here, several at
+// once, so that one batch's host work, copies and waits overlap the next
+// batch's kernels (one thread at a time left the GPU mostly idle: a small
+// batch's time is latency, not GPU work). PostgreSQL-free: the service's
+// main thread keeps every PostgreSQL call (latches, DSM, shared memory
+// locks); a task only runs core code on memory the main thread mapped for
+// it, and never throws (it catches what the core throws).
+//
+// Each thread uses its own CUDA streams (the core keeps one per thread and
+// device). Threads start with every signal blocked, so PostgreSQL's handlers
+// run on the main thread only.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gknn_service {
+
+class Executors {
+ public:
+  // Starts `threads` threads (at least 1); throws std::system_error if the
+  // eventfd or a thread cannot be made.
+  explicit Executors(int threads);
+  Executors(const Executors&) = delete;
+  Executors& operator=(const Executors&) = delete;
+
+  // Finishes the tasks already running, drops queued ones, joins. Called
+  // before the process exits (a thread inside CUDA while the runtime tears
+  // down at exit could crash the process, which the postmaster takes for a
+  // crash of the cluster).
+  void stop();
+
+  int threads() const { return static_cast<int>(threads_.size()); }
+  // Readable when a task has finished (for the main thread's wait).
+  int fd() const { return fd_; }
+
+  // Queues `task` under `id`; the main thread learns of its end through
+  // finished(). Tasks run in submission order as threads come free.
+  void submit(std::uint64_t id, std::function<void()> task);
+  // The ids of the tasks finished since the last call (clears fd()).
+  std::vector<std::uint64_t> finished();
+
+ private:
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::pair<std::uint64_t, std::function<void()>>> queue_;
+  std::vector<std::uint64_t> done_;
+  bool stopping_ = false;
+  int fd_ = -1;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace gknn_service
