@@ -37,6 +37,7 @@ void gknn_ivfpq_register();
 extern int gknn_ivfpq_probes;  // gknn.ivfpq_probes: lists scanned per query
 extern int gknn_ivfpq_refine;  // gknn.ivfpq_refine: candidates = refine x k, re-ranked exactly
 extern bool gknn_ivfpq_exact;  // gknn.ivfpq_exact: every entry ranked exactly (stored vectors)
+extern bool gknn_ivfpq_delta;  // gknn.ivfpq_delta: changed images refreshed from the changed pages
 
 // The LIMIT assumed when the executor hook found none above the scan.
 constexpr int kIvfpqDefaultK = 10;

@@ -227,6 +227,11 @@ bool refresh_slot(Relation index, Page metapage, const IvfpqMeta& meta, ImageSlo
   s->valid = false;  // until it is done (an ERROR leaves it invalid)
   if (s->host != nullptr && !apply_to_host(meta, *d, s)) return false;
   reload_changed_chains(index, meta, *d, s);
+  elog(DEBUG1,
+       "gpu_ivfpq index \"%s\": image of generation " UINT64_FORMAT " brought to " UINT64_FORMAT
+       " from %lld changed list pages%s",
+       RelationGetRelationName(index), s->generation, meta.generation, static_cast<long long>(d->nchanges),
+       s->host ? "" : " (no entries held)");
   s->image.meta = meta;
   s->generation = meta.generation;
   s->valid = true;
@@ -328,7 +333,9 @@ const IvfpqImage* image_get(Relation index, bool with_host, uint64 base, IvfpqDe
   ivfpq_check_meta(index, &meta);  // every parameter and block range (XX002)
   bool same = s->valid && s->oid == oid && RelFileNodeEquals(s->node, index->rd_node);
   bool fresh = same && s->generation == meta.generation;
-  if (!fresh && !(same && s->generation < meta.generation && refresh_slot(index, mpage, meta, s))) {
+  bool refreshed = !fresh && same && gknn_ivfpq_delta && s->generation < meta.generation &&
+                   refresh_slot(index, mpage, meta, s);
+  if (!fresh && !refreshed) {
     free_image_slot(s);
     s->oid = oid;
     s->node = index->rd_node;
@@ -342,7 +349,7 @@ const IvfpqImage* image_get(Relation index, bool with_host, uint64 base, IvfpqDe
     load_host(index, meta, s);
     s->valid = true;
   }
-  if (delta) *delta = ivfpq_read_delta(index, mpage, meta, base, true);
+  if (delta) *delta = gknn_ivfpq_delta ? ivfpq_read_delta(index, mpage, meta, base, true) : nullptr;
   UnlockReleaseBuffer(mbuf);
   return &s->image;
 }

@@ -72,6 +72,11 @@ struct ScanState {
   AttrNumber attno;
 };
 
+// Times a scan round ships its image (or a delta) and asks again before it
+// gives up: each try is the current generation, so only a stream of
+// changes faster than a round trip exhausts them.
+constexpr int kShipAttempts = 8;
+
 bool candidate_less(const Candidate& a, const Candidate& b) {
   bool na = std::isnan(a.distance), nb = std::isnan(b.distance);
   if (na != nb) return nb;
@@ -159,20 +164,42 @@ int search_mode(Relation index, const IvfpqMeta& meta) {
   return GKNN_SEARCH_PQ;
 }
 
+// Gives the service the current image of `index`: what changed since the
+// generation it holds where it holds one and the change log proves the
+// changes (only the changed pages' entries travel), else the whole image.
+// *image becomes the generation shipped.
+void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& held) {
+  Oid oid = RelationGetRelid(index);
+  if (held.resident) {
+    IvfpqDelta* delta = nullptr;
+    *image = ivfpq_image_get_delta(index, held.generation, &delta);
+    const IvfpqMeta& meta = (*image)->meta;
+    if (meta.generation == held.generation) return;  // shipped by another backend meanwhile
+    if (delta && gknn_service_ivfpq_delta(oid, index->rd_node, *delta, meta.code_size,
+                                          meta.stores_vectors ? meta.dim : 0))
+      return;
+  }
+  *image = ivfpq_image_get(index, true);
+  gknn_service_ivfpq_load(oid, index->rd_node, (*image)->meta.generation, *(*image)->host, *(*image)->pages);
+  ivfpq_image_release_host(index);
+}
+
 // This round's candidates (ids, distances: up to `want`, best first), from
 // the GPU service or this backend's CPU; sets so->entries. *image may be
 // replaced by a newer one (the index changed while its image was shipped).
 int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** image, int mode, int probes,
                        int64 want, int64* ids, double* dist) {
   Relation index = scan->indexRelation;
-  // A missing image is shipped, then asked for again; the retries cover an
-  // eviction or a newer generation arriving in between.
-  for (int attempt = 0; so->route.use_service && attempt < 4; ++attempt) {
+  // A missing image is shipped (or what changed since the generation the
+  // service holds), then asked for again; the retries cover an eviction or
+  // a newer generation arriving in between (inserts in other sessions).
+  for (int attempt = 0; so->route.use_service && attempt < kShipAttempts; ++attempt) {
     int64 count = 0, entries = 0;
     bool gone = false;
+    ServiceHeld held;
     if (gknn_service_ivfpq_search(RelationGetRelid(index), index->rd_node, (*image)->meta.generation,
                                   so->query, so->qdim, probes, mode, want, ids, dist, &count, &entries, &gone,
-                                  &so->trip)) {
+                                  &so->trip, &held)) {
       so->entries = entries;
       return count;
     }
@@ -180,10 +207,7 @@ int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** ima
       so->route.use_service = false;  // gknn.device = auto: the CPU takes over
       break;
     }
-    *image = ivfpq_image_get(index, true);
-    gknn_service_ivfpq_load(RelationGetRelid(index), index->rd_node, (*image)->meta.generation,
-                            *(*image)->host);
-    ivfpq_image_release_host(index);
+    ship_image(index, image, held);
   }
   if (so->route.use_service)
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gknn/ivfpq.h"
+#include "ivfpq/ivfpq_pagemap.h"
 
 namespace gknn_service {
 
@@ -26,9 +27,11 @@ struct ResidentKey {
 
 struct Resident {
   ResidentKey key;
-  int device = -1;                                // -1: searched on the CPU
+  int device = -1;  // -1: searched on the CPU
+  gknn::ivfpq::Params params;
   std::unique_ptr<gknn::ivfpq::Image> host;       // kept only for CPU search
   std::unique_ptr<gknn::ivfpq::DeviceImage> gpu;  // on `device`
+  std::unique_ptr<IvfpqPageMap> pages;  // where its entries sit in the index's pages (null: no deltas)
   std::int64_t bytes = 0, entries = 0, hits = 0;
   std::int64_t loaded_us = 0, last_used_us = 0;
 };
@@ -53,11 +56,34 @@ class ResidentImages {
   // each array, then finish() validates it and makes it resident (evicting
   // least recently used images to fit; Error(OutOfMemory) if it cannot).
   void begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params, std::int64_t entries,
-             bool vectors);
-  // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors (bytes).
+             bool vectors, std::int64_t pages);
+  // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors,
+  // 6 pages per list (lists + 1 offsets), 7 page blocks, 8 page items (bytes).
   void piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
   Resident* finish(int requester, std::int64_t now_us);
-  void abandon(int requester) { staging_.erase(requester); }
+  void abandon(int requester) {
+    staging_.erase(requester);
+    delta_staging_.erase(requester);
+  }
+
+  // The generation held of the index of `key` (any generation); false when none.
+  bool resident_generation(const ResidentKey& key, std::uint64_t* generation) const;
+
+  // Deltas (service_delta.cpp): what changed in an index since the
+  // generation held, shipped like an image (shape, pieces, finish) and
+  // applied to a new Resident of the target generation, which replaces the
+  // old one (searches still running on that one keep it until they end).
+  enum class DeltaStart { Ship, Resident, NeedImage };
+  // Resident: the target generation is already held (nothing to ship);
+  // NeedImage: the base generation is not (ship the whole image).
+  DeltaStart begin_delta(int requester, const ResidentKey& target, std::uint64_t base, std::int64_t changes,
+                         std::int64_t entries, bool vectors);
+  // Section: 0 changes (IvfpqPageChange), 1 ids, 2 codes, 3 vectors (bytes).
+  void delta_piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
+  // False when the base is gone meanwhile, or the delta does not fit it
+  // (the base is then dropped): ship the whole image. Error(OutOfMemory)
+  // when the new generation does not fit the budget.
+  bool finish_delta(int requester, std::int64_t now_us);
 
   // nq queries on the image's device; k = sp.k rows each, best first, ids
   // and distances (mode 0: PQ estimates; 1: the PQ candidates re-ranked by
@@ -74,13 +100,28 @@ class ResidentImages {
   struct Staging {
     ResidentKey key;
     std::unique_ptr<gknn::ivfpq::Image> image;
+    std::unique_ptr<IvfpqPageMap> pages;
+  };
+  struct DeltaStaging {
+    ResidentKey key;  // the target generation
+    std::uint64_t base = 0;
+    std::vector<IvfpqPageChange> changes;
+    std::vector<std::int64_t> ids;
+    std::vector<std::uint8_t> codes;
+    std::vector<float> vectors;
   };
   std::int64_t used_on(int device) const;
   int pick_device() const;
   // Evicts least recently used images of `device` until `bytes` more fit;
   // false when even an empty device cannot hold them.
   bool make_room(int device, std::int64_t bytes);
-  bool evict_one(int device);
+  // Evicts the least recently used image of `device` but `keep`.
+  bool evict_one(int device, const Resident* keep = nullptr);
+  // The resident image of the same index as `key` at `generation`, or null.
+  std::shared_ptr<Resident> held(const ResidentKey& key, std::uint64_t generation) const;
+  // Makes the image of `base` + `delta` (on the base's device).
+  std::shared_ptr<Resident> updated(const Resident& base, const gknn::ivfpq::ImageDelta& delta,
+                                    const ResidentKey& key, std::int64_t now_us);
   void drop_other_generations(const ResidentKey& key);
 
   std::vector<int> devices_;
@@ -88,6 +129,7 @@ class ResidentImages {
   std::int64_t evictions_ = 0;
   std::vector<std::shared_ptr<Resident>> images_;
   std::map<int, Staging> staging_;
+  std::map<int, DeltaStaging> delta_staging_;
 };
 
 // The CPU's search of `image` in `mode` (as ResidentImages::search): the
