@@ -32,7 +32,9 @@
 #
 # The service stage (regress/service-live.sh, TAP, on a cluster of its own
 # with gknn preloaded) checks the GPU service: answers equal to the CPU path,
-# 64 concurrent sessions, eviction, cancellation, the service killed.
+# 64 concurrent sessions, eviction, cancellation, the service killed; stage
+# service-delta (regress/service-delta.sh, the same cluster, first) checks
+# images kept fresh by deltas after inserts, VACUUM and during both.
 #
 # The asan stage builds the core library and its GoogleTest binary in
 # build/asan with GKNN_SANITIZE=address,undefined (host code instrumented,
@@ -418,6 +420,14 @@ run_service_live() {
       return 0
     }
   fi
+  # Images kept fresh by deltas (before service-live.sh, which crashes the
+  # service on purpose).
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged service-delta regress/service-delta.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path service-delta)")"
+  tally service-delta "$rc" "$p" "$f"
+  rc=0
   GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
     GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
     run_logged service regress/service-live.sh || rc=$?

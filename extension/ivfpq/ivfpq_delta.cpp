@@ -14,12 +14,13 @@
 
 namespace {
 
-// A changed list page while the log is read: its kind so far and, for
-// appended items, the first offset appended.
+// A changed list page while the log is read: its kind so far, whether
+// items were added to it, and the first offset appended.
 struct Touched {
   int32 list;
   BlockNumber block;
   uint32 kind;
+  bool added_items;
   uint32 first_offset;
 };
 
@@ -30,12 +31,16 @@ void note_page(const IvfpqLogRecord& r, Touched* pages, int* npages) {
     if (pages[i].block == r.block && pages[i].list == r.chain) t = &pages[i];
   if (t == nullptr) {
     t = &pages[(*npages)++];
-    *t = Touched{r.chain, r.block, kIvfpqItemsAppended, r.offset};
+    *t = Touched{r.chain, r.block, kIvfpqItemsAppended, false, r.offset};
   }
+  t->added_items |= r.kind != kIvfpqLogRewrite;
+  // A new page carries all its items, whatever happened to it after; a
+  // page VACUUM rewrote, only the ids of those it kept, unless items were
+  // also added to it (then all of them).
   if (r.kind == kIvfpqLogNewPage)
-    t->kind = kIvfpqPageAdded;  // all its items, whatever happened to it after
-  else if (r.kind == kIvfpqLogRewrite && t->kind != kIvfpqPageAdded)
-    t->kind = kIvfpqPageRewritten;
+    t->kind = kIvfpqPageAdded;
+  else if (t->kind != kIvfpqPageAdded && (r.kind == kIvfpqLogRewrite || t->kind != kIvfpqItemsAppended))
+    t->kind = t->added_items ? kIvfpqPageRewritten : kIvfpqPageShrunk;
 }
 
 // The list pages the log names after `base` (null when it cannot prove
@@ -61,12 +66,14 @@ Touched* read_log(const unsigned char* contents, Size covered, const IvfpqMeta& 
   return pages;
 }
 
-// Growing arrays of the delta's entries.
+// Growing arrays of the delta's entries, and of the ids shrunk pages kept.
 struct Items {
   int64 n, cap;
   int64* ids;
   uint8* codes;
   float* vectors;
+  int64 nkept, kept_cap;
+  int64* kept;
 };
 
 void reserve(Items* it, int64 more, int code_size, int dim) {
@@ -78,16 +85,38 @@ void reserve(Items* it, int64 more, int code_size, int dim) {
   it->cap = cap;
 }
 
-// Copies page `t`'s items (all, or appended ones from its first offset)
-// into `it`; false when the page does not hold what the log says.
+// The ids of a shrunk page's items, into it->kept.
+void read_kept(Page page, OffsetNumber max, Items* it, int64* first) {
+  if (it->nkept + max > it->kept_cap) {
+    it->kept_cap = Max(it->kept_cap * 2, it->nkept + max);
+    it->kept = static_cast<int64*>(repalloc_huge(it->kept, sizeof(int64) * it->kept_cap));
+  }
+  *first = it->nkept;
+  for (OffsetNumber off = FirstOffsetNumber; off <= max; ++off)
+    it->kept[it->nkept++] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
+}
+
+// Copies page `t`'s items (all, or appended ones from its first offset, or
+// the ids of a shrunk page's) into `it`; false when the page does not hold
+// what the log says.
 bool read_page(Relation index, const IvfpqMeta& meta, const Touched& t, Items* it, IvfpqPageChange* change,
                BlockNumber* nblocks) {
   const int dim = meta.stores_vectors ? meta.dim : 0;
+  // A block past the index (as last read, then as now) is a corrupted log.
+  if (t.block >= *nblocks && (*nblocks = RelationGetNumberOfBlocks(index)) <= t.block)
+    ivfpq_corrupted(index, kIvfpqMetaBlock, "change log names a block past the end of the index");
   Buffer buf = ReadBuffer(index, t.block);
   LockBuffer(buf, BUFFER_LOCK_SHARE);
   Page page = BufferGetPage(buf);
   ivfpq_check_list_page(index, t.block, page, ivfpq_list_item_size(meta), nblocks);
   const OffsetNumber max = PageGetMaxOffsetNumber(page);
+  if (t.kind == kIvfpqPageShrunk) {
+    int64 kept_first;
+    read_kept(page, max, it, &kept_first);
+    *change = IvfpqPageChange{t.list, t.block, t.kind, FirstOffsetNumber, kept_first, max};
+    UnlockReleaseBuffer(buf);
+    return true;
+  }
   const OffsetNumber first = t.kind == kIvfpqItemsAppended ? t.first_offset : FirstOffsetNumber;
   if (t.kind == kIvfpqItemsAppended && (first < FirstOffsetNumber || first > max)) {
     UnlockReleaseBuffer(buf);
@@ -124,8 +153,9 @@ IvfpqDelta* ivfpq_read_delta(Relation index, Page metapage, const IvfpqMeta& met
     return d;
   }
   IvfpqPageChange* changes = static_cast<IvfpqPageChange*>(palloc(sizeof(IvfpqPageChange) * Max(npages, 1)));
-  Items it{0, 16, nullptr, nullptr, nullptr};
+  Items it{0, 16, nullptr, nullptr, nullptr, 0, 16, nullptr};
   it.ids = static_cast<int64*>(palloc(sizeof(int64) * it.cap));
+  it.kept = static_cast<int64*>(palloc(sizeof(int64) * it.kept_cap));
   it.codes = static_cast<uint8*>(palloc(Max(Size(meta.code_size) * it.cap, Size(1))));
   if (meta.stores_vectors) it.vectors = static_cast<float*>(palloc(sizeof(float) * meta.dim * it.cap));
   BlockNumber nblocks = 0;
@@ -137,5 +167,7 @@ IvfpqDelta* ivfpq_read_delta(Relation index, Page metapage, const IvfpqMeta& met
   d->ids = it.ids;
   d->codes = it.codes;
   d->vectors = it.vectors;
+  d->nkept = it.nkept;
+  d->kept = it.kept;
   return d;
 }

@@ -18,6 +18,7 @@
 // A load holds the metapage's share lock from start to end; inserts and
 // vacuum change pages only under its exclusive lock, so an image is one
 // consistent state of the index.
+#include <algorithm>
 #include <cstring>
 
 #include "ivfpq.h"
@@ -205,7 +206,13 @@ bool apply_to_host(const IvfpqMeta& meta, const IvfpqDelta& d, ImageSlot* s) {
   gknn_pg::core_call([&] {
     try {
       IvfpqPageMap next;
-      const gknn::ivfpq::ImageDelta delta = ivfpq_plan_changes(*pages, d, code_size, vector_dim, &next);
+      auto read_ids = [&](std::int64_t first, std::int64_t count, std::int64_t* out) {
+        if (first < 0 || count < 0 || first + count > static_cast<std::int64_t>(host->ids.size()))
+          throw gknn::Error(gknn::ErrorCode::InvalidArgument, "gpu_ivfpq delta: ids past the image");
+        std::copy_n(host->ids.data() + first, count, out);
+      };
+      const gknn::ivfpq::ImageDelta delta =
+          ivfpq_plan_changes(*pages, d, code_size, vector_dim, read_ids, &next);
       *host = gknn::ivfpq::apply_delta(*host, delta);
       *pages = std::move(next);
     } catch (const gknn::Error& e) {

@@ -10,10 +10,13 @@
 // ivfpq_format.h): items appended to a chain's last page, a new last page,
 // and a page rewritten by VACUUM without its dead items. So a changed page
 // is a run of entries at a known place: its old items are replaced by its
-// items now, or its new items follow its old ones.
+// items now, or its new items follow its old ones, or (a page only VACUUM
+// changed) some of its old items are gone: then only the ids of the items
+// it keeps travel, and the others are found missing among the image's.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "gknn/ivfpq_delta.h"
@@ -28,10 +31,11 @@ enum IvfpqChangeKind : std::uint32_t {
   kIvfpqItemsAppended = 1,  // items added to a page the image holds, from first_offset on
   kIvfpqPageRewritten = 2,  // a page the image holds, all its items now
   kIvfpqPageAdded = 3,      // a page new to the chain (at its end), all its items
+  kIvfpqPageShrunk = 4,     // a page the image holds that lost items: the ids of those it kept
 };
 
 // One changed page of a list's chain, and the delta's entries that carry
-// its items: [first, first + count).
+// its items: [first, first + count) (of `kept` for a shrunk page).
 struct IvfpqPageChange {
   std::int32_t list;
   std::uint32_t block;
@@ -53,7 +57,13 @@ struct IvfpqDelta {
   const std::int64_t* ids;
   const std::uint8_t* codes;  // entries x code size
   const float* vectors;       // entries x dim, or null (the index stores none)
+  std::int64_t nkept;
+  const std::int64_t* kept;  // ids of the items shrunk pages kept, page after page
 };
+
+// Reads `count` ids of an image's entries from position `first` on (list
+// order; the host Image's ids, or a DeviceImage's).
+using IvfpqReadIds = std::function<void(std::int64_t first, std::int64_t count, std::int64_t* out)>;
 
 // Throws gknn::Error(InvalidArgument) unless `map` describes an image whose
 // lists start at `offsets` (one entry per item).
@@ -64,6 +74,8 @@ void ivfpq_check_page_map(const IvfpqPageMap& map, const std::vector<std::int64_
 // gknn::Error(InvalidArgument) when a change does not fit the map (a page
 // appended to or rewritten that the map lacks, an added page it has, an
 // append that does not follow the page's items, a page changed twice): the
-// image is then not the delta's base, and must be loaded whole.
+// image is then not the delta's base, and must be loaded whole. A shrunk
+// page's items are found among the image's (read_ids): its kept ids must be
+// a subsequence of the page's old ones, which must be distinct.
 gknn::ivfpq::ImageDelta ivfpq_plan_changes(const IvfpqPageMap& map, const IvfpqDelta& delta, int code_size,
-                                           int dim, IvfpqPageMap* next);
+                                           int dim, const IvfpqReadIds& read_ids, IvfpqPageMap* next);

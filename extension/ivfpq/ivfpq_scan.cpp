@@ -72,10 +72,13 @@ struct ScanState {
   AttrNumber attno;
 };
 
-// Times a scan round ships its image (or a delta) and asks again before it
-// gives up: each try is the current generation, so only a stream of
-// changes faster than a round trip exhausts them.
-constexpr int kShipAttempts = 8;
+// Times in a row a scan round ships its image (or a delta) and asks again
+// while the service's copy makes no progress, before it gives up (an image
+// that does not stay resident). Tries in which the service's copy moved on
+// (other sessions shipped newer generations: a stream of inserts) do not
+// count, up to kMaxShipAttempts in all.
+constexpr int kShipAttempts = 4;
+constexpr int kMaxShipAttempts = 1000;
 
 bool candidate_less(const Candidate& a, const Candidate& b) {
   bool na = std::isnan(a.distance), nb = std::isnan(b.distance);
@@ -165,19 +168,26 @@ int search_mode(Relation index, const IvfpqMeta& meta) {
 }
 
 // Gives the service the current image of `index`: what changed since the
-// generation it holds where it holds one and the change log proves the
-// changes (only the changed pages' entries travel), else the whole image.
-// *image becomes the generation shipped.
-void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& held) {
+// generation it holds (held) where it holds one and the change log proves
+// the changes (only the changed pages' entries travel), else the whole
+// image; *image becomes the generation shipped. A delta the service could
+// not apply (another session moved its image on meanwhile) is not followed
+// by the whole image at once: the next try learns the generation held now,
+// unless it is the one the delta failed on (*failed_from), which only a
+// whole image mends.
+void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& held, uint64* failed_from) {
   Oid oid = RelationGetRelid(index);
-  if (held.resident) {
+  if (held.resident && held.generation != *failed_from) {
     IvfpqDelta* delta = nullptr;
     *image = ivfpq_image_get_delta(index, held.generation, &delta);
     const IvfpqMeta& meta = (*image)->meta;
     if (meta.generation == held.generation) return;  // shipped by another backend meanwhile
-    if (delta && gknn_service_ivfpq_delta(oid, index->rd_node, *delta, meta.code_size,
-                                          meta.stores_vectors ? meta.dim : 0))
+    if (delta) {
+      if (!gknn_service_ivfpq_delta(oid, index->rd_node, *delta, meta.code_size,
+                                    meta.stores_vectors ? meta.dim : 0))
+        *failed_from = held.generation;
       return;
+    }
   }
   *image = ivfpq_image_get(index, true);
   gknn_service_ivfpq_load(oid, index->rd_node, (*image)->meta.generation, *(*image)->host, *(*image)->pages);
@@ -193,7 +203,11 @@ int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** ima
   // A missing image is shipped (or what changed since the generation the
   // service holds), then asked for again; the retries cover an eviction or
   // a newer generation arriving in between (inserts in other sessions).
-  for (int attempt = 0; so->route.use_service && attempt < kShipAttempts; ++attempt) {
+  uint64 failed_from = PG_UINT64_MAX;  // the held generation a delta failed on
+  ServiceHeld last{false, 0};
+  for (int attempt = 0, stalls = 0;
+       so->route.use_service && attempt < kMaxShipAttempts && stalls < kShipAttempts; ++attempt) {
+    CHECK_FOR_INTERRUPTS();
     int64 count = 0, entries = 0;
     bool gone = false;
     ServiceHeld held;
@@ -207,7 +221,10 @@ int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** ima
       so->route.use_service = false;  // gknn.device = auto: the CPU takes over
       break;
     }
-    ship_image(index, image, held);
+    const bool moved = held.resident && (!last.resident || held.generation > last.generation);
+    stalls = moved ? 0 : stalls + 1;
+    last = held;
+    ship_image(index, image, held, &failed_from);
   }
   if (so->route.use_service)
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

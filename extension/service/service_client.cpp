@@ -368,6 +368,7 @@ bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& del
   s->delta.changes = delta.nchanges;
   s->delta.entries = delta.entries;
   s->delta.vectors = delta.vectors ? 1 : 0;
+  s->delta.kept = delta.nkept;
   if (bare_step(s, kDeltaBegin) != kOk) return false;
   if (s->resident) return true;  // another backend brought it there meanwhile
   const Section sections[kDeltaSections] = {
@@ -375,6 +376,7 @@ bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& del
       {delta.ids, delta.entries * static_cast<int64>(sizeof(int64))},
       {delta.codes, delta.entries * code_size},
       {delta.vectors, delta.vectors ? delta.entries * dim * static_cast<int64>(sizeof(float)) : 0},
+      {delta.kept, delta.nkept * static_cast<int64>(sizeof(int64))},
   };
   if (!ship_sections(s, kDeltaChunk, sections, kDeltaSections)) return false;
   return bare_step(s, kDeltaEnd) == kOk;

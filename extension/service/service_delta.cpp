@@ -42,12 +42,14 @@ std::shared_ptr<Resident> ResidentImages::held(const ResidentKey& key, std::uint
 
 ResidentImages::DeltaStart ResidentImages::begin_delta(int requester, const ResidentKey& target,
                                                        std::uint64_t base, std::int64_t changes,
-                                                       std::int64_t entries, bool vectors) {
+                                                       std::int64_t entries, bool vectors,
+                                                       std::int64_t kept) {
   delta_staging_.erase(requester);
-  if (held(target, target.generation)) return DeltaStart::Resident;
+  std::uint64_t newest = 0;
+  if (resident_generation(target, &newest) && newest >= target.generation) return DeltaStart::Resident;
   std::shared_ptr<Resident> from = held(target, base);
   if (!from || !from->pages || base >= target.generation) return DeltaStart::NeedImage;
-  if (changes < 0 || entries < 0) invalid("negative change or entry count");
+  if (changes < 0 || entries < 0 || kept < 0) invalid("negative change or entry count");
   const gknn::ivfpq::Params& p = from->params;
   DeltaStaging d;
   d.key = target;
@@ -56,6 +58,7 @@ ResidentImages::DeltaStart ResidentImages::begin_delta(int requester, const Resi
   d.ids.resize(static_cast<std::size_t>(entries));
   d.codes.resize(static_cast<std::size_t>(entries) * gknn::ivfpq::code_size(p));
   if (vectors) d.vectors.resize(static_cast<std::size_t>(entries) * p.dim);
+  d.kept.resize(static_cast<std::size_t>(kept));
   delta_staging_[requester] = std::move(d);
   return DeltaStart::Ship;
 }
@@ -74,6 +77,8 @@ void ResidentImages::delta_piece(int requester, int section, std::int64_t offset
       return fill(d.codes, offset, data, bytes);
     case 3:
       return fill(d.vectors, offset, data, bytes);
+    case 4:
+      return fill(d.kept, offset, data, bytes);
     default:
       invalid("unknown section " + std::to_string(section));
   }
@@ -113,7 +118,9 @@ bool ResidentImages::finish_delta(int requester, std::int64_t now_us) {
   if (it == delta_staging_.end()) invalid("finished before its shape");
   DeltaStaging staged = std::move(it->second);
   delta_staging_.erase(it);
-  if (held(staged.key, staged.key.generation)) return true;  // another backend brought it meanwhile
+  std::uint64_t newest = 0;
+  if (resident_generation(staged.key, &newest) && newest >= staged.key.generation)
+    return true;  // another backend brought it there (or further) meanwhile
   std::shared_ptr<Resident> base = held(staged.key, staged.base);
   if (!base || !base->pages) return false;
   const gknn::ivfpq::Params& p = base->params;
@@ -126,12 +133,23 @@ bool ResidentImages::finish_delta(int requester, std::int64_t now_us) {
                   static_cast<std::int64_t>(staged.ids.size()),
                   staged.ids.data(),
                   staged.codes.data(),
-                  staged.vectors.empty() ? nullptr : staged.vectors.data()};
+                  staged.vectors.empty() ? nullptr : staged.vectors.data(),
+                  static_cast<std::int64_t>(staged.kept.size()),
+                  staged.kept.data()};
   auto pages = std::make_unique<IvfpqPageMap>();
+  // Shrunk pages' old ids, from the image held (a few pages' worth).
+  const Resident& held_image = *base;
+  auto read_ids = [&](std::int64_t first, std::int64_t count, std::int64_t* out) {
+    if (first < 0 || count < 0 || first + count > held_image.entries) invalid("ids past the image");
+    if (held_image.gpu)
+      held_image.gpu->copy_ids(first, count, out);
+    else
+      std::copy_n(held_image.host->ids.data() + first, count, out);
+  };
   std::shared_ptr<Resident> r;
   try {
     const gknn::ivfpq::ImageDelta delta =
-        ivfpq_plan_changes(*base->pages, view, gknn::ivfpq::code_size(p), p.dim, pages.get());
+        ivfpq_plan_changes(*base->pages, view, gknn::ivfpq::code_size(p), p.dim, read_ids, pages.get());
     r = updated(*base, delta, staged.key, now_us);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::InvalidArgument) throw;

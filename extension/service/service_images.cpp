@@ -180,6 +180,9 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
     invalid("list offsets do not cover the entries");
   // Another backend shipped the same image meanwhile: keep the first.
   if (auto r = find(staged.key, now_us)) return r.get();
+  // A newer generation arrived meanwhile (a delta): this one is of no more use.
+  std::uint64_t held = 0;
+  if (resident_generation(staged.key, &held) && held > staged.key.generation) return nullptr;
   drop_other_generations(staged.key);
 
   auto r = std::make_shared<Resident>();
@@ -226,6 +229,16 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
   }
   images_.push_back(std::move(r));
   return images_.back().get();
+}
+
+std::shared_ptr<Resident> ResidentImages::find_for_search(const ResidentKey& key, std::int64_t now_us) {
+  for (auto& r : images_)
+    if (r->key.same_index(key) && r->key.generation >= key.generation) {
+      r->hits++;
+      r->last_used_us = now_us;
+      return r;
+    }
+  return nullptr;
 }
 
 bool ResidentImages::resident_generation(const ResidentKey& key, std::uint64_t* generation) const {

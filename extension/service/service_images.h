@@ -51,6 +51,15 @@ class ResidentImages {
   // executor thread keeps its image alive if it is evicted meanwhile (its
   // memory goes when that search ends).
   std::shared_ptr<Resident> find(const ResidentKey& key, std::int64_t now_us);
+  // The resident image a search of `key` may use: its generation or a newer
+  // one of the same index (relfilenode included), or null. A newer image
+  // holds every entry of the older that a snapshot taken before the older
+  // was read can see (VACUUM removes only entries that no snapshot sees;
+  // the entries added since belong to rows the executor finds invisible to
+  // it, or visible ones it would have found anyway), so an answer from it
+  // is as right; under a stream of inserts, sessions then do not chase one
+  // generation after another.
+  std::shared_ptr<Resident> find_for_search(const ResidentKey& key, std::int64_t now_us);
 
   // Shipping, per requester (its slot number): the shape, then pieces of
   // each array, then finish() validates it and makes it resident (evicting
@@ -60,6 +69,7 @@ class ResidentImages {
   // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors,
   // 6 pages per list (lists + 1 offsets), 7 page blocks, 8 page items (bytes).
   void piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
+  // Null when a newer generation of the index arrived meanwhile (kept).
   Resident* finish(int requester, std::int64_t now_us);
   void abandon(int requester) {
     staging_.erase(requester);
@@ -74,11 +84,13 @@ class ResidentImages {
   // applied to a new Resident of the target generation, which replaces the
   // old one (searches still running on that one keep it until they end).
   enum class DeltaStart { Ship, Resident, NeedImage };
-  // Resident: the target generation is already held (nothing to ship);
+  // Resident: the target generation (or a newer one) is already held
+  // (nothing to ship);
   // NeedImage: the base generation is not (ship the whole image).
   DeltaStart begin_delta(int requester, const ResidentKey& target, std::uint64_t base, std::int64_t changes,
-                         std::int64_t entries, bool vectors);
-  // Section: 0 changes (IvfpqPageChange), 1 ids, 2 codes, 3 vectors (bytes).
+                         std::int64_t entries, bool vectors, std::int64_t kept);
+  // Section: 0 changes (IvfpqPageChange), 1 ids, 2 codes, 3 vectors, 4 ids
+  // kept by shrunk pages (bytes).
   void delta_piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
   // False when the base is gone meanwhile, or the delta does not fit it
   // (the base is then dropped): ship the whole image. Error(OutOfMemory)
@@ -109,6 +121,7 @@ class ResidentImages {
     std::vector<std::int64_t> ids;
     std::vector<std::uint8_t> codes;
     std::vector<float> vectors;
+    std::vector<std::int64_t> kept;
   };
   std::int64_t used_on(int device) const;
   int pick_device() const;

@@ -85,8 +85,15 @@ enum ImageSection : uint32 {
 };
 
 // Arrays of a delta (kDeltaChunk's `section`): the changed pages
-// (IvfpqPageChange), then the entries they carry.
-enum DeltaSection : uint32 { kDeltaChanges = 0, kDeltaIds, kDeltaCodes, kDeltaVectors, kDeltaSections };
+// (IvfpqPageChange), the entries they carry, the ids shrunk pages kept.
+enum DeltaSection : uint32 {
+  kDeltaChanges = 0,
+  kDeltaIds,
+  kDeltaCodes,
+  kDeltaVectors,
+  kDeltaKept,
+  kDeltaSections
+};
 
 // What a search returns (all: ids and float8 distances, best first).
 enum SearchMode : uint32 {
@@ -110,6 +117,7 @@ struct DeltaShape {
   int64 changes;  // changed pages
   int64 entries;  // entries they carry
   int32 vectors;  // with their vectors
+  int64 kept;     // ids of items shrunk pages kept
 };
 
 constexpr int kInlineBytes = 64 * 1024;  // payload kept in the slot itself

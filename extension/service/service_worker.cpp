@@ -250,7 +250,7 @@ void run_delta(Taken& t) {
   switch (s->kind) {
     case kDeltaBegin: {
       auto start = images->begin_delta(t.slot, resident_key(s->key), s->delta.base, s->delta.changes,
-                                       s->delta.entries, s->delta.vectors != 0);
+                                       s->delta.entries, s->delta.vectors != 0, s->delta.kept);
       s->resident = start == ResidentImages::DeltaStart::Resident;
       if (start == ResidentImages::DeltaStart::NeedImage) s->reply = kNeedImage;
       break;
@@ -376,7 +376,7 @@ uint64 next_batch_id = 0;
 
 void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   RequestSlot* first = taken[group[0]].s;
-  std::shared_ptr<Resident> r = images->find(resident_key(first->key), now_us());
+  std::shared_ptr<Resident> r = images->find_for_search(resident_key(first->key), now_us());
   if (!r) {
     uint64 held = 0;
     const bool resident = images->resident_generation(resident_key(first->key), &held);

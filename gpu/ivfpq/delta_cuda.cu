@@ -288,4 +288,12 @@ DeviceImage DeviceImage::updated(const ImageDelta& delta) const {
   return DeviceImage(new Impl(*impl_, plan, delta));
 }
 
+void DeviceImage::copy_ids(std::int64_t first, std::int64_t count, std::int64_t* out) const {
+  if (!impl_ || first < 0 || count < 0 || count > impl_->entries - first)
+    throw Error(ErrorCode::InvalidArgument, "ivfpq: ids past the image's entries");
+  if (count == 0) return;
+  GKNN_CUDA(cudaSetDevice(impl_->device));
+  GKNN_CUDA(cudaMemcpy(out, impl_->ids.get() + first, sizeof(std::int64_t) * count, cudaMemcpyDeviceToHost));
+}
+
 }  // namespace gknn::ivfpq

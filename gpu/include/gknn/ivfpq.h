@@ -178,6 +178,9 @@ class DeviceImage {
   // image is left as it was (searches may run on it meanwhile). Throws as
   // apply_delta does when the delta does not fit, and as the constructor.
   DeviceImage updated(const ImageDelta& delta) const;
+  // Copies the ids of entries [first, first + count) (list order) to `out`
+  // (host); Error(InvalidArgument) past the entries.
+  void copy_ids(std::int64_t first, std::int64_t count, std::int64_t* out) const;
   std::size_t device_bytes() const;  // memory held on the GPU, vectors included
   bool fp16_lut() const;             // LUTs fall back to fp16 (too large for shared memory)
   bool has_vectors() const;          // the image's vectors are resident (exact searches work)
