@@ -32,9 +32,11 @@
 #
 # The service stage (regress/service-live.sh, TAP, on a cluster of its own
 # with gknn preloaded) checks the GPU service: answers equal to the CPU path,
-# 64 concurrent sessions, eviction, cancellation, the service killed; stage
-# service-delta (regress/service-delta.sh, the same cluster, first) checks
-# images kept fresh by deltas after inserts, VACUUM and during both.
+# 64 concurrent sessions, eviction, cancellation, index builds through the
+# service, the service killed; stage service-delta (regress/service-delta.sh,
+# the same cluster, first) checks images kept fresh by deltas after inserts,
+# VACUUM and during both. On the same cluster, stages regress-svc and
+# pgtap-svc run gpu_ivfpq's pg_regress files and its pgTAP file again.
 #
 # The asan stage builds the core library and its GoogleTest binary in
 # build/asan with GKNN_SANITIZE=address,undefined (host code instrumented,
@@ -275,13 +277,18 @@ start_server() {
 # The suite's options as the Makefile gives them to PGXS's pg_regress.
 makefile_var() { sed -n "s/^$1 *= *//p" Makefile; }
 
+# pg_regress_direct [TEST...]: the tests named, or every file of sql/.
 pg_regress_direct() {
   local pgxs bindir tests opts
   pgxs=$(dirname "$(pg_config --pgxs)")/../..
   bindir=$(pg_config --bindir)
   read -r -a opts <<<"$(makefile_var REGRESS_OPTS)"
   # As the Makefile's $(sort ...) orders them: bytewise.
-  mapfile -t tests < <(printf '%s\n' sql/*.sql | LC_ALL=C sort | sed 's|^sql/||; s|\.sql$||')
+  if (($# > 0)); then
+    tests=("$@")
+  else
+    mapfile -t tests < <(printf '%s\n' sql/*.sql | LC_ALL=C sort | sed 's|^sql/||; s|\.sql$||')
+  fi
   "$pgxs/src/test/regress/pg_regress" --inputdir=./ --bindir="$bindir" \
     --dbname=contrib_regression "${opts[@]}" "${tests[@]}"
 }
@@ -295,22 +302,25 @@ count_pg_regress() {
        END { print p+0, f+0 }' "$1"
 }
 
+# run_pg_regress [STAGE TEST...]: every file of sql/ (stage pg_regress), or
+# the tests named under another stage's name.
 run_pg_regress() {
-  local rc=0 log p f
-  log=$(log_path pg_regress)
+  local stage=${1:-pg_regress} rc=0 log p f
+  (($# == 0)) || shift
+  log=$(log_path "$stage")
   rm -f regression.diffs regression.out
   if [ "${GKNN_PG_REGRESS:-make}" = make ] && command -v make >/dev/null; then
-    run_logged pg_regress make installcheck || rc=$?
+    run_logged "$stage" make installcheck ${1:+REGRESS="$*"} || rc=$?
   else
-    run_logged pg_regress pg_regress_direct || rc=$?
+    run_logged "$stage" pg_regress_direct "$@" || rc=$?
   fi
   if [ -s regression.diffs ]; then
-    cp regression.diffs "$LOGS/regression.diffs"
-    echo "== regression.diffs (also $LOGS/regression.diffs)"
+    cp regression.diffs "$LOGS/$stage.diffs"
+    echo "== regression.diffs (also $LOGS/$stage.diffs)"
     cat regression.diffs
   fi
   read -r p f <<<"$(count_pg_regress "$log")"
-  tally pg_regress "$rc" "$p" "$f"
+  tally "$stage" "$rc" "$p" "$f"
 }
 
 # pg_prove -v echoes each file's TAP stream. Top-level "ok"/"not ok" lines are
@@ -322,17 +332,21 @@ count_pgtap() {
        END { print p+0, f+0 }' "$1"
 }
 
+# run_pgtap [STAGE FILE...]: every file of regress/pgtap (stage pgtap), or
+# the files named under another stage's name.
 run_pgtap() {
-  local rc=0 files p f
-  files=(regress/pgtap/*.sql)
-  if ! step pgtap-setup cluster_create_db gknn_pgtap pgtap gknn; then
-    skip_stage pgtap 'no database'
+  local stage=${1:-pgtap} rc=0 files p f
+  (($# == 0)) || shift
+  files=("$@")
+  ((${#files[@]} > 0)) || files=(regress/pgtap/*.sql)
+  if ! step "$stage-setup" cluster_create_db gknn_pgtap pgtap gknn; then
+    skip_stage "$stage" 'no database'
     return 0
   fi
-  run_logged pgtap pg_prove -v --psql-bin "$(command -v "$GKNN_PG_BIN/psql" || command -v psql)" \
+  run_logged "$stage" pg_prove -v --psql-bin "$(command -v "$GKNN_PG_BIN/psql" || command -v psql)" \
     -d gknn_pgtap "${files[@]}" || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path pgtap)")"
-  tally pgtap "$rc" "$p" "$f"
+  read -r p f <<<"$(count_pgtap "$(log_path "$stage")")"
+  tally "$stage" "$rc" "$p" "$f"
 }
 
 # run_sql_fuzz STAGE BATCHES: random hostile SQL (fixed seed); TAP lines
@@ -433,6 +447,10 @@ run_service_live() {
     run_logged service regress/service-live.sh || rc=$?
   read -r p f <<<"$(count_pgtap "$(log_path service)")"
   tally service "$rc" "$p" "$f"
+  # The gpu_ivfpq SQL suites again, with gknn preloaded: builds and searches
+  # then go through the service and must give what they give without it.
+  run_pg_regress regress-svc ivfpq_build_same ivfpq_ddl ivfpq_maint ivfpq_search ivfpq_vacuum_full_page
+  run_pgtap pgtap-svc regress/pgtap/60_ivfpq.sql
   # Index scans through the service, fuzzed (after service-live.sh, whose
   # crash of the service has been recovered from by then).
   run_sql_fuzz fuzz-svc 12

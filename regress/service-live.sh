@@ -7,14 +7,25 @@
 #   sharing: one resident image per index, whatever the sessions;
 #   concurrency: 64 sessions at once, every answer checked against the CPU
 #     path inside the same transaction; requests were batched;
+#   EXPLAIN ANALYZE: the scan's search, its batch and waits under its node;
+#   forgetting: images of a dropped (DROP INDEX, DROP TABLE, DROP DATABASE),
+#     truncated or reindexed index leave the service at commit, not after a
+#     rolled-back DROP;
 #   eviction: under a small gknn.gpu_memory_limit images are evicted and
 #     reloaded, answers unchanged; an image larger than the budget: 53200;
 #   cancellation: with the service stopped (SIGSTOP), statement_timeout and
 #     pg_cancel_backend end a waiting query promptly; a waiting backend that
 #     is terminated leaves no request behind;
-#   faults: the service terminated while a query waits (gknn.device = auto:
-#     the CPU answers; gpu: a clean error), restarted by the postmaster; the
-#     service killed with SIGKILL (crash recovery), back afterwards.
+#   builds: CREATE INDEX and REINDEX train and encode in the service, with
+#     the pages of the backend's CPU build; the training's progress shows in
+#     pg_stat_progress_create_index while the backend waits, searches are
+#     served during a training; pg_cancel_backend
+#     and statement_timeout end a build in training and the service stops it;
+#     the build's memory counts under gknn.gpu_memory_limit (evicts, or 53200);
+#   faults: the service terminated while a query or a build waits
+#     (gknn.device = auto: the CPU answers or builds; gpu: a clean error),
+#     restarted by the postmaster; the service killed with SIGKILL (crash
+#     recovery), back afterwards.
 # The test signals the service process, so it runs as root or as the
 # server's OS user. Last in run-all.sh's service stage (it crashes the
 # server on purpose).
@@ -135,6 +146,81 @@ check "an explicit CPU search does not ask the service" equal t "
   DO \$\$ BEGIN PERFORM answer('a', '<->', v, 4, 10, 'cpu') FROM qs WHERE q = 1 AND dim = 8; END \$\$;
   SELECT (SELECT searches FROM gknn_service_status()) = (SELECT searches FROM s0)"
 
+# --- EXPLAIN ANALYZE of a scan through the service ----------------------------------
+sql <<'SQL' >/dev/null
+-- explain_scan(query): the JSON of the first Index Scan node of EXPLAIN ANALYZE.
+CREATE FUNCTION explain_scan(q text) RETURNS json LANGUAGE plpgsql AS $$
+DECLARE r json;
+BEGIN
+  PERFORM set_config('enable_seqscan', 'off', true);
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO r;
+  RETURN r -> 0 -> 'Plan' -> 'Plans' -> 0;
+END $$;
+SQL
+where=$(status "CASE WHEN device = 'cpu' THEN 'service CPU' ELSE 'service GPU' END")
+check "EXPLAIN ANALYZE (JSON): the scan's search went through the service, its batch and waits" equal "Index Scan|t|1|t|t|t|0" "
+  SELECT n ->> 'Node Type', n ->> 'Searched On' LIKE '$where%', n ->> 'Service Searches',
+         (n ->> 'Batch Size Min')::int >= 1 AND (n ->> 'Batch Size Max')::int >= (n ->> 'Batch Size Min')::int,
+         (n ->> 'Queue Wait Time')::float8 >= 0, (n ->> 'Service Time')::float8 >= 0, n ->> 'Backend Searches'
+  FROM explain_scan('SELECT id FROM a ORDER BY emb <-> ''[0,0,0,0,0,0,0,0]'' LIMIT 5') n"
+explain_text_ok() {
+  local out
+  out=$(sql -c "SET enable_seqscan = off" -c "SET gknn.device = auto" \
+    -c "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM a ORDER BY emb <-> '[0,0,0,0,0,0,0,0]' LIMIT 5") || return 1
+  echo "$out"
+  grep -A2 'Index Scan using a_l2' <<<"$out" | sed -n 2p | grep -q "^ *Searched On: $where" &&
+    grep -A2 'Index Scan using a_l2' <<<"$out" | sed -n 3p |
+    grep -Eq '^ *Service Searches: 1  Candidates: [0-9]+  Batch Size: [0-9]+.*  Queue Wait: [0-9.]+ ms  Service Time: [0-9.]+ ms'
+}
+check "EXPLAIN ANALYZE (TEXT): the same lines under the Index Scan node" explain_text_ok
+
+# --- images of dropped, truncated, rebuilt indexes leave at commit ---------------------
+image_count() {  # image_count WHERE: resident images matching
+  sql -c "SELECT count(*) FROM gknn_service_images() WHERE $1"
+}
+a_oid=$(sql -c "SELECT 'a_l2'::regclass::oid")
+check "a rolled-back DROP INDEX leaves the image resident" equal "1" "
+  BEGIN; DROP INDEX a_l2; ROLLBACK;
+  DO \$\$ BEGIN PERFORM pg_sleep(0.3); END \$\$;
+  SELECT count(*) FROM gknn_service_images() WHERE index_oid = $a_oid"
+evictions_before=$(status evictions)
+sql -c "REINDEX INDEX a_l2" >/dev/null
+check "REINDEX: the old image leaves the service at commit" wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $a_oid)"
+sql <<'SQL' >/dev/null
+CREATE TABLE d AS SELECT * FROM a;
+CREATE INDEX d_l2 ON d USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 8, m = 4);
+SQL
+d_oid=$(sql -c "SELECT 'd_l2'::regclass::oid")
+sql -c "SELECT answer('d', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 1 AND dim = 8" >/dev/null
+check "an image of d_l2 is resident" equal 1 "SELECT count(*) FROM gknn_service_images() WHERE index_oid = $d_oid"
+sql -c "SET client_min_messages = warning" -c "TRUNCATE d" >/dev/null
+check "TRUNCATE: the image leaves the service at commit" wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $d_oid)"
+sql -c "INSERT INTO d SELECT * FROM a" -c "REINDEX INDEX d_l2" >/dev/null
+check "after TRUNCATE and REINDEX the index is shipped again and answers equal the CPU's" equal t "
+  SELECT bool_and(answer('d', '<->', v, 4, 10, 'auto') IS NOT DISTINCT FROM answer('d', '<->', v, 4, 10, 'cpu'))
+         AND (SELECT count(*) = 1 FROM gknn_service_images() WHERE index_oid = $d_oid)
+  FROM qs WHERE dim = 8"
+sql -c "DROP TABLE d" >/dev/null
+check "DROP TABLE: its index's image leaves the service at commit" wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $d_oid)"
+check "those images were counted as evictions" equal t "SELECT evictions >= $evictions_before + 3 FROM gknn_service_status()"
+drop_database_ok() {
+  local db2=${DB}_2 oid
+  "$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $db2" \
+    -c "CREATE DATABASE $db2" >/dev/null || return 1
+  "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$db2" >/dev/null <<'SQL' || return 1
+CREATE EXTENSION gknn;
+CREATE TABLE e AS SELECT i AS id, ARRAY[i % 7, i % 11, i % 13, i % 17]::float8[]::vector(4) AS emb FROM generate_series(1, 500) i;
+CREATE INDEX ON e USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 4, m = 2);
+SET enable_seqscan = off;
+SELECT id FROM e ORDER BY emb <-> '[1,2,3,4]' LIMIT 3;
+SQL
+  oid=$("$PSQL" -X -qAt -d postgres -c "SELECT oid FROM pg_database WHERE datname = '$db2'")
+  [ "$(image_count "database = $oid")" = 1 ] || { echo "no image of $db2 resident"; return 1; }
+  "$PSQL" -X -q -d postgres -c "DROP DATABASE $db2" >/dev/null || return 1
+  wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE database = $oid)"
+}
+check "DROP DATABASE: its images leave the service at commit" drop_database_ok
+
 # --- 64 sessions at once -------------------------------------------------------
 cat >"$tmp/check.sql" <<'SQL'
 \set q random(1, 12)
@@ -176,6 +262,107 @@ check "an image larger than the budget: SQLSTATE 53200" equal 53200 "
   DO \$\$ BEGIN PERFORM answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 1 AND dim = 8;
   INSERT INTO e VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO e VALUES (SQLSTATE); END \$\$;
   SELECT s FROM e"
+"$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.gpu_memory_limit" -c "SELECT pg_reload_conf()" >/dev/null
+
+# --- index builds through the service -----------------------------------------------
+# CREATE INDEX / REINDEX ship the training sample, the service trains and
+# encodes; the backend waits on its latch. The pages must be the backend's
+# own CPU build's, byte for byte past each page's LSN and checksum.
+sql <<'SQL' >/dev/null
+CREATE EXTENSION pageinspect;
+CREATE FUNCTION index_pages(idx regclass) RETURNS text LANGUAGE sql AS $$
+  SELECT md5(string_agg(substr(get_raw_page(idx::text, b::int), 11), ''::bytea ORDER BY b))
+  FROM generate_series(0, pg_relation_size(idx) / 8192 - 1) b $$;
+SET gknn.device = cpu;
+CREATE INDEX a_cpu ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4);
+CREATE TABLE pages_cpu AS SELECT index_pages('a_cpu') AS md5;
+DROP INDEX a_cpu;
+-- 200 rows for the budget's checks; 40000 x 32 for a training that lasts
+-- (lists 512, 1000 iterations: seconds on an H100, minutes on a CPU; the
+-- tests below cancel it)
+SELECT setseed(0.5);
+CREATE TABLE sm AS SELECT * FROM a WHERE id <= 200;
+CREATE TABLE big AS SELECT i AS id, ARRAY(SELECT random() FROM generate_series(1, 32) j WHERE i > 0)::float4[]::vector(32) AS emb
+  FROM generate_series(1, 40000) i;
+SQL
+build_same() {  # build_same INDEX [SETTINGS...]: build a's index through the service, compare with the CPU's
+  local before
+  before=$(status requests)
+  sql -c "DROP INDEX IF EXISTS $1" -c "CREATE INDEX $1 ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" &&
+    equal t "SELECT index_pages('$1') = (SELECT md5 FROM pages_cpu)" &&
+    equal t "SELECT requests >= $before + 6 FROM gknn_service_status()"
+}
+check "CREATE INDEX trains and encodes through the service: the pages of the backend's CPU build" build_same a_svc
+check "REINDEX through the service: the same pages" equal t "REINDEX INDEX a_svc; SELECT index_pages('a_svc') = (SELECT md5 FROM pages_cpu)"
+sql -c "DROP INDEX a_svc"  # a's searches below use a_l2
+two_builds_ok() {
+  sql -c "CREATE INDEX a_two1 ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" &
+  local b1=$!
+  sql -c "CREATE INDEX a_two2 ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" &
+  local b2=$!
+  wait "$b1" && wait "$b2" &&
+    equal "t|t" "SELECT index_pages('a_two1') = md5, index_pages('a_two2') = md5 FROM pages_cpu" &&
+    sql -c "DROP INDEX a_two1, a_two2"
+}
+check "two builds through the service at once: each the CPU build's pages" two_builds_ok
+
+build_big="CREATE INDEX big_idx ON big USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 512, m = 8, training_sample = 40000, kmeans_iters = 1000)"
+training="(SELECT count(*) = 1 FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid)
+           WHERE p.phase LIKE 'building index: training%' AND p.tuples_done > 0 AND a.wait_event_type = 'Extension')"
+cancel_build_ok() {
+  local t0 t1 pid
+  sql -c "$build_big" >"$tmp/build.out" 2>&1 &
+  local bg=$!
+  # The training's progress shows while the backend waits on its latch.
+  wait_for "$training" 200 || { wait "$bg"; return 1; }
+  # Searches are served meanwhile (the training has an executor of its own).
+  equal 0 "SELECT count(*) FROM qs WHERE dim = 8 AND q <= 3
+           AND answer('a', '<->', v, 4, 10, 'auto') IS DISTINCT FROM answer('a', '<->', v, 4, 10, 'cpu')" &&
+    equal t "SELECT $training" || { wait "$bg"; return 1; }
+  pid=$(sql -c "SELECT pid FROM pg_stat_progress_create_index")
+  t0=$(ms_now)
+  sql -c "SELECT pg_cancel_backend($pid)" >/dev/null
+  wait "$bg"
+  t1=$(ms_now)
+  cat "$tmp/build.out"
+  echo "cancelled after $((t1 - t0)) ms"
+  grep -q 'canceling statement due to user request' "$tmp/build.out" && ((t1 - t0 < 1000)) &&
+    # The service stopped training at once (it would run for seconds more).
+    wait_for "(SELECT queued = 0 AND running = 0 FROM gknn_service_status())" 20
+}
+check "pg_cancel_backend during the service's training: progress shown while waiting, searches served meanwhile; the build ends, the service stops training" \
+  cancel_build_ok
+timeout_build_ok() {
+  local out
+  out=$(sql -c "SET statement_timeout = 1500" -c "$build_big" 2>&1)
+  echo "$out"
+  grep -q 'statement timeout' <<<"$out" && wait_for "(SELECT queued = 0 AND running = 0 FROM gknn_service_status())" 20
+}
+check "statement_timeout during the service's training ends the build; the service stops training" timeout_build_ok
+check "the service serves after the withdrawn builds" equal 0 "SELECT mismatches('auto')"
+
+# The build's working memory counts under gknn.gpu_memory_limit: for sm
+# (200 x 8, lists 2, m 2, nbits 4) the service estimates about 21 kB for the
+# training and 56 kB for the encoding (service_build.cpp).
+budget_build_ok() {
+  local bytes ev
+  sql -c "SELECT answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 1 AND dim = 8" >/dev/null
+  bytes=$(sql -c "SELECT bytes FROM gknn_service_images() WHERE index_name = 'a_l2'")
+  # Room for a's image and the training, not for the image and the encoding.
+  set_limit "$(((bytes + 30 * 1024) / 1024))kB"
+  wait_for "(SELECT memory_budget = ($bytes + 30 * 1024) / 1024 * 1024 FROM gknn_service_status())" || return 1
+  ev=$(status evictions)
+  sql -c "CREATE INDEX sm_svc ON sm USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 2, m = 2, nbits = 4)" &&
+    equal "t|0" "SELECT evictions > $ev, (SELECT count(*) FROM gknn_service_images() WHERE index_name = 'a_l2')
+                 FROM gknn_service_status()"
+}
+check "a build's memory counts under gknn.gpu_memory_limit: a resident image is evicted to make room" budget_build_ok
+set_limit 30kB
+check "a build that does not fit the budget: SQLSTATE 53200" equal 53200 "
+  CREATE TEMP TABLE eb (s text);
+  DO \$\$ BEGIN CREATE INDEX sm_no ON sm USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 2, m = 2, nbits = 4);
+  INSERT INTO eb VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO eb VALUES (SQLSTATE); END \$\$;
+  SELECT s FROM eb"
 "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.gpu_memory_limit" -c "SELECT pg_reload_conf()" >/dev/null
 
 # --- cancellation with the service stopped ----------------------------------------
@@ -239,6 +426,23 @@ stop_ok() {
   wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
 }
 check "service terminated while a query waits: gknn.device = auto answers on the CPU; restarted" stop_ok
+build_fallback_ok() {
+  local restarts pid
+  restarts=$(status restarts)
+  pid=$(service_pid)
+  kill -STOP "$pid"
+  sql -c "DROP INDEX IF EXISTS a_fb" -c "CREATE INDEX a_fb ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" \
+    >"$tmp/fb.out" 2>&1 &
+  local bg=$!
+  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
+  kill -TERM "$pid"
+  kill -CONT "$pid"
+  wait "$bg" || { cat "$tmp/fb.out"; return 1; }
+  equal t "SELECT index_pages('a_fb') = (SELECT md5 FROM pages_cpu)" && sql -c "DROP INDEX a_fb" &&
+    wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
+}
+check "service terminated while a build waits: gknn.device = auto builds on the backend's CPU, the same pages; restarted" \
+  build_fallback_ok
 if [ "$(status "device <> 'cpu'")" = t ]; then
   gpu_stop_ok() {
     local pid
@@ -256,6 +460,22 @@ if [ "$(status "device <> 'cpu'")" = t ]; then
       wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 100
   }
   check "service terminated while a query waits: gknn.device = gpu gets a clean error" gpu_stop_ok
+  gpu_build_stop_ok() {
+    local pid
+    pid=$(service_pid)
+    kill -STOP "$pid"
+    sql -c "SET gknn.device = gpu" -c "CREATE INDEX a_gpu ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" \
+      >"$tmp/gpu.out" 2>&1 &
+    local bg=$!
+    wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
+    kill -TERM "$pid"
+    kill -CONT "$pid"
+    wait "$bg"
+    cat "$tmp/gpu.out"
+    grep -q 'the gknn GPU service stopped while an index was built' "$tmp/gpu.out" &&
+      wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 100
+  }
+  check "service terminated while a build waits: gknn.device = gpu gets a clean error" gpu_build_stop_ok
 fi
 check "after a restart the image is shipped again and answers are unchanged" equal 0 "SELECT mismatches('auto')"
 

@@ -16,6 +16,7 @@
 //   ivfpq_cost.cpp      amcostestimate
 //   ivfpq_validate.cpp  amvalidate
 //   ivfpq_info.cpp      gknn_ivfpq_info(regclass)
+//   ivfpq_explain.cpp   EXPLAIN ANALYZE lines of a scan (where it searched, batches, waits)
 #pragma once
 
 #include "pg.h"
@@ -101,6 +102,26 @@ IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys);
 void ivfpq_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys);
 bool ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir);
 void ivfpq_endscan(IndexScanDesc scan);
+
+// What a scan's searches did, summed over its rounds and rescans (one plan
+// node's loops), for EXPLAIN ANALYZE.
+struct IvfpqScanStats {
+  bool via_service;        // the route chosen at the scan's start
+  int service_device;      // the service's device (-1: its CPU), when via_service
+  const char* cpu_reason;  // why this backend searched itself (static text), or null
+  int64 service_searches;  // searches the service answered
+  int64 service_candidates;
+  int64 batch_min, batch_max, batch_total;  // queries in the batches those searches rode in
+  double queue_ms;                          // submitted -> taken by the service, summed
+  double service_ms;                        // taken -> answered, summed
+  int64 images_shipped;                     // times this scan shipped the index image to the service
+  int64 cpu_searches;                       // searches on this backend's CPU
+  int64 cpu_candidates;
+};
+// The scan's numbers (a scan of a gpu_ivfpq index).
+const IvfpqScanStats* ivfpq_scan_stats(IndexScanDesc scan);
+// EXPLAIN ANALYZE shows them under each gpu_ivfpq Index Scan node.
+void ivfpq_register_explain();
 
 // The LIMIT (+ OFFSET) the running query puts above an index scan of
 // `indexoid`, recorded by the ExecutorStart hook; 0 when unknown.

@@ -1,11 +1,18 @@
 // gpu_ivfpq build: sample the heap (reservoir, fixed seed), train the
 // quantizer, encode every vector in batches, write the pages, WAL-log them.
-// Training and encoding run on the device gknn.device / gknn.gpu_id choose;
-// the pages are the same either way.
+//
+// Where training and encoding run: with gknn preloaded and its service on,
+// in the service (service_build_client.cpp; gknn.device = cpu keeps them on
+// this backend's CPU, and a service that stops midway hands them back to it
+// under auto), so that the backend never opens CUDA; without the service,
+// on the device gknn.device / gknn.gpu_id choose in this backend. The core
+// gives the same quantizer and codes on every device, so the pages are the
+// same either way.
 #include <cstring>
 
 #include "device.h"
 #include "ivfpq.h"
+#include "service/service.h"
 #include "types/vector.h"
 
 extern "C" {
@@ -50,7 +57,8 @@ struct BuildState {
   float* sample;
   // encoding pass
   const gknn::ivfpq::Quantizer* q;
-  int device;
+  int device;             // where this backend trains and encodes (-1: its CPU)
+  ServiceBuild* service;  // the service's session, when the service does it
   int code_size;
   int vector_dim;  // dim when items store the vector, else 0
   int lists;
@@ -185,11 +193,20 @@ bool build_progress(gknn::ivfpq::Phase phase, std::int64_t done, std::int64_t to
   return !ivfpq_interrupt_pending();
 }
 
+// The service's progress reports of a training, shown as this backend's own.
+void service_progress(int phase, int64 done, int64 total) {
+  (void)build_progress(static_cast<gknn::ivfpq::Phase>(phase), done, total);
+}
+
 void encode_batch(BuildState* st) {
   if (st->nbatch == 0) return;
-  ivfpq_core_call_cancellable([&] {
-    gknn::ivfpq::encode(*st->q, st->batch, st->nbatch, st->device, st->list_of, st->codes, build_progress);
-  });
+  // A service that went away (auto) leaves the rest to this backend's CPU.
+  if (st->service && !gknn_service_build_encode(st->service, st->batch, st->nbatch, st->list_of, st->codes))
+    st->service = nullptr;
+  if (!st->service)
+    ivfpq_core_call_cancellable([&] {
+      gknn::ivfpq::encode(*st->q, st->batch, st->nbatch, st->device, st->list_of, st->codes, build_progress);
+    });
   Size size = ivfpq_item_size(st->code_size, st->vector_dim);
   for (int64 i = 0; i < st->nbatch; ++i) {
     int l = st->list_of[i];
@@ -265,9 +282,16 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
                     errmsg("gpu_ivfpq indexes a table column, not an expression"),
                     errhint("Index a column of type vector (a generated column can hold the expression).")));
 
+  // REINDEX, TRUNCATE, VACUUM FULL and CLUSTER build again: the service's
+  // images of this index are stale once this transaction commits.
+  gknn_service_forget_index(RelationGetRelid(index));
+
   IvfpqOptions opt = ivfpq_get_options(index);
   gknn::Metric metric = ivfpq_index_metric(index);
-  int device = gknn_resolve_device();
+  // With the service, this backend opens no GPU: the service or its CPU.
+  const bool preloaded = gknn_service_preloaded();
+  const bool use_service = preloaded && gknn_service_route().use_service;
+  int device = preloaded ? gknn::ivfpq::kCpu : gknn_resolve_device();
 
   BuildState st{};
   st.index = index;
@@ -317,11 +341,18 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     p.metric = metric;
     p.kmeans_iters = opt.kmeans_iters;
     p.seed = kIvfpqSeed;
-    gknn_pg::core_call([&] { gknn::ivfpq::validate(p); });
-    ivfpq_core_call_cancellable([&] {
-      holder->q =
-          new gknn::ivfpq::Quantizer(gknn::ivfpq::train(p, st.sample, st.nsample, device, build_progress));
+    gknn_pg::core_call([&] {
+      gknn::ivfpq::validate(p);
+      holder->q = new gknn::ivfpq::Quantizer();
     });
+    st.batch_cap =
+        Max(static_cast<int64>(1), Min(static_cast<int64>(8192), (int64{64} << 20) / (4 * st.dim)));
+    if (use_service) st.service = gknn_service_build_begin(p, st.nsample, st.batch_cap);
+    if (st.service && !gknn_service_build_train(st.service, st.sample, service_progress, holder->q))
+      st.service = nullptr;  // gone (auto): trained here instead
+    if (!st.service)
+      ivfpq_core_call_cancellable(
+          [&] { *holder->q = gknn::ivfpq::train(p, st.sample, st.nsample, device, build_progress); });
     CHECK_FOR_INTERRUPTS();
     const gknn::ivfpq::Quantizer* q = holder->q;
     pfree(st.sample);
@@ -356,8 +387,6 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     st.code_size = meta.code_size;
     st.vector_dim = meta.stores_vectors ? st.dim : 0;
     st.lists = meta.lists;
-    st.batch_cap =
-        Max(static_cast<int64>(1), Min(static_cast<int64>(8192), (int64{64} << 20) / (4 * st.dim)));
     st.batch = static_cast<float*>(palloc(sizeof(float) * st.batch_cap * st.dim));
     st.batch_tids = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * st.batch_cap));
     st.list_of = static_cast<int32*>(palloc(sizeof(int32) * st.batch_cap));
@@ -381,6 +410,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, 0);
     table_index_build_scan(heap, index, info, false, true, encode_callback, &st, nullptr);
     encode_batch(&st);
+    if (st.service) gknn_service_build_end(st.service);
     for (int l = 0; l < st.lists; ++l) chain_flush(index, st.list_pages[l], &st.list_last[l]);
     chain_flush(index, st.null_page, &st.null_last);
     chain_flush(index, st.pending_page, &st.pending_last);

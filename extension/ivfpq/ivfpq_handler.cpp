@@ -41,6 +41,7 @@ void gknn_ivfpq_register() {
       &gknn_ivfpq_delta, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   ivfpq_register_options();
   ivfpq_register_limit_hook();
+  ivfpq_register_explain();
 }
 
 namespace {

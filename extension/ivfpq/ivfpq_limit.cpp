@@ -1,11 +1,15 @@
 // gpu_ivfpq: the k of a scan. The index AM API does not pass LIMIT, so an
 // ExecutorStart hook (chaining any earlier one) looks in the plan for Limit
 // nodes whose child, through Result and Gather nodes, is an Index Scan on a
-// gpu_ivfpq index, and records LIMIT + OFFSET for that index while the
-// executor starts; ambeginscan reads it. Counts are taken from constants and
-// from the query's $n parameters (also through integer casts); anything else
-// (LIMIT ALL, subqueries, expressions) leaves k unknown and the scan starts
-// from kIvfpqDefaultK, growing as rows are asked for.
+// gpu_ivfpq index, and records LIMIT + OFFSET for that index with the
+// query's executor state; an ExecutorRun hook makes them the running query's
+// while it runs (the executor begins an index scan lazily, at its first
+// tuple, inside ExecutorRun), and ambeginscan reads them. Queries run inside
+// another (functions, cursors fetched in a loop) have their own. Counts are
+// taken from constants and from the query's $n parameters (also through
+// integer casts); anything else (LIMIT ALL, subqueries, expressions) leaves
+// k unknown and the scan starts from kIvfpqDefaultK, growing as rows are
+// asked for.
 #include "ivfpq.h"
 
 extern "C" {
@@ -27,9 +31,22 @@ struct LimitHint {
 };
 
 constexpr int kMaxHints = 16;
-LimitHint hints[kMaxHints];
-int nhints = 0;
+
+// The hints of one query, in its executor state's memory: unlinked when
+// that memory goes (ExecutorEnd, or an error's cleanup).
+struct QueryHints {
+  EState* estate;
+  int n;
+  LimitHint hints[kMaxHints];
+  QueryHints* next;
+  MemoryContextCallback freed;
+};
+
+QueryHints* started = nullptr;        // every query started and not yet freed
+const QueryHints* running = nullptr;  // the innermost query in ExecutorRun
+QueryHints* computing = nullptr;      // the query whose plan is being walked
 ExecutorStart_hook_type prev_executor_start = nullptr;
+ExecutorRun_hook_type prev_executor_run = nullptr;
 
 bool is_ivfpq_index(Oid indexoid, Oid am) {
   HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
@@ -93,12 +110,13 @@ bool eval_count(Node* node, ParamListInfo params, int64* out, bool* isnull) {
 }
 
 void record(Oid index, int64 k) {
-  for (int i = 0; i < nhints; ++i)
-    if (hints[i].index == index) {
-      hints[i].k = Max(hints[i].k, k);  // the same index under two Limits: the larger
+  QueryHints* q = computing;
+  for (int i = 0; i < q->n; ++i)
+    if (q->hints[i].index == index) {
+      q->hints[i].k = Max(q->hints[i].k, k);  // the same index under two Limits: the larger
       return;
     }
-  if (nhints < kMaxHints) hints[nhints++] = LimitHint{index, k};
+  if (q->n < kMaxHints) q->hints[q->n++] = LimitHint{index, k};
 }
 
 void visit_limit(Limit* limit, ParamListInfo params, Oid am) {
@@ -147,43 +165,72 @@ void walk(Plan* plan, ParamListInfo params, Oid am) {
   }
 }
 
+void unlink_query(void* arg) {
+  for (QueryHints** p = &started; *p != nullptr; p = &(*p)->next)
+    if (*p == arg) {
+      *p = (*p)->next;
+      break;
+    }
+  if (running == arg) running = nullptr;
+}
+
 void ivfpq_executor_start(QueryDesc* qd, int eflags) {
-  LimitHint saved[kMaxHints];
-  int nsaved = nhints;
-  memcpy(saved, hints, sizeof(LimitHint) * nhints);
+  QueryHints found;
+  found.n = 0;
   if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY) && qd->plannedstmt != nullptr) {
     Oid am = get_index_am_oid("gpu_ivfpq", true);
     if (OidIsValid(am)) {
-      nhints = 0;
+      computing = &found;
       walk(qd->plannedstmt->planTree, qd->params, am);
       ListCell* lc;
       foreach (lc, qd->plannedstmt->subplans) walk(static_cast<Plan*>(lfirst(lc)), qd->params, am);
+      computing = nullptr;
     }
   }
+  if (prev_executor_start)
+    prev_executor_start(qd, eflags);
+  else
+    standard_ExecutorStart(qd, eflags);
+  if (found.n == 0 || qd->estate == nullptr) return;
+  QueryHints* q = static_cast<QueryHints*>(MemoryContextAlloc(qd->estate->es_query_cxt, sizeof(QueryHints)));
+  memcpy(q, &found, sizeof(QueryHints));
+  q->estate = qd->estate;
+  q->next = started;
+  q->freed.func = unlink_query;
+  q->freed.arg = q;
+  MemoryContextRegisterResetCallback(qd->estate->es_query_cxt, &q->freed);
+  started = q;
+}
+
+void ivfpq_executor_run(QueryDesc* qd, ScanDirection direction, uint64 count, bool execute_once) {
+  const QueryHints* outer = running;
+  running = nullptr;
+  for (const QueryHints* q = started; q != nullptr; q = q->next)
+    if (q->estate == qd->estate) running = q;
   PG_TRY();
   {
-    if (prev_executor_start)
-      prev_executor_start(qd, eflags);
+    if (prev_executor_run)
+      prev_executor_run(qd, direction, count, execute_once);
     else
-      standard_ExecutorStart(qd, eflags);
+      standard_ExecutorRun(qd, direction, count, execute_once);
   }
   PG_FINALLY();
-  {
-    nhints = nsaved;
-    memcpy(hints, saved, sizeof(LimitHint) * nsaved);
-  }
+  { running = outer; }
   PG_END_TRY();
 }
 
 }  // namespace
 
 int64 ivfpq_limit_hint(Oid indexoid) {
-  for (int i = 0; i < nhints; ++i)
-    if (hints[i].index == indexoid) return hints[i].k;
+  if (running == nullptr) return 0;
+  for (int i = 0; i < running->n; ++i)
+    if (running->hints[i].index == indexoid) return running->hints[i].k;
   return 0;
 }
 
 void ivfpq_register_limit_hook() {
   prev_executor_start = ExecutorStart_hook;
   ExecutorStart_hook = ivfpq_executor_start;
+  prev_executor_run = ExecutorRun_hook;
+  ExecutorRun_hook = ivfpq_executor_run;
 }

@@ -55,8 +55,8 @@ struct ScanState {
   int qdim;
   int metric;
   ServiceRoute route;
-  int64 entries;     // coded entries of the index, when known (-1: not yet)
-  ServiceTrip trip;  // the last trip through the service
+  int64 entries;         // coded entries of the index, when known (-1: not yet)
+  IvfpqScanStats stats;  // for EXPLAIN ANALYZE: kept across rescans
   int64 k;
   int64 want;  // candidates the next round asks for
   int probes;  // lists the next round searches
@@ -194,6 +194,17 @@ void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& hel
   ivfpq_image_release_host(index);
 }
 
+// Adds one search's trip through the service to the scan's numbers.
+void count_service_search(IvfpqScanStats* st, const ServiceTrip& trip, int64 count) {
+  st->service_searches++;
+  st->service_candidates += count;
+  st->batch_min = st->service_searches == 1 ? trip.batch_size : Min(st->batch_min, int64{trip.batch_size});
+  st->batch_max = Max(st->batch_max, int64{trip.batch_size});
+  st->batch_total += trip.batch_size;
+  st->queue_ms += trip.queue_ms;
+  st->service_ms += trip.run_ms;
+}
+
 // This round's candidates (ids, distances: up to `want`, best first), from
 // the GPU service or this backend's CPU; sets so->entries. *image may be
 // replaced by a newer one (the index changed while its image was shipped).
@@ -211,20 +222,24 @@ int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** ima
     int64 count = 0, entries = 0;
     bool gone = false;
     ServiceHeld held;
+    ServiceTrip trip;
     if (gknn_service_ivfpq_search(RelationGetRelid(index), index->rd_node, (*image)->meta.generation,
                                   so->query, so->qdim, probes, mode, want, ids, dist, &count, &entries, &gone,
-                                  &so->trip, &held)) {
+                                  &trip, &held)) {
       so->entries = entries;
+      count_service_search(&so->stats, trip, count);
       return count;
     }
     if (gone) {
       so->route.use_service = false;  // gknn.device = auto: the CPU takes over
+      so->stats.cpu_reason = "the gknn service stopped during the scan";
       break;
     }
     const bool moved = held.resident && (!last.resident || held.generation > last.generation);
     stalls = moved ? 0 : stalls + 1;
     last = held;
     ship_image(index, image, held, &failed_from);
+    so->stats.images_shipped++;
   }
   if (so->route.use_service)
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -243,6 +258,8 @@ int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** ima
   gknn_pg::core_call([&] { gknn_service::search_image_cpu(*host, mode, query, 1, sp, ids, dist); });
   int64 n = 0;
   while (n < sp.k && ids[n] >= 0) ++n;
+  so->stats.cpu_searches++;
+  so->stats.cpu_candidates += n;
   return n;
 }
 
@@ -360,6 +377,9 @@ IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys) {
   so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_ivfpq scan round", ALLOCSET_DEFAULT_SIZES);
   so->route = gknn_service_route();
   so->entries = -1;
+  so->stats.via_service = so->route.use_service;
+  so->stats.service_device = so->route.device;
+  so->stats.cpu_reason = so->route.why;
   int64 hint = ivfpq_limit_hint(RelationGetRelid(index));
   so->k = hint > 0 ? hint : kIvfpqDefaultK;
   so->attno = index->rd_index->indkey.values[0];
@@ -409,6 +429,10 @@ bool ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir) {
     }
     if (!next_round(scan, so)) return false;
   }
+}
+
+const IvfpqScanStats* ivfpq_scan_stats(IndexScanDesc scan) {
+  return &static_cast<const ScanState*>(scan->opaque)->stats;
 }
 
 void ivfpq_endscan(IndexScanDesc scan) {

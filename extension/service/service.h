@@ -1,17 +1,21 @@
 // The gknn GPU service (DESIGN stage 6): one background worker, started when
 // gknn is in shared_preload_libraries, is the only process that opens CUDA
-// for index searches. It holds every index image resident once for all
-// sessions, under a memory budget, and searches the requests that arrive
-// while it is busy together, in one batched launch per image.
+// for index searches and builds. It holds every index image resident once
+// for all sessions, under a memory budget, and searches the requests that
+// arrive while it is busy together, in one batched launch per image; index
+// builds send it their training sample and encode batches.
 //
 // Backends keep what PostgreSQL must decide (snapshots, heap fetches,
 // visibility, errors, cancellation): they send a request through their slot
 // in shared memory and wait on their latch.
 //
 //   service_shmem.cpp   GUCs, shared memory, worker registration
-//   service_client.cpp  the backend side: submit, wait, cancel, ship an image
+//   service_client.*    the backend side: submit, wait, cancel, ship an image
+//   service_build_client.cpp  the backend side of an index build's training and encoding
 //   service_worker.cpp  the worker: its loop, batching, replies
+//   service_build.cpp   the worker's side of index builds (sessions, train, encode)
 //   service_images.*    the worker's resident images (LRU under the budget)
+//   service_forget.*    images of dropped, truncated or rebuilt indexes leave at commit
 //   service_status.cpp  gknn_service_status(), gknn_service_images()
 #pragma once
 
@@ -36,6 +40,7 @@ void gknn_service_register();
 struct ServiceRoute {
   bool use_service;  // false: this backend searches on the CPU itself
   int device;        // the service's device (-1: its CPU), when use_service
+  const char* why;   // why not the service (static text, for EXPLAIN), when !use_service
 };
 // gknn.device = cpu: the backend's CPU; auto: the service when it serves,
 // else the backend's CPU; gpu: the service on a GPU, else an ERROR (55000)
@@ -85,3 +90,41 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, con
 // holds delta.generation, false when it holds no longer the base or the
 // delta did not fit it (ship the whole image). ERROR as for a load.
 bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim);
+
+// Whether gknn was preloaded with its service on (gknn.service = gpu or
+// cpu): then no backend opens CUDA, index builds included.
+bool gknn_service_preloaded();
+
+// An index build's GPU work (training, encoding) done by the service
+// (service_build_client.cpp). The session lives in the build's memory
+// context: an ERROR closes it (the service then drops it).
+//
+// Each call returns false when the service went away (stopped, restarted)
+// with gknn.device = auto: the session is then closed and the caller goes on
+// on its own CPU (the results are the same). With gknn.device = gpu that is
+// an ERROR (55000); errors of the service are ERRORs with its SQLSTATE
+// (53200: the work does not fit gknn.gpu_memory_limit). A cancel while
+// waiting withdraws the request (the service stops its training).
+struct ServiceBuild;
+// Progress of the training, as gknn::ivfpq::Progress reports it (phase as
+// an int); called while waiting, must not raise an error.
+using ServiceBuildProgress = void (*)(int phase, int64 done, int64 total);
+// Opens a session for a quantizer of `params` trained on `rows` sample
+// rows, encoding batches of up to `batch_rows` vectors. Null (auto) when the
+// service went away.
+ServiceBuild* gknn_service_build_begin(const gknn::ivfpq::Params& params, int64 rows, int64 batch_rows);
+// Ships the sample (rows x dim), trains, and fills *out (params, centroids,
+// codebooks) with the trained quantizer.
+bool gknn_service_build_train(ServiceBuild* build, const float* sample, ServiceBuildProgress progress,
+                              gknn::ivfpq::Quantizer* out);
+// Encodes n <= batch_rows vectors (n x dim) with the trained quantizer, as
+// gknn::ivfpq::encode: list_of[i], codes + i * code_size.
+bool gknn_service_build_encode(ServiceBuild* build, const float* x, int64 n, int32* list_of, uint8* codes);
+// Closes the session (the service frees what it holds for it).
+void gknn_service_build_end(ServiceBuild* build);
+// The images of `index` (of this database) are stale once this transaction
+// commits: its storage is being rebuilt (ambuild: CREATE INDEX, REINDEX,
+// TRUNCATE, VACUUM FULL, CLUSTER). At commit the service is asked to drop
+// them; an abort forgets the request. Dropped indexes and databases are
+// found by an object access hook. No-op without the service.
+void gknn_service_forget_index(Oid index);

@@ -7,6 +7,7 @@
 
 #include "device.h"
 #include "service.h"
+#include "service_client.h"
 #include "service_shmem.h"
 
 extern "C" {
@@ -21,13 +22,10 @@ extern "C" {
 namespace gknn_service {
 namespace {
 
-constexpr int64 kChunkBytes = 4 << 20;  // image pieces per round trip
 constexpr long kCheckServiceMs = 1000;  // how often a waiting backend looks at the service
 constexpr long kStartWaitMs = 30000;    // longest wait for a starting service
 
 bool exit_callback_registered = false;
-
-RequestSlot* my_slot() { return &shared()->slots[MyProc->pgprocno]; }
 
 // Gives up the slot's open request (cancel, error, exit): a request not yet
 // taken is withdrawn; one being run is left to finish into the void.
@@ -43,7 +41,13 @@ void abandon(RequestSlot* s) {
 }
 
 void on_backend_exit(int, Datum) {
-  if (shared() && MyProc) abandon(my_slot());
+  if (shared() && MyProc) {
+    RequestSlot* s = my_slot();
+    abandon(s);
+    SpinLockAcquire(&s->mutex);
+    s->build_open = 0;  // a build session left open: the service drops it
+    SpinLockRelease(&s->mutex);
+  }
 }
 
 struct ServiceView {
@@ -81,6 +85,10 @@ void wait_a_while(RequestSlot* s, long ms) {
   PG_END_TRY();
 }
 
+}  // namespace
+
+RequestSlot* my_slot() { return &shared()->slots[MyProc->pgprocno]; }
+
 // Waits until the slot may be filled: a cancelled request of ours that the
 // service is still running must finish first.
 void acquire_slot(RequestSlot* s) {
@@ -98,9 +106,7 @@ void acquire_slot(RequestSlot* s) {
   }
 }
 
-// Submits the filled slot and waits for the answer; the reply code (the
-// slot is then Free again).
-ReplyCode call(RequestSlot* s) {
+ReplyCode call(RequestSlot* s, WaitHook hook, void* arg) {
   ServiceView v = view();
   if (v.state != kReady) return kServiceGone;
   s->owner_latch = MyLatch;
@@ -108,6 +114,8 @@ ReplyCode call(RequestSlot* s) {
   s->incarnation = v.incarnation;
   s->submit_us = now_us();
   s->reply = kServiceGone;
+  s->progress_phase = -1;
+  s->progress_done = s->progress_total = 0;
   SpinLockAcquire(&s->mutex);
   s->state = kSubmitted;
   SpinLockRelease(&s->mutex);
@@ -123,6 +131,7 @@ ReplyCode call(RequestSlot* s) {
       abandon(s);
       return kServiceGone;
     }
+    if (hook) hook(s, arg);
     wait_a_while(s, kCheckServiceMs);
   }
 }
@@ -130,6 +139,13 @@ ReplyCode call(RequestSlot* s) {
 void raise_reply_error(const RequestSlot* s) {
   ereport(ERROR, (errcode(s->sqlstate), errmsg("gknn GPU service: %s", s->message)));
 }
+
+void wake_service() {
+  ServiceView v = view();
+  if (v.latch) SetLatch(v.latch);
+}
+
+namespace {
 
 // The service's state once it has finished starting (waits for that).
 ServiceView settled_view() {
@@ -174,7 +190,7 @@ char* payload_for(RequestSlot* s, int64 bytes, dsm_segment** seg) {
 using namespace gknn_service;
 
 ServiceRoute gknn_service_route() {
-  ServiceRoute route{false, -1};
+  ServiceRoute route{false, -1, "gknn.device = cpu"};
   if (gknn_device_mode == GKNN_DEVICE_CPU) return route;
   const bool need_gpu = gknn_device_mode == GKNN_DEVICE_GPU;
   if (shared() == nullptr) {
@@ -182,14 +198,20 @@ ServiceRoute gknn_service_route() {
       raise_unavailable(
           "the gknn GPU service is not running",
           "Add gknn to shared_preload_libraries (with gknn.service = gpu) and restart the server.");
+    // gknn.service is defined only where gknn is preloaded.
+    route.why = gknn_service_mode == GKNN_SERVICE_OFF ? "gknn.service = off"
+                                                      : "gknn is not in shared_preload_libraries";
     return route;
   }
   ServiceView v = settled_view();
   if (v.state == kReady && (v.device >= 0 || !need_gpu)) {
     route.use_service = true;
     route.device = v.device;
+    route.why = nullptr;
     return route;
   }
+  route.why =
+      v.state == kNoDevice ? "the gknn service has no usable device" : "the gknn service is not running";
   if (need_gpu) {
     if (v.state == kReady)
       raise_unavailable("the gknn service runs on the CPU (gknn.service = cpu)", nullptr);

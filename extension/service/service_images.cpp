@@ -40,7 +40,8 @@ void ResidentImages::set_budget(std::int64_t budget) {
 }
 
 std::int64_t ResidentImages::used_on(int device) const {
-  std::int64_t n = 0;
+  auto it = reserved_.find(device);
+  std::int64_t n = it == reserved_.end() ? 0 : it->second;
   for (const auto& r : images_)
     if (r->device == device) n += r->bytes;
   return n;
@@ -48,8 +49,22 @@ std::int64_t ResidentImages::used_on(int device) const {
 
 std::int64_t ResidentImages::used() const {
   std::int64_t n = 0;
+  for (const auto& [device, bytes] : reserved_) n += bytes;
   for (const auto& r : images_) n += r->bytes;
   return n;
+}
+
+bool ResidentImages::reserve(int device, std::int64_t bytes) {
+  if (!make_room(device, bytes)) return false;
+  reserved_[device] += bytes;
+  return true;
+}
+
+void ResidentImages::release(int device, std::int64_t bytes) {
+  auto it = reserved_.find(device);
+  if (it == reserved_.end()) return;
+  it->second -= std::min(it->second, bytes);
+  if (it->second == 0) reserved_.erase(it);
 }
 
 std::shared_ptr<Resident> ResidentImages::find(const ResidentKey& key, std::int64_t now_us) {
@@ -276,6 +291,19 @@ void ResidentImages::search(const Resident& r, int mode, const float* queries, s
     r.gpu->search(queries, nq, sp, ids, pq.data());
     for (std::size_t i = 0; i < pq.size(); ++i) distances[i] = pq[i];
   }
+}
+
+int ResidentImages::forget(std::uint32_t database, std::uint32_t index, std::int64_t before_us) {
+  const std::size_t before = images_.size();
+  images_.erase(std::remove_if(images_.begin(), images_.end(),
+                               [&](const auto& r) {
+                                 return (database == 0 || r->key.database == database) &&
+                                        (index == 0 || r->key.index == index) && r->loaded_us <= before_us;
+                               }),
+                images_.end());
+  const int gone = static_cast<int>(before - images_.size());
+  evictions_ += gone;
+  return gone;
 }
 
 }  // namespace gknn_service

@@ -108,6 +108,22 @@ class ResidentImages {
   const std::vector<std::shared_ptr<Resident>>& all() const { return images_; }
   std::int64_t evictions() const { return evictions_; }
 
+  // An index build's working memory (service_build.cpp) counts under the
+  // same budget while a core call runs: reserve() evicts least recently used
+  // images of `device` until `bytes` more fit (false when even an empty
+  // device cannot hold them), release() gives them back.
+  int build_device() const { return pick_device(); }
+  bool reserve(int device, std::int64_t bytes);
+  void release(int device, std::int64_t bytes);
+  // Evicts the least recently used image of `device` but `keep`; false when
+  // none is left.
+  bool evict_one(int device, const Resident* keep = nullptr);
+  // Drops the images of `index` of `database` (every index when `index` is
+  // 0; every database when `database` is 0) loaded at or before
+  // `before_us`: the index was dropped or rebuilt. Counted as evictions;
+  // returns how many went.
+  int forget(std::uint32_t database, std::uint32_t index, std::int64_t before_us);
+
  private:
   struct Staging {
     ResidentKey key;
@@ -128,8 +144,6 @@ class ResidentImages {
   // Evicts least recently used images of `device` until `bytes` more fit;
   // false when even an empty device cannot hold them.
   bool make_room(int device, std::int64_t bytes);
-  // Evicts the least recently used image of `device` but `keep`.
-  bool evict_one(int device, const Resident* keep = nullptr);
   // The resident image of the same index as `key` at `generation`, or null.
   std::shared_ptr<Resident> held(const ResidentKey& key, std::uint64_t generation) const;
   // Makes the image of `base` + `delta` (on the base's device).
@@ -143,6 +157,7 @@ class ResidentImages {
   std::vector<std::shared_ptr<Resident>> images_;
   std::map<int, Staging> staging_;
   std::map<int, DeltaStaging> delta_staging_;
+  std::map<int, std::int64_t> reserved_;  // builds' working memory, per device
 };
 
 // The CPU's search of `image` in `mode` (as ResidentImages::search): the

@@ -2,6 +2,7 @@
 // its background worker. Runs in the postmaster (from _PG_init) and so never
 // touches CUDA.
 #include "service.h"
+#include "service_forget.h"
 #include "service_shmem.h"
 
 extern "C" {
@@ -60,6 +61,7 @@ void startup_shmem() {
       s->state = kFree;
       s->owner_latch = nullptr;
       s->payload_dsm = DSM_HANDLE_INVALID;
+      s->build_open = 0;
     }
   }
   LWLockRelease(AddinShmemInitLock);
@@ -88,6 +90,8 @@ int64 now_us() { return GetCurrentTimestamp(); }
 
 }  // namespace gknn_service
 
+bool gknn_service_preloaded() { return gknn_service::shared() != nullptr; }
+
 void gknn_service_register() {
   // A server-start setting can only be defined while the postmaster loads
   // the library; without the preload there is no service to configure.
@@ -110,4 +114,5 @@ void gknn_service_register() {
   gknn_service::prev_startup_hook = shmem_startup_hook;
   shmem_startup_hook = gknn_service::startup_shmem;
   gknn_service::register_worker();
+  gknn_service::register_forget_hook();
 }

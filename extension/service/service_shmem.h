@@ -37,7 +37,16 @@ enum RequestKind : uint32 {
   kDeltaBegin,       // start shipping what changed since the resident generation: its shape
   kDeltaChunk,       // a piece of one of its arrays
   kDeltaEnd,         // the delta is complete: apply it (a new generation of the image)
+  // An index build's GPU work (service_build.cpp), in a session per
+  // requester that lives while the requester's `build_open` names it.
+  kBuildBegin,   // open a session: the quantizer's parameters (`shape`), the sample's rows
+  kBuildSample,  // a piece of the training sample (floats, at `section_offset` bytes)
+  kBuildTrain,   // train on the sample; progress in the slot while it runs
+  kBuildFetch,   // a piece of the trained quantizer (`section`: kCentroids or kCodebooks)
+  kBuildEncode,  // `count` vectors in the payload -> their lists (int32) and codes, written over them
 };
+
+inline bool is_build_request(uint32 kind) { return kind >= kBuildBegin && kind <= kBuildEncode; }
 
 enum ReplyCode : uint32 {
   kOk = 0,
@@ -102,7 +111,8 @@ enum SearchMode : uint32 {
   kModeExact = 2,    // every entry ranked by its exact distance (stored vectors)
 };
 
-// The shape of an image (kLoadBegin).
+// The shape of an image (kLoadBegin), or of the quantizer a build trains
+// (kBuildBegin: `entries` is then the training sample's rows).
 struct ImageShape {
   int32 dim, lists, m, nbits, metric, kmeans_iters;
   uint64 seed;
@@ -156,6 +166,16 @@ struct RequestSlot {
   int64 submit_us, start_us, end_us;  // when submitted, taken, answered (GetCurrentTimestamp)
   char message[kMessageBytes];
 
+  // Builds. build_id: the session a build request belongs to. build_open:
+  // the session its requester has open (0: none); written by the requester
+  // alone, read by the service, which drops every other session of the slot.
+  uint64 build_id;
+  uint64 build_open;
+  // Written by the service while a build request runs (gknn::ivfpq::Phase;
+  // done of total), read by the waiting requester for its progress report.
+  int32 progress_phase;
+  int64 progress_done, progress_total;
+
   alignas(16) char inline_payload[kInlineBytes];
 };
 
@@ -169,6 +189,15 @@ struct ShownImage {
   int64 hits;
   int64 loaded_us;
   int64 last_used_us;
+};
+
+// An index whose images must leave the service (service_forget.cpp): it was
+// dropped, truncated or rebuilt by a committed transaction.
+constexpr int kMaxForgets = 128;
+struct ForgetRequest {
+  Oid database;
+  Oid index;        // InvalidOid: every index of the database (it was dropped)
+  int64 before_us;  // images loaded at or before this time (the commit's) go
 };
 
 struct ServiceShared {
@@ -191,6 +220,11 @@ struct ServiceShared {
   int64 memory_budget, memory_used;
   int32 nimages;
   ShownImage images[kMaxShownImages];
+
+  // Queued by committing backends, taken by the service.
+  int32 nforgets;
+  int64 forget_all_before_us;  // the queue was full: every image loaded by then goes
+  ForgetRequest forgets[kMaxForgets];
 
   int32 nslots;
   RequestSlot slots[FLEXIBLE_ARRAY_MEMBER];

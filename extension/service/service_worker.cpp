@@ -32,7 +32,9 @@
 #include "core_call.h"
 #include "gknn/runtime.h"
 #include "service.h"
+#include "service_build.h"
 #include "service_executors.h"
+#include "service_forget.h"
 #include "service_images.h"
 #include "service_shmem.h"
 
@@ -399,6 +401,9 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   for (int slot : group) taken[slot].in_job = true;
 }
 
+// Answers the request of a slot (for service_build.cpp's tasks).
+void answer_slot(int slot) { answer(shared(), taken[slot]); }
+
 // A finished batch (main thread): answer its requests, count it.
 void complete_job(ServiceShared* ctl, SearchJob& job) {
   for (int slot : job.slots) answer(ctl, taken[slot]);
@@ -487,10 +492,14 @@ int64 run_requests(ServiceShared* ctl, int n) {
         ++searches;
         continue;
       }
-      if (s->kind == kSearchIvfpq)
+      if (is_build_request(s->kind)) {  // service_build.cpp: answered now, or when its task ends
+        t.in_job = run_build_request(*images, *executors, t.slot, s, t.payload, answer_slot);
+        if (t.in_job) continue;
+      } else if (s->kind == kSearchIvfpq) {
         set_error(s, ERRCODE_INTERNAL_ERROR, "the gknn service could not map a query");
-      else
+      } else {
         run_load(t);
+      }
       answer(ctl, t);
     }
     for (auto& [key, group] : groups) dispatch_group(ctl, group);
@@ -515,13 +524,21 @@ int64 run_requests(ServiceShared* ctl, int n) {
 bool serve_round(ServiceShared* ctl) {
   bool worked = false;
   for (uint64 id : executors->finished()) {
+    if (is_build_task(id)) {  // an index build's training or encoding (service_build.cpp)
+      bool fault = false;
+      finish_build_task(*images, *executors, id, answer_slot, &fault);
+      if (fault) device_fault = true;
+      worked = true;
+      continue;
+    }
     auto it = jobs.find(id);
     if (it == jobs.end()) continue;
     complete_job(ctl, *it->second);
     jobs.erase(it);
     worked = true;
   }
-  const int n = take_requests(ctl, static_cast<int>(jobs.size()) < executors->threads());
+  const int n =
+      take_requests(ctl, static_cast<int>(jobs.size()) + build_tasks_running() < executors->threads());
   if (n > 0) {
     for (int i = 0; i < n; ++i)
       taken[round_slots[i]].payload = map_payload(taken[round_slots[i]].s, &taken[round_slots[i]].seg);
@@ -580,6 +597,7 @@ void gknn_service_main(Datum) {
     ereport(LOG, (errmsg("gknn GPU service idle: %s", ctl->reason)));
 
   while (!stop_requested) {
+    sweep_build_sessions(ctl);  // builds that ended (service_build.cpp)
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);
@@ -595,6 +613,9 @@ void gknn_service_main(Datum) {
     // Requests to a service with no device: answered with the reason.
     bool worked = false;
     if (ready) {
+      // Before taking requests: a request for a rebuilt index's new image
+      // is submitted after its commit queued the old image's drop.
+      if (forget_dropped_images(ctl, images)) publish_images(ctl);
       worked = serve_round(ctl);
       if (device_fault) {
         ereport(LOG, (errmsg("gknn GPU service: a device fault; restarting with a fresh GPU context")));

@@ -12,7 +12,8 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
                      [&](const KnnRequest& r) { exact_knn_resident(r, device, ids, distances); });
 }
 
-void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                        const GemmBase* prepared) {
   validate(req);
   const KnnChoice c = choose_knn(req.n, req.nq, req.dim, req.k, req.metric, load_cublas() != nullptr,
                                  exact_knn_gpu_fused_fits(req.dim, req.k, device));
@@ -20,7 +21,7 @@ void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, do
     case KnnAlgo::Fused:
       return exact_knn_resident_fused(req, device, ids, distances);
     case KnnAlgo::Gemm:
-      return exact_knn_resident_gemm(req, device, ids, distances);
+      return exact_knn_resident_gemm(req, device, ids, distances, prepared);
     case KnnAlgo::BruteForce:
       return exact_knn_resident_bruteforce(req, device, ids, distances);
   }

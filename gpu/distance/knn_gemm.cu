@@ -33,6 +33,7 @@
 #include "runtime/cublas_loader.h"
 #include "runtime/cuda_check.h"
 #include "runtime/gemm.h"
+#include "runtime/stream_tools.h"
 #include "select/bitonic_topk.cuh"
 
 namespace gknn {
@@ -158,15 +159,25 @@ struct MaxIgnoringNan {
   __host__ __device__ double operator()(double a, double b) const { return fmax(a, b); }
 };
 
-double largest_square(const double* d_sq, std::int64_t n) {
-  DeviceBuffer<double> out(1);
+double largest_square(const double* d_sq, std::int64_t n, cudaStream_t st) {
+  AsyncBuffer<double> out(1, st);
   std::size_t bytes = 0;
-  GKNN_CUDA(cub::DeviceReduce::Reduce(nullptr, bytes, d_sq, out.get(), n, MaxIgnoringNan{}, 0.0));
-  DeviceBuffer<unsigned char> temp(bytes);
-  GKNN_CUDA(cub::DeviceReduce::Reduce(temp.get(), bytes, d_sq, out.get(), n, MaxIgnoringNan{}, 0.0));
+  GKNN_CUDA(cub::DeviceReduce::Reduce(nullptr, bytes, d_sq, out.get(), n, MaxIgnoringNan{}, 0.0, st));
+  AsyncBuffer<unsigned char> temp(bytes, st);
+  GKNN_CUDA(cub::DeviceReduce::Reduce(temp.get(), bytes, d_sq, out.get(), n, MaxIgnoringNan{}, 0.0, st));
   double host = 0;
-  GKNN_CUDA(cudaMemcpy(&host, out.get(), sizeof(double), cudaMemcpyDeviceToHost));
+  GKNN_CUDA(cudaMemcpyAsync(&host, out.get(), sizeof(double), cudaMemcpyDeviceToHost, st));
+  GKNN_CUDA(cudaStreamSynchronize(st));
   return host;
+}
+
+// Augmented base rows, their |y|^2 and the largest of them, on `st`.
+void augment_base(const float* base, std::int64_t n, int dim, Metric metric, float* aug, double* sq,
+                  double* y_max_sq, cudaStream_t st) {
+  const int dp = augmented_dim(dim);
+  augment_rows<<<unsigned((n * 32 + 255) / 256), 256, 0, st>>>(base, n, dim, dp, metric, false, aug, sq);
+  GKNN_CUDA(cudaGetLastError());
+  *y_max_sq = largest_square(sq, n, st);
 }
 
 }  // namespace
@@ -185,7 +196,15 @@ void exact_knn_gpu_gemm(const KnnRequest& req, int device, std::int64_t* ids, do
                      [&](const KnnRequest& r) { exact_knn_resident_gemm(r, device, ids, distances); });
 }
 
-void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+GemmBase::GemmBase(const float* base_, std::int64_t n_, int dim_, Metric metric_, int device)
+    : base(base_), metric(metric_), dim(dim_), n(n_), aug(n_ * augmented_dim(dim_)), sq(n_) {
+  if (n > 0) augment_base(base, n, dim, metric, aug.get(), sq.get(), &y_max_sq, thread_stream(device));
+}
+
+std::size_t GemmBase::bytes() const { return aug.size() * sizeof(float) + sq.size() * sizeof(double); }
+
+void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                             const GemmBase* prepared) {
   validate(req);
   const Cublas* blas = load_cublas();
   const std::int64_t kk = candidates_for(req.k);
@@ -195,25 +214,34 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
 
   const int dim = req.dim, dp = augmented_dim(dim);
   const std::int64_t n = req.n, nq = req.nq, k = req.k;
-  DeviceBuffer<float> d_queries(nq * dim), base_aug(n * dp), q_aug(nq * dp);
-  DeviceBuffer<double> base_sq(n), q_sq(nq);
-  GKNN_CUDA(cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * nq * dim, cudaMemcpyHostToDevice));
-  augment_rows<<<unsigned((n * 32 + 255) / 256), 256>>>(req.base, n, dim, dp, req.metric, false,
-                                                        base_aug.get(), base_sq.get());
-  augment_rows<<<unsigned((nq * 32 + 255) / 256), 256>>>(d_queries.get(), nq, dim, dp, req.metric, true,
-                                                         q_aug.get(), q_sq.get());
+  // The calling thread's two streams: every temporary is taken on the
+  // first, which the second waits for before it uses any, and freed there
+  // after both are done (each tile waits for its stream below).
+  const cudaStream_t streams[2] = {thread_stream(device, 0), thread_stream(device, 1)};
+  const bool use_prepared = prepared && prepared->metric == req.metric && prepared->n == n &&
+                            prepared->dim == dim && prepared->base == req.base;
+  AsyncBuffer<float> d_queries(nq * dim, streams[0]), q_aug(nq * dp, streams[0]);
+  AsyncBuffer<float> own_aug(use_prepared ? 0 : n * dp, streams[0]);
+  AsyncBuffer<double> own_sq(use_prepared ? 0 : n, streams[0]), q_sq(nq, streams[0]);
+  GKNN_CUDA(cudaMemcpyAsync(d_queries.get(), req.queries, sizeof(float) * nq * dim, cudaMemcpyHostToDevice,
+                            streams[0]));
+  const float* base_aug = use_prepared ? prepared->aug.get() : own_aug.get();
+  double y_max_sq = use_prepared ? prepared->y_max_sq : 0.0;
+  if (!use_prepared)
+    augment_base(req.base, n, dim, req.metric, own_aug.get(), own_sq.get(), &y_max_sq, streams[0]);
+  augment_rows<<<unsigned((nq * 32 + 255) / 256), 256, 0, streams[0]>>>(
+      d_queries.get(), nq, dim, dp, req.metric, true, q_aug.get(), q_sq.get());
   GKNN_CUDA(cudaGetLastError());
-  const double y_max_sq = largest_square(base_sq.get(), n);
 
   Gemm gemm(blas, req.precision);
   const bool bf16 = req.precision == GemmPrecision::Bf16;
-  DeviceBuffer<__nv_bfloat16> base_h(bf16 ? n * dp : 0), q_h(bf16 ? nq * dp : 0);
+  AsyncBuffer<__nv_bfloat16> base_h(bf16 ? n * dp : 0, streams[0]), q_h(bf16 ? nq * dp : 0, streams[0]);
   if (bf16) {
-    to_bf16<<<1024, 256>>>(base_aug.get(), n * dp, base_h.get());
-    to_bf16<<<1024, 256>>>(q_aug.get(), nq * dp, q_h.get());
+    to_bf16<<<1024, 256, 0, streams[0]>>>(base_aug, n * dp, base_h.get());
+    to_bf16<<<1024, 256, 0, streams[0]>>>(q_aug.get(), nq * dp, q_h.get());
     GKNN_CUDA(cudaGetLastError());
   }
-  const void* y_in = bf16 ? static_cast<const void*>(base_h.get()) : base_aug.get();
+  const void* y_in = bf16 ? static_cast<const void*>(base_h.get()) : base_aug;
   const void* q_in = bf16 ? static_cast<const void*>(q_h.get()) : q_aug.get();
   const std::size_t elem = bf16 ? sizeof(__nv_bfloat16) : sizeof(float);
 
@@ -221,20 +249,15 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
   const std::int64_t tq =
       std::max<std::int64_t>(1, std::min<std::int64_t>(nq, (std::int64_t(1) << 28) / kBaseTile));
   const int ld = static_cast<int>(tiles * kk);
-  cudaStream_t streams[2];
-  for (auto& s : streams) GKNN_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  struct StreamsGuard {
-    cudaStream_t* s;
-    ~StreamsGuard() {
-      for (int i = 0; i < 2; ++i) cudaStreamDestroy(s[i]);
-    }
-  } guard{streams};
-  DeviceBuffer<float> dist[2] = {DeviceBuffer<float>(tq * kBaseTile), DeviceBuffer<float>(tq * kBaseTile)};
-  DeviceBuffer<float> tkeys(tq * kk), pkeys(tq * ld), ckeys(tq * kk);
-  DeviceBuffer<std::uint32_t> tcols(tq * kk), pids(tq * ld), ccols(tq * kk);
-  DeviceBuffer<std::int64_t> out_ids(tq * k);
-  DeviceBuffer<double> out_dist(tq * k);
-  DeviceBuffer<int> uncertified(tq);
+  AsyncBuffer<float> dist0(tq * kBaseTile, streams[0]), dist1(tq * kBaseTile, streams[0]);
+  float* const dist[2] = {dist0.get(), dist1.get()};
+  AsyncBuffer<float> tkeys(tq * kk, streams[0]), pkeys(tq * ld, streams[0]), ckeys(tq * kk, streams[0]);
+  AsyncBuffer<std::uint32_t> tcols(tq * kk, streams[0]), pids(tq * ld, streams[0]),
+      ccols(tq * kk, streams[0]);
+  AsyncBuffer<std::int64_t> out_ids(tq * k, streams[0]);
+  AsyncBuffer<double> out_dist(tq * k, streams[0]);
+  AsyncBuffer<int> uncertified(tq, streams[0]);
+  stream_wait(streams[1], streams[0]);  // the second stream sees the buffers made on the first
   const int rerank_smem = kRerankSlots * sizeof(select::U128);
   GKNN_CUDA(cudaFuncSetAttribute(rerank, cudaFuncAttributeMaxDynamicSharedMemorySize, rerank_smem));
   std::vector<std::int64_t> redo;
@@ -247,7 +270,7 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
       const std::int64_t b0 = t * kBaseTile;
       const int cols = static_cast<int>(std::min(kBaseTile, n - b0));
       gemm.run(s, streams[s], static_cast<const char*>(y_in) + b0 * dp * elem, cols, dp, qptr, rows, dp, dp,
-               dist[s].get(), static_cast<int>(kBaseTile));
+               dist[s], static_cast<int>(kBaseTile));
     };
     issue_gemm(0);
     for (std::int64_t t = 0; t < tiles; ++t) {
@@ -257,8 +280,8 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
       // The next GEMM writes the other buffer; it waits for that buffer's
       // previous selection (same stream) and overlaps this one.
       if (t + 1 < tiles) issue_gemm(t + 1);
-      select_rows_gpu<float, std::uint32_t>(dist[s].get(), rows, cols, kBaseTile, int(kk),
-                                            SelectOrder::Smallest, tkeys.get(), tcols.get(), streams[s]);
+      select_rows_gpu<float, std::uint32_t>(dist[s], rows, cols, kBaseTile, int(kk), SelectOrder::Smallest,
+                                            tkeys.get(), tcols.get(), streams[s]);
       scatter_partials<<<unsigned((rows * kk + 255) / 256), 256, 0, streams[s]>>>(
           tkeys.get(), tcols.get(), rows, int(kk), b0, int(t), ld, pkeys.get(), pids.get());
       GKNN_CUDA(cudaGetLastError());
@@ -298,7 +321,7 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
   std::vector<double> sub_dist(again.nq * k);
   if (req.precision != GemmPrecision::Fp32) {
     again.precision = GemmPrecision::Fp32;
-    exact_knn_resident_gemm(again, device, sub_ids.data(), sub_dist.data());
+    exact_knn_resident_gemm(again, device, sub_ids.data(), sub_dist.data(), prepared);
   } else {
     exact_knn_resident_bruteforce(again, device, sub_ids.data(), sub_dist.data());
   }

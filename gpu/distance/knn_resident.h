@@ -15,9 +15,28 @@
 
 namespace gknn {
 
-// The algorithm choose_knn (gknn/plan.h) picks for the shape.
-void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
-void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+// The base's half of the GEMM path (augmented rows, |y|^2 and the largest
+// of them), made once for a resident base that is searched many times
+// instead of in every call: a resident image keeps one. Made on the
+// current device, which must be `device`.
+struct GemmBase {
+  GemmBase(const float* base, std::int64_t n, int dim, Metric metric, int device);
+  std::size_t bytes() const;
+  const float* base;  // the rows it was made from (a device pointer)
+  Metric metric;
+  int dim;
+  std::int64_t n;
+  DeviceBuffer<float> aug;
+  DeviceBuffer<double> sq;
+  double y_max_sq = 0.0;
+};
+
+// The algorithm choose_knn (gknn/plan.h) picks for the shape; the GEMM path
+// uses `prepared` when it was made from req.base for req.metric.
+void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                        const GemmBase* prepared = nullptr);
+void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                             const GemmBase* prepared = nullptr);
 void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
 void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
 

@@ -6,12 +6,16 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
+#include "distance/knn_resident.h"
 #include "gknn/ivfpq.h"
 #include "gknn/select.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
+#include "select/rows_async.h"
 
 namespace gknn::ivfpq {
 
@@ -83,6 +87,12 @@ struct DeviceImage::Impl {
   DeviceBuffer<float> vectors;            // entries x dim, by rank
   DeviceBuffer<std::int64_t> rank;        // entry -> rank
   DeviceBuffer<std::int64_t> ranked_ids;  // rank -> id
+  // The exact search's GEMM half of the vectors, made by the first exact
+  // search that takes the GEMM path (search_exact is const and may run on
+  // several threads at once: the mutex guards the making).
+  const GemmBase* gemm_base() const;
+  mutable std::mutex gemm_mu;
+  mutable std::unique_ptr<GemmBase> gemm;
 };
 
 // The k best columns of each row (len keys at stride len), (key, column)
@@ -92,8 +102,8 @@ template <typename Key>
 void select_best(const Key* keys, std::int64_t rows, std::int64_t len, int k, Key* out_keys,
                  std::uint32_t* out_cols, cudaStream_t s) {
   if (k <= kMaxRowK)
-    return select_rows_gpu<Key, std::uint32_t>(keys, rows, len, len, k, SelectOrder::Smallest, out_keys,
-                                               out_cols, s);
+    return select_rows_async<Key, std::uint32_t>(keys, rows, len, len, k, SelectOrder::Smallest, out_keys,
+                                                 out_cols, s);
   GKNN_CUDA(cudaMemsetAsync(out_cols, 0xff, sizeof(std::uint32_t) * rows * k, s));
   for (std::int64_t r = 0; r < rows; ++r)
     select_topk_gpu<Key, std::uint32_t>(keys + r * len, nullptr, len, k, SelectOrder::Smallest,

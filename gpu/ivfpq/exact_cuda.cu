@@ -9,6 +9,8 @@
 #include "distance/knn_resident.h"
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
+#include "gknn/plan.h"
+#include "runtime/cublas_loader.h"
 #include "ivfpq/common.h"
 #include "ivfpq/device_image.h"
 #include "runtime/cuda_check.h"
@@ -29,6 +31,12 @@ __global__ void rows_to_ids(std::int64_t* ids, std::int64_t n, const std::int64_
 
 }  // namespace
 
+const GemmBase* DeviceImage::Impl::gemm_base() const {
+  std::lock_guard<std::mutex> lock(gemm_mu);
+  if (!gemm) gemm = std::make_unique<GemmBase>(vectors.get(), entries, params.dim, params.metric, device);
+  return gemm.get();
+}
+
 void DeviceImage::search_exact(const float* queries, std::int64_t nq, int k, std::int64_t* ids,
                                double* distances, GemmPrecision precision) const {
   check_exact(queries, nq, k, ids, distances);
@@ -48,16 +56,21 @@ void DeviceImage::search_exact(const float* queries, std::int64_t nq, int k, std
   r.k = k;
   r.metric = im.params.metric;
   r.precision = precision;
-  exact_knn_resident(r, im.device, ids, distances);
+  const bool gemm = choose_knn(r.n, r.nq, r.dim, r.k, r.metric, load_cublas() != nullptr,
+                               exact_knn_gpu_fused_fits(r.dim, r.k, im.device))
+                        .algo == KnnAlgo::Gemm;
+  exact_knn_resident(r, im.device, ids, distances, gemm ? im.gemm_base() : nullptr);
 
   const std::int64_t total = nq * std::int64_t(k);
-  DeviceBuffer<std::int64_t> buf(std::min(total, kMapChunk));
+  const cudaStream_t s = thread_stream(im.device);
+  AsyncBuffer<std::int64_t> buf(std::min(total, kMapChunk), s);
   for (std::int64_t i0 = 0; i0 < total; i0 += kMapChunk) {
     const std::int64_t n = std::min(kMapChunk, total - i0);
-    GKNN_CUDA(cudaMemcpy(buf.get(), ids + i0, sizeof(std::int64_t) * n, cudaMemcpyHostToDevice));
-    rows_to_ids<<<grid_for(n, kThreads), kThreads>>>(buf.get(), n, im.ranked_ids.get());
+    GKNN_CUDA(cudaMemcpyAsync(buf.get(), ids + i0, sizeof(std::int64_t) * n, cudaMemcpyHostToDevice, s));
+    rows_to_ids<<<grid_for(n, kThreads), kThreads, 0, s>>>(buf.get(), n, im.ranked_ids.get());
     GKNN_CUDA(cudaGetLastError());
-    GKNN_CUDA(cudaMemcpy(ids + i0, buf.get(), sizeof(std::int64_t) * n, cudaMemcpyDeviceToHost));
+    GKNN_CUDA(cudaMemcpyAsync(ids + i0, buf.get(), sizeof(std::int64_t) * n, cudaMemcpyDeviceToHost, s));
+    GKNN_CUDA(cudaStreamSynchronize(s));
   }
 }
 

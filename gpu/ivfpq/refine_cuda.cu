@@ -6,9 +6,9 @@
 //   2. each column becomes its entry's rank (the row of the resident
 //      vectors, in id order), and each query's ranks are sorted, padding
 //      last: column order is now id order;
-//   3. one thread per candidate computes gknn::distance (the SQL operator's
-//      code, built without FMA contraction, so the CPU's bits) on the raw
-//      query;
+//   3. eight threads per candidate compute gknn::distance (the SQL
+//      operator's lane sums, group_distance.cuh, built without FMA
+//      contraction, so the CPU's bits) on the raw query;
 //   4. the project's row selection takes the k best by (distance, column),
 //      that is by (distance, id), and the ranks map back to ids.
 #include <cub/device/device_segmented_sort.cuh>
@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "distance/group_distance.cuh"
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
 #include "ivfpq/common.h"
@@ -55,16 +56,25 @@ __global__ void segment_starts(std::int64_t* starts, std::int64_t segments, std:
   if (s <= segments) starts[s] = s * len;
 }
 
-// The exact distance of each candidate (NaN for padding), canonical.
+// The exact distance of each candidate (NaN for padding), canonical: a
+// group of eight threads per candidate (group_distance.cuh, the bits of
+// gknn::distance). The grid covers whole groups, so every lane of a group
+// takes the same branch and joins its shuffles.
 __global__ void exact_distances(const std::uint64_t* ranks, std::int64_t rows, int count,
                                 const float* vectors, const float* queries, int dim, Metric metric,
                                 double* out) {
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * count;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
+  const int lane = threadIdx.x % kGroupLanes;
+  const std::int64_t groups = std::int64_t(gridDim.x) * blockDim.x / kGroupLanes;
+  for (std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kGroupLanes; i < rows * count;
+       i += groups) {
     const std::uint64_t r = ranks[i];
-    out[i] = r == kNoRank ? quiet_nan()
-                          : canonical_score(distance(metric, vectors + std::int64_t(r) * dim,
-                                                     queries + (i / count) * dim, dim));
+    if (r == kNoRank) {
+      if (lane == 0) out[i] = quiet_nan();
+      continue;
+    }
+    const double d =
+        group_distance(metric, vectors + std::int64_t(r) * dim, queries + (i / count) * dim, dim, lane);
+    if (lane == 0) out[i] = canonical_score(d);
   }
 }
 
@@ -118,8 +128,8 @@ void DeviceImage::Impl::refine_batch(const float* queries, std::int64_t rows, in
     q = raw.get();
   }
   AsyncBuffer<double> dist(n, s);
-  exact_distances<<<grid_for(n, kThreads), kThreads, 0, s>>>(ranks.get(), rows, count, vectors.get(), q, dim,
-                                                             params.metric, dist.get());
+  exact_distances<<<grid_for(n * kGroupLanes, kThreads), kThreads, 0, s>>>(
+      ranks.get(), rows, count, vectors.get(), q, dim, params.metric, dist.get());
   GKNN_CUDA(cudaGetLastError());
 
   AsyncBuffer<double> okeys(rows * k, s), odist(rows * k, s);
@@ -148,11 +158,11 @@ void DeviceImage::search_refined(const float* queries, std::int64_t nq, const Se
   // Five buffers of count words per query (the stage's keys and columns,
   // ranks twice, distances): a row counts four times.
   const std::int64_t batch = impl_->batch_rows(probes, 4 * std::int64_t(count));
-  OwnedStream stream;
+  const cudaStream_t stream = thread_stream(impl_->device);
   for (std::int64_t q0 = 0; q0 < nq; q0 += batch) {
     const std::int64_t rows = std::min(batch, nq - q0);
-    impl_->refine_batch(queries + q0 * impl_->params.dim, rows, probes, count, sp.k, stream.s,
-                        ids + q0 * sp.k, distances + q0 * sp.k);
+    impl_->refine_batch(queries + q0 * impl_->params.dim, rows, probes, count, sp.k, stream, ids + q0 * sp.k,
+                        distances + q0 * sp.k);
   }
 }
 

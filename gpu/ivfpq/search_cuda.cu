@@ -1,9 +1,12 @@
 // DeviceImage: IVF-PQ search on the GPU (Faiss §5.2-5.3), with the results
 // of search_cpu bit for bit. Per batch of queries:
-//   1. coarse keys of every (query, list), one thread each (scoring.h), and
-//      the `probes` best lists per query by the project's row selection;
-//   2. the host lays out each query's candidate row from the probed lists'
-//      sizes (probe p's list at [starts[p], starts[p+1]), scoring.h);
+//   1. coarse keys of every (query, list), eight threads each (scoring.h's
+//      bits), and the `probes` best lists per query by the project's row
+//      selection;
+//   2. each query's candidate row is laid out from the probed lists' sizes
+//      (probe p's list at [starts[p], starts[p+1]), scoring.h), on the
+//      device: the stages queue one after another on the calling thread's
+//      stream with one wait, for the results, at the end;
 //   3. one block per (query, probe) builds the LUT in shared memory (fp32;
 //      fp16 only where fp32 does not fit) and scores its list's codes;
 //   4. the k best columns per row (ties by column = probe rank, position),
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "distance/group_distance.cuh"
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
 #include "gknn/runtime.h"
@@ -48,12 +52,36 @@ std::size_t scan_smem(const Params& p, std::size_t entry) {
   return vec_bytes(p.dim) + std::size_t(p.m) * ksub(p) * entry;
 }
 
+// Coarse keys, a group of eight threads per (query, list): coarse_key's
+// bits (group_distance.cuh); the grid covers whole groups.
 __global__ void coarse_keys(const float* queries, std::int64_t nq, const float* centroids, int lists, int dim,
                             Metric metric, float* keys) {
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nq * lists;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t q = i / lists, l = i % lists;
-    keys[i] = coarse_key(metric, queries + q * dim, centroids + l * dim, dim);
+  const int lane = threadIdx.x % kGroupLanes;
+  const std::int64_t groups = std::int64_t(gridDim.x) * blockDim.x / kGroupLanes;
+  for (std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kGroupLanes; i < nq * lists;
+       i += groups) {
+    const float* q = queries + (i / lists) * dim;
+    const float* c = centroids + (i % lists) * dim;
+    const float key = metric == Metric::InnerProduct ? -group_inner_product(q, c, dim, lane)
+                                                     : group_l2_squared(q, c, dim, lane);
+    if (lane == 0) keys[i] = key;
+  }
+}
+
+// Each query's candidate row from its probed lists' sizes (probe_starts on
+// the device, so the host need not wait for the probes).
+__global__ void row_starts(const std::uint32_t* probe_lists, std::int64_t rows, int probes,
+                           const std::int64_t* offsets, std::int64_t* starts) {
+  for (std::int64_t q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < rows;
+       q += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::uint32_t* lists = probe_lists + q * probes;
+    std::int64_t* st = starts + q * (probes + 1);
+    std::int64_t at = 0;
+    for (int p = 0; p < probes; ++p) {
+      st[p] = at;
+      at += offsets[lists[p] + 1] - offsets[lists[p]];
+    }
+    st[probes] = at;
   }
 }
 
@@ -147,6 +175,7 @@ DeviceImage::Impl::Impl(const Image& image, int dev)
       vectors(with_vectors ? image.vectors.size() : 0),
       rank(with_vectors ? image.ids.size() : 0),
       ranked_ids(with_vectors ? image.ids.size() : 0) {
+  keep_pool_memory(device);
   upload(centroids, image.quantizer.centroids);
   upload(codebooks, image.quantizer.codebooks);
   upload(codes, image.codes);
@@ -227,26 +256,20 @@ DeviceImage::Impl::PqStage::PqStage(const Impl& im, const float* host_queries, s
   const std::vector<float> hq = prepared_rows(params, host_queries, rows);
   AsyncBuffer<float> ckeys(rows * lists, s);
   GKNN_CUDA(cudaMemcpyAsync(queries.get(), hq.data(), sizeof(float) * hq.size(), cudaMemcpyHostToDevice, s));
-  coarse_keys<<<grid_for(rows * lists, kThreads), kThreads, 0, s>>>(queries.get(), rows, im.centroids.get(),
-                                                                    lists, dim, params.metric, ckeys.get());
+  coarse_keys<<<grid_for(rows * lists * kGroupLanes, kThreads), kThreads, 0, s>>>(
+      queries.get(), rows, im.centroids.get(), lists, dim, params.metric, ckeys.get());
   GKNN_CUDA(cudaGetLastError());
   select_best(ckeys.get(), rows, lists, probes, probe_keys.get(), probe_lists.get(), s);
 
-  // Candidate rows, laid out on the host from the probed lists.
-  std::vector<std::uint32_t> hl(rows * probes);
-  GKNN_CUDA(cudaMemcpyAsync(hl.data(), probe_lists.get(), sizeof(std::uint32_t) * hl.size(),
-                            cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaStreamSynchronize(s));
-  std::vector<std::int64_t> hs(rows * (probes + 1));
-  std::int64_t ld = 0;
-  for (std::int64_t q = 0; q < rows; ++q) {
-    probe_starts(im.offsets.data(), hl.data() + q * probes, probes, hs.data() + q * (probes + 1));
-    ld = std::max(ld, hs[q * (probes + 1) + probes]);
-  }
+  // Candidate rows (probe p's list at [starts[p], starts[p+1])), laid out
+  // on the device; every row is as long as the `probes` largest lists
+  // together, so the host sizes the buffer without waiting for the probes.
+  row_starts<<<grid_for(rows, kThreads), kThreads, 0, s>>>(probe_lists.get(), rows, probes,
+                                                           im.d_offsets.get(), starts.get());
+  GKNN_CUDA(cudaGetLastError());
+  const std::int64_t ld = im.largest[probes];
   if (ld >= std::int64_t(std::numeric_limits<std::uint32_t>::max()))
     throw Error(ErrorCode::InvalidArgument, "ivfpq: 2^32 - 1 or more candidates for one query");
-  GKNN_CUDA(
-      cudaMemcpyAsync(starts.get(), hs.data(), sizeof(std::int64_t) * hs.size(), cudaMemcpyHostToDevice, s));
 
   // NaN everywhere first: columns past a row's candidates rank after them.
   AsyncBuffer<float> cand(rows * ld, s);
@@ -305,10 +328,10 @@ void DeviceImage::search(const float* queries, std::int64_t nq, const SearchPara
   GKNN_CUDA(cudaSetDevice(impl_->device));
   const int probes = std::min(sp.probes, impl_->params.lists);
   const std::int64_t batch = impl_->batch_rows(probes, sp.k);
-  OwnedStream stream;
+  const cudaStream_t stream = thread_stream(impl_->device);
   for (std::int64_t q0 = 0; q0 < nq; q0 += batch) {
     const std::int64_t rows = std::min(batch, nq - q0);
-    impl_->search_batch(queries + q0 * impl_->params.dim, rows, probes, sp.k, stream.s, ids + q0 * sp.k,
+    impl_->search_batch(queries + q0 * impl_->params.dim, rows, probes, sp.k, stream, ids + q0 * sp.k,
                         distances + q0 * sp.k);
   }
 }
@@ -316,8 +339,15 @@ void DeviceImage::search(const float* queries, std::int64_t nq, const SearchPara
 std::size_t DeviceImage::device_bytes() const {
   if (!impl_) return 0;
   const Impl& im = *impl_;
+  std::size_t gemm = 0;
+  {
+    std::lock_guard<std::mutex> lock(im.gemm_mu);
+    if (im.gemm) gemm = im.gemm->bytes();
+  }
   return sizeof(float) * (im.centroids.size() + im.codebooks.size() + im.vectors.size()) + im.codes.size() +
-         sizeof(std::int64_t) * (im.ids.size() + im.d_offsets.size() + im.rank.size() + im.ranked_ids.size());
+         sizeof(std::int64_t) *
+             (im.ids.size() + im.d_offsets.size() + im.rank.size() + im.ranked_ids.size()) +
+         gemm;
 }
 
 bool DeviceImage::fp16_lut() const { return impl_ && impl_->fp16; }

@@ -1,20 +1,36 @@
 #include "runtime/gemm.h"
 
+#include <string>
+
 #include "gknn/error.h"
+#include "runtime/cuda_check.h"
 
 namespace gknn {
+namespace {
 
+constexpr int kMaxDevices = 64;
+
+}  // namespace
+
+// The handles are the calling thread's, per device, made on first use and
+// kept (cublasCreate costs far more than a small GEMM; a thread that ends
+// leaks its two, and none is destroyed after the runtime's teardown).
 Gemm::Gemm(const Cublas* blas, GemmPrecision precision) : blas_(blas), precision_(precision) {
-  for (int i = 0; i < 2; ++i)
-    if (blas_->create(&handle_[i]) != CUBLAS_STATUS_SUCCESS) {
-      for (int j = 0; j < i; ++j) blas_->destroy(handle_[j]);
+  int device = 0;
+  GKNN_CUDA(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices)
+    throw Error(ErrorCode::NoDevice, "GPU " + std::to_string(device) + " is past the cuBLAS handles kept");
+  thread_local cublasHandle_t kept[kMaxDevices][2] = {};
+  for (int i = 0; i < 2; ++i) {
+    if (!kept[device][i] && blas_->create(&kept[device][i]) != CUBLAS_STATUS_SUCCESS) {
+      kept[device][i] = nullptr;
       throw Error(ErrorCode::DeviceFault, "cublasCreate failed");
     }
+    handle_[i] = kept[device][i];
+  }
 }
 
-Gemm::~Gemm() {
-  for (auto h : handle_) blas_->destroy(h);
-}
+Gemm::~Gemm() = default;
 
 void Gemm::run(int s, cudaStream_t stream, const void* a, int rows_a, int lda, const void* b, int rows_b,
                int ldb, int inner, float* c, int ldc) const {

@@ -1,5 +1,6 @@
 // A cuBLAS GEMM on two streams, for the library's GEMM-based kernels (exact
-// kNN, k-means assignment): the handle per stream, the precision's cuBLAS
+// kNN, k-means assignment): a handle per stream (the calling thread's, for
+// the current device, kept between calls), the precision's cuBLAS
 // types, and the relative rounding of its inputs that the callers' error
 // bounds need. Not a public header.
 #pragma once

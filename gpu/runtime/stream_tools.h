@@ -50,6 +50,31 @@ struct OwnedStream {
   OwnedStream& operator=(const OwnedStream&) = delete;
 };
 
+// The calling thread's stream on `device` (the current device): made on
+// first use and kept for the thread's life, so that a caller that searches
+// many small batches (the GPU service's executor threads) pays for no stream
+// creation per call, and threads calling at once run on separate streams.
+// Never destroyed: a thread that ends leaks one stream, and no CUDA call runs
+// from a destructor after the runtime's own teardown at exit.
+// `which` (0 or 1) picks one of the thread's two streams there.
+cudaStream_t thread_stream(int device, int which = 0);
+
+// Work queued on `waiter` from now on waits for what is queued on `on`.
+inline void stream_wait(cudaStream_t waiter, cudaStream_t on) {
+  cudaEvent_t e;
+  GKNN_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  cudaError_t err = cudaEventRecord(e, on);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(waiter, e, 0);
+  cudaEventDestroy(e);  // released once the wait is done
+  GKNN_CUDA(err);
+}
+
+// Keeps memory freed to `device`'s stream-ordered pool there (the default
+// release threshold hands it back to the driver at every synchronisation,
+// which makes the next cudaMallocAsync a real allocation). Once per device
+// per process; the first DeviceImage on a device calls it.
+void keep_pool_memory(int device);
+
 // Blocks for a grid-stride loop over n items: at least 1, at most 65536.
 inline int grid_for(std::int64_t n, int threads) {
   const std::int64_t blocks = (n + threads - 1) / threads;

@@ -33,7 +33,9 @@
 #include "gknn/error.h"
 #include "gknn/select.h"
 #include "runtime/cuda_check.h"
+#include "runtime/stream_tools.h"
 #include "select/key_order.cuh"
+#include "select/rows_async.h"
 #include "select/warp_select.cuh"
 
 namespace gknn {
@@ -427,8 +429,9 @@ void run_bucket(const typename L::Elem* in, std::int64_t nq, std::int64_t len, s
     return;
   }
   // Partitioned: P partial k-best lists per row, then a pass over them.
-  DeviceBuffer<W> partial(std::size_t(nq) * p.P * kk);
-  DeviceBuffer<unsigned long long> radius(C::kK > 1 ? std::size_t(nq) : 0);
+  // Stream-ordered: freed after the pass that reads them, no wait here.
+  AsyncBuffer<W> partial(std::size_t(nq) * p.P * kk, st);
+  AsyncBuffer<unsigned long long> radius(C::kK > 1 ? std::size_t(nq) : 0, st);
   if (C::kK > 1)
     GKNN_CUDA(cudaMemsetAsync(radius.get(), 0xff, sizeof(unsigned long long) * std::size_t(nq), st));
   a.mode = kModeWords;
@@ -437,7 +440,6 @@ void run_bucket(const typename L::Elem* in, std::int64_t nq, std::int64_t len, s
   launch<L, C>(a, st);
   const std::int64_t len2 = std::int64_t(p.P) * kk;
   run_rows<WordLoad<W>>(partial.get(), nq, len2, len2, kk, out, st, false);
-  GKNN_CUDA(cudaStreamSynchronize(st));  // before the partial buffers go
 }
 
 template <class L>
@@ -458,8 +460,8 @@ void run_rows(const typename L::Elem* in, std::int64_t nq, std::int64_t len, std
 }  // namespace rowsel
 
 template <typename Key, typename Payload>
-void select_rows_gpu(const Key* d_keys, std::int64_t nq, std::int64_t len, std::int64_t ld, int k,
-                     SelectOrder order, Key* d_out_keys, Payload* d_out_payloads, void* stream) {
+void select_rows_async(const Key* d_keys, std::int64_t nq, std::int64_t len, std::int64_t ld, int k,
+                       SelectOrder order, Key* d_out_keys, Payload* d_out_payloads, cudaStream_t st) {
   if (k < 1 || k > kMaxRowK)
     throw Error(ErrorCode::InvalidArgument, "select_rows_gpu: k must be in 1.." + std::to_string(kMaxRowK));
   if (nq < 0 || len < 0) throw Error(ErrorCode::InvalidArgument, "select_rows_gpu: negative size");
@@ -472,7 +474,6 @@ void select_rows_gpu(const Key* d_keys, std::int64_t nq, std::int64_t len, std::
   if (d_out_keys == nullptr || d_out_payloads == nullptr || (len > 0 && d_keys == nullptr))
     throw Error(ErrorCode::InvalidArgument, "select_rows_gpu: null buffer");
 
-  cudaStream_t st = static_cast<cudaStream_t>(stream);
   using Bits = typename select::KeyBits<Key>::Bits;
   const bool largest = order == SelectOrder::Largest;
   const Bits flip = largest ? ~Bits(0) : Bits(0);
@@ -488,12 +489,21 @@ void select_rows_gpu(const Key* d_keys, std::int64_t nq, std::int64_t len, std::
         d_out_keys, d_out_payloads, sizeof(Payload) == 8, rowsel::key_type<Key>(), std::uint64_t(flip), k};
     rowsel::run_rows<rowsel::KeyLoad<Key>>(d_keys, nq, len, ld, kk, out, st, true);
   }
+}
+
+template <typename Key, typename Payload>
+void select_rows_gpu(const Key* d_keys, std::int64_t nq, std::int64_t len, std::int64_t ld, int k,
+                     SelectOrder order, Key* d_out_keys, Payload* d_out_payloads, void* stream) {
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  select_rows_async(d_keys, nq, len, ld, k, order, d_out_keys, d_out_payloads, st);
   GKNN_CUDA(cudaStreamSynchronize(st));
 }
 
 #define GKNN_INSTANTIATE(K, P)                                                                              \
   template void select_rows_gpu<K, P>(const K*, std::int64_t, std::int64_t, std::int64_t, int, SelectOrder, \
-                                      K*, P*, void*);
+                                      K*, P*, void*);                                                       \
+  template void select_rows_async<K, P>(const K*, std::int64_t, std::int64_t, std::int64_t, int,            \
+                                        SelectOrder, K*, P*, cudaStream_t);
 GKNN_FOR_EACH_KEY_PAYLOAD(GKNN_INSTANTIATE)
 #undef GKNN_INSTANTIATE
 

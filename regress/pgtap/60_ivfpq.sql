@@ -2,15 +2,16 @@
 -- SQLSTATEs of its errors, planner use) and its search quality on a
 -- synthetic clustered dataset with a fixed seed (recall@10 against the exact
 -- answer, with floors it reaches), plus agreement of the CPU with the device
--- gknn.device picks (the same index and the same answers; on a host with no
--- GPU both are the CPU).
+-- gknn.device picks (the same index, page for page, and the same answers; on
+-- a host with no GPU both are the CPU; where gknn is preloaded, the build
+-- runs in the GPU service).
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(29);
+SELECT plan(31);
 
 -- catalog
 SELECT ok(EXISTS (SELECT 1 FROM pg_am WHERE amname = 'gpu_ivfpq' AND amtype = 'i'), 'access method gpu_ivfpq exists');
@@ -109,7 +110,18 @@ SET LOCAL gknn.ivfpq_probes = 4;
 SET LOCAL gknn.ivfpq_refine = 2;
 CREATE TEMP TABLE cpu_answers AS SELECT q, pg_temp.ids_by_index(v, 10) AS ids FROM queries;
 RESET gknn.device;
+CREATE TEMP TABLE build_before AS SELECT requests FROM gknn_service_status();
 CREATE INDEX items_dev ON items USING gpu_ivfpq (emb) WITH (lists = 50, m = 8, nbits = 8);
+SELECT CASE WHEN (SELECT state FROM gknn_service_status()) = 'ready' THEN
+  ok((SELECT s.requests > b.requests FROM gknn_service_status() s, build_before b),
+     'with the service ready, the build trained and encoded through it')
+ELSE pass('with the service ready, the build trained and encoded through it (skipped: no service)') END;
+CREATE EXTENSION IF NOT EXISTS pageinspect;
+CREATE FUNCTION pg_temp.index_pages(idx regclass) RETURNS text LANGUAGE sql AS $$
+  SELECT md5(string_agg(substr(get_raw_page(idx::text, b::int), 11), ''::bytea ORDER BY b))
+  FROM generate_series(0, pg_relation_size(idx) / 8192 - 1) b $$;
+SELECT is(pg_temp.index_pages('items_dev'), pg_temp.index_pages('items_cpu'),
+          'the same pages as the CPU-built index, byte for byte past each page''s LSN and checksum');
 SELECT is((SELECT row(trained, dims, lists, m, nbits, entries)::text FROM gknn_ivfpq_info('items_dev')),
           (SELECT row(trained, dims, lists, m, nbits, entries)::text FROM gknn_ivfpq_info('items_cpu')),
           'an index built on gknn.device has the CPU-built index''s shape');
