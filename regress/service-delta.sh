@@ -7,7 +7,7 @@
 #     date by a delta: `deltas` grows, `loads` does not, a few kB shipped
 #     where the image is far larger) answers as the backend's own image read
 #     whole in a new session (3 indexes, one without stored vectors; PQ,
-#     re-ranked and exact modes);
+#     re-ranked and exact modes); EXPLAIN ANALYZE says "Deltas Shipped";
 #   fallbacks: more changes than the change log holds, REINDEX (a new
 #     relfilenode), gknn.ivfpq_delta = off: the image is shipped whole;
 #   concurrency: sessions inserting, deleting and vacuuming while others
@@ -138,6 +138,15 @@ check "rewrites and appends on the same pages: deltas only" step mixed "
   DELETE FROM a WHERE id % 50 = 1 OR id = 30002; VACUUM a;
   INSERT INTO a SELECT i, ARRAY(SELECT (i % 4) * 3 + ((i % 10) * 3 + j) % 7 / 7.0 FROM generate_series(1, 8) j)::float8[]::vector
     FROM generate_series(40001, 40040) i"
+
+explain_ok() {
+  local out
+  out=$(sql -c "INSERT INTO a VALUES (70001, '[0,0,0,0,0,0,0,1]')" -c "SET enable_seqscan = off" \
+    -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT id FROM a ORDER BY emb <-> '[0,0,0,0,0,0,0,0]' LIMIT 3")
+  echo "$out"
+  grep -q 'Deltas Shipped: 1' <<<"$out" && ! grep -q 'Images Shipped' <<<"$out"
+}
+check "EXPLAIN ANALYZE: the scan after an insert shipped a delta, not the image" explain_ok
 
 # Fallbacks: the image is shipped whole, answers equal.
 whole() {

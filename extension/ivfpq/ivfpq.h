@@ -115,6 +115,7 @@ struct IvfpqScanStats {
   double queue_ms;                          // submitted -> taken by the service, summed
   double service_ms;                        // taken -> answered, summed
   int64 images_shipped;                     // times this scan shipped the index image to the service
+  int64 deltas_shipped;                     // ... or what changed in the index (a delta)
   int64 cpu_searches;                       // searches on this backend's CPU
   int64 cpu_candidates;
 };

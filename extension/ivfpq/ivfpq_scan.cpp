@@ -174,8 +174,9 @@ int search_mode(Relation index, const IvfpqMeta& meta) {
 // not apply (another session moved its image on meanwhile) is not followed
 // by the whole image at once: the next try learns the generation held now,
 // unless it is the one the delta failed on (*failed_from), which only a
-// whole image mends.
-void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& held, uint64* failed_from) {
+// whole image mends. Counts what it shipped in *st.
+void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& held, uint64* failed_from,
+                IvfpqScanStats* st) {
   Oid oid = RelationGetRelid(index);
   if (held.resident && held.generation != *failed_from) {
     IvfpqDelta* delta = nullptr;
@@ -183,6 +184,7 @@ void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& hel
     const IvfpqMeta& meta = (*image)->meta;
     if (meta.generation == held.generation) return;  // shipped by another backend meanwhile
     if (delta) {
+      st->deltas_shipped++;
       if (!gknn_service_ivfpq_delta(oid, index->rd_node, *delta, meta.code_size,
                                     meta.stores_vectors ? meta.dim : 0))
         *failed_from = held.generation;
@@ -190,6 +192,7 @@ void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& hel
     }
   }
   *image = ivfpq_image_get(index, true);
+  st->images_shipped++;
   gknn_service_ivfpq_load(oid, index->rd_node, (*image)->meta.generation, *(*image)->host, *(*image)->pages);
   ivfpq_image_release_host(index);
 }
@@ -238,8 +241,7 @@ int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** ima
     const bool moved = held.resident && (!last.resident || held.generation > last.generation);
     stalls = moved ? 0 : stalls + 1;
     last = held;
-    ship_image(index, image, held, &failed_from);
-    so->stats.images_shipped++;
+    ship_image(index, image, held, &failed_from, &so->stats);
   }
   if (so->route.use_service)
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -108,17 +108,19 @@ Image apply_delta(const Image& image, const ImageDelta& delta) {
   Image out;
   out.quantizer = image.quantizer;
   out.offsets = plan.offsets;
-  out.codes.resize(n * cs);
-  out.ids.resize(n);
-  out.vectors.resize(plan.vectors ? n * dim : 0);
+  // The runs go in entry order: appending them lays the arrays out (no
+  // zero fill first, which would touch every page twice).
+  out.codes.reserve(n * cs);
+  out.ids.reserve(n);
+  out.vectors.reserve(plan.vectors ? n * dim : 0);
   for (const CopyRun& r : plan.runs) {
     const std::uint8_t* c = (r.fresh ? delta.codes : image.codes).data() + r.src * cs;
-    std::copy(c, c + r.len * cs, out.codes.begin() + r.dst * cs);
+    out.codes.insert(out.codes.end(), c, c + r.len * cs);
     const std::int64_t* i = (r.fresh ? delta.ids : image.ids).data() + r.src;
-    std::copy(i, i + r.len, out.ids.begin() + r.dst);
+    out.ids.insert(out.ids.end(), i, i + r.len);
     if (!plan.vectors) continue;
     const float* v = (r.fresh ? delta.vectors : image.vectors).data() + r.src * dim;
-    std::copy(v, v + r.len * dim, out.vectors.begin() + r.dst * dim);
+    out.vectors.insert(out.vectors.end(), v, v + r.len * dim);
   }
   return out;
 }
