@@ -213,7 +213,7 @@ bool apply_to_host(const IvfpqMeta& meta, const IvfpqDelta& d, ImageSlot* s) {
       };
       const gknn::ivfpq::ImageDelta delta =
           ivfpq_plan_changes(*pages, d, code_size, vector_dim, read_ids, &next);
-      *host = gknn::ivfpq::apply_delta(*host, delta);
+      gknn::ivfpq::apply_delta_in_place(*host, delta);
       *pages = std::move(next);
     } catch (const gknn::Error& e) {
       if (e.code() != gknn::ErrorCode::InvalidArgument) throw;

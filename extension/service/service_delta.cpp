@@ -150,7 +150,18 @@ bool ResidentImages::finish_delta(int requester, std::int64_t now_us) {
   try {
     const gknn::ivfpq::ImageDelta delta =
         ivfpq_plan_changes(*base->pages, view, gknn::ivfpq::code_size(p), p.dim, read_ids, pages.get());
-    r = updated(*base, delta, staged.key, now_us);
+    // A CPU image no search holds (only the table and `base` own it) is
+    // edited where it is: no copy of the whole image.
+    if (!base->gpu && base.use_count() <= 2) {
+      gknn::ivfpq::apply_delta_in_place(*base->host, delta);
+      base->key = staged.key;
+      base->entries = static_cast<std::int64_t>(base->host->ids.size());
+      base->bytes = image_bytes(*base->host);
+      base->last_used_us = now_us;
+      r = base;
+    } else {
+      r = updated(*base, delta, staged.key, now_us);
+    }
   } catch (const Error& e) {
     if (e.code() != ErrorCode::InvalidArgument) throw;
     // The pages do not fit the image held (never expected): it is not the

@@ -3,6 +3,7 @@
 #include "ivfpq/delta_plan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -123,6 +124,64 @@ Image apply_delta(const Image& image, const ImageDelta& delta) {
     out.vectors.insert(out.vectors.end(), v, v + r.len * dim);
   }
   return out;
+}
+
+namespace {
+
+// Moves the old runs of `plan` within `a` (per: elements per entry; `a`
+// already as long as the longer layout) to their places: runs going right
+// last to first, then runs going left first to last, so that no run lands
+// on one not yet moved (runs keep their order in both layouts).
+template <typename T>
+void move_runs(std::vector<T>& a, const std::vector<CopyRun>& runs, std::size_t per) {
+  auto move = [&](const CopyRun& r) {
+    std::memmove(a.data() + r.dst * per, a.data() + r.src * per, sizeof(T) * r.len * per);
+  };
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it)
+    if (!it->fresh && it->dst > it->src) move(*it);
+  for (const CopyRun& r : runs)
+    if (!r.fresh && r.dst < r.src) move(r);
+}
+
+template <typename T>
+void copy_fresh(std::vector<T>& a, const std::vector<T>& fresh, const std::vector<CopyRun>& runs,
+                std::size_t per) {
+  for (const CopyRun& r : runs)
+    if (r.fresh) std::copy_n(fresh.data() + r.src * per, r.len * per, a.data() + r.dst * per);
+}
+
+template <typename T>
+void edit(std::vector<T>& a, const std::vector<T>& fresh, const DeltaPlan& plan, std::size_t per) {
+  const std::size_t n = std::size_t(plan.entries()) * per;
+  if (n > a.size()) a.resize(n);  // capacity reserved: no allocation
+  move_runs(a, plan.runs, per);
+  copy_fresh(a, fresh, plan.runs, per);
+  a.resize(n);
+}
+
+}  // namespace
+
+void apply_delta_in_place(Image& image, const ImageDelta& delta) {
+  check_image(image);
+  const Params& p = image.quantizer.params;
+  const DeltaPlan plan = plan_delta(p, image.offsets, has_vectors(image), delta);
+  if (plan.vectors == image.vectors.empty() && plan.entries() > 0) {
+    image = apply_delta(image, delta);  // an empty image that gains vectors: not an edit
+    return;
+  }
+  const std::size_t cs = std::size_t(code_size(p)), dim = std::size_t(p.dim), n = std::size_t(plan.entries());
+  // Every allocation first (geometric growth), so that nothing below throws.
+  auto room = [](auto& v, std::size_t want) {
+    if (want > v.capacity()) v.reserve(std::max(want, v.capacity() + v.capacity() / 2));
+  };
+  room(image.codes, n * cs);
+  room(image.ids, n);
+  if (plan.vectors) room(image.vectors, n * dim);
+  std::vector<std::int64_t> offsets = plan.offsets;
+  edit(image.codes, delta.codes, plan, cs);
+  edit(image.ids, delta.ids, plan, 1);
+  if (plan.vectors) edit(image.vectors, delta.vectors, plan, dim);
+  image.offsets.swap(offsets);
 }
 
 }  // namespace gknn::ivfpq

@@ -34,7 +34,7 @@ class IvfpqDeltaCpu : public ::testing::TestWithParam<AwkwardImage> {};
 
 // A chain of random deltas (removals, insertions, replacements, appends,
 // reused ids), each applied to the last result, equals the oracle's image
-// every time; with and without vectors.
+// every time, made anew or edited in place; with and without vectors.
 TEST_P(IvfpqDeltaCpu, ChainsOfDeltasEqualTheEditedImage) {
   const AwkwardImage c = GetParam();
   for (bool vec : {true, false}) {
@@ -49,6 +49,9 @@ TEST_P(IvfpqDeltaCpu, ChainsOfDeltasEqualTheEditedImage) {
       const Image want = gknn::test::image_of(im, after, !im.vectors.empty() || im.ids.empty());
       const Image got = gknn::ivfpq::apply_delta(im, d);
       expect_same_image(want, got);
+      Image edited = im;
+      gknn::ivfpq::apply_delta_in_place(edited, d);
+      expect_same_image(want, edited);
       im = got;
     }
   }
@@ -113,6 +116,9 @@ TEST(IvfpqDeltaCpu, DeltasThatDoNotFitAreRefused) {
     return d;
   };
   EXPECT_FALSE(refused(with({Splice{0, 0, 1, 0, 1}})));
+  Image kept = im;
+  EXPECT_THROW(gknn::ivfpq::apply_delta_in_place(kept, with({Splice{0, size0 + 1, 0, 0, 1}})), gknn::Error);
+  expect_same_image(im, kept);                                                 // refused in place: unchanged
   EXPECT_TRUE(refused(with({Splice{1, 0, 0, 0, 1}, Splice{0, 0, 0, 0, 1}})));  // lists out of order
   EXPECT_TRUE(refused(with({Splice{0, 3, 0, 0, 1}, Splice{0, 1, 0, 0, 1}})));  // positions out of order
   EXPECT_TRUE(refused(with({Splice{0, 0, 3, 0, 1}, Splice{0, 2, 1, 0, 0}})));  // overlapping

@@ -48,5 +48,11 @@ struct ImageDelta {
 // not fit the image (a splice past a list or out of order, new entries
 // missing, vectors where the image has none or none where it has them).
 Image apply_delta(const Image& image, const ImageDelta& delta);
+// The same result in `image` itself: its arrays are edited where they are
+// (entries moved by memmove, new ones copied in), which touches no new
+// memory where the image does not grow past its capacity. For an image no
+// other thread reads meanwhile. A delta that does not fit throws before
+// anything changes.
+void apply_delta_in_place(Image& image, const ImageDelta& delta);
 
 }  // namespace gknn::ivfpq
