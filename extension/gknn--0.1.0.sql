@@ -696,3 +696,29 @@ CREATE CAST (@extschema@.halfvec AS @extschema@.sparsevec)
 CREATE CAST (@extschema@.sparsevec AS @extschema@.halfvec)
   WITH FUNCTION @extschema@.sparsevec_to_halfvec(@extschema@.sparsevec, pg_catalog.int4, pg_catalog.bool)
   AS ASSIGNMENT;
+
+-- gpu_ivfpq on halfvec (as pgvector names its halfvec classes: none is the
+-- type's default). The index trains on the elements' float values and stores
+-- the binary16 elements themselves; support function 1 is the operator's.
+-- CREATE INDEX ON t USING gpu_ivfpq ((emb::halfvec(3072)) halfvec_l2_ops);
+CREATE OPERATOR CLASS @extschema@.halfvec_l2_ops
+  FOR TYPE @extschema@.halfvec USING gpu_ivfpq AS
+  OPERATOR 1 @extschema@.<-> (@extschema@.halfvec, @extschema@.halfvec) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.l2_distance(@extschema@.halfvec, @extschema@.halfvec);
+CREATE OPERATOR CLASS @extschema@.halfvec_ip_ops
+  FOR TYPE @extschema@.halfvec USING gpu_ivfpq AS
+  OPERATOR 1 @extschema@.<#> (@extschema@.halfvec, @extschema@.halfvec) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.halfvec_negative_inner_product(@extschema@.halfvec, @extschema@.halfvec);
+CREATE OPERATOR CLASS @extschema@.halfvec_cosine_ops
+  FOR TYPE @extschema@.halfvec USING gpu_ivfpq AS
+  OPERATOR 1 @extschema@.<=> (@extschema@.halfvec, @extschema@.halfvec) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.cosine_distance(@extschema@.halfvec, @extschema@.halfvec);
+
+-- gpu_ivfpq on bit strings (as pgvector's bit_hamming_ops; not bit's default):
+-- trained on the 0/1 values under L2, whose square is the Hamming distance;
+-- list items store the bit string, and the re-rank gives <~>'s value.
+-- CREATE INDEX ON t USING gpu_ivfpq ((binary_quantize(emb)::bit(1536)) bit_hamming_ops);
+CREATE OPERATOR CLASS @extschema@.bit_hamming_ops
+  FOR TYPE pg_catalog.bit USING gpu_ivfpq AS
+  OPERATOR 1 @extschema@.<~> (pg_catalog.bit, pg_catalog.bit) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.hamming_distance(pg_catalog.bit, pg_catalog.bit);

@@ -162,13 +162,25 @@ void write_log(Index& ix, FuzzedDataProvider& in, IvfpqMeta& meta, const std::ve
   }
 }
 
+// The size of a list item of an index with this metapage, as
+// ivfpq_list_item_size (ivfpq_pages.h) computes it: TID + code [+ the
+// vector's elements from a 4-byte boundary].
+std::size_t list_item_size(const IvfpqMeta& meta) {
+  return meta.stores_vectors ? ivfpq_vector_item_bytes(meta.code_size, meta.dim, ivfpq_meta_element(meta))
+                             : kIvfpqTidBytes + meta.code_size;
+}
+
 // A valid index of the input's shape.
 Index build(FuzzedDataProvider& in) {
   Index ix;
   ix.append(new_page(kIvfpqPageMeta, kIvfpqNoBlock));
-  IvfpqMeta meta{};
+  IvfpqMeta meta;
+  std::memset(&meta, 0, sizeof meta);
   meta.magic = kIvfpqMagic;
-  meta.version = kIvfpqVersion;
+  // float (version 2), binary16 or bit strings (version 3, the element named)
+  const auto element = static_cast<IvfpqElement>(in.ConsumeIntegralInRange<int>(0, kIvfpqElementCount - 1));
+  meta.version = ivfpq_version_for(element);
+  meta.element = element;
   meta.metric = in.ConsumeIntegralInRange<int>(0, kIvfpqMetricCount - 1);
   meta.generation = 1;
   meta.centroid_start = meta.codebook_start = meta.directory_start = kIvfpqNoBlock;
@@ -183,13 +195,14 @@ Index build(FuzzedDataProvider& in) {
     meta.lists = in.ConsumeIntegralInRange<int>(1, 6);
     meta.kmeans_iters = 10;
     meta.code_size = (meta.m * meta.nbits + 7) / 8;
+    meta.stores_vectors = in.ConsumeBool() && ivfpq_vectors_fit(meta.code_size, meta.dim, element);
     meta.centroid_start =
         write_floats(ix, static_cast<std::size_t>(meta.lists) * meta.dim, &meta.centroid_pages);
     meta.codebook_start =
         write_floats(ix, static_cast<std::size_t>(meta.dim) << meta.nbits, &meta.codebook_pages);
     Page dir = new_page(kIvfpqPageDirectory, kIvfpqNoBlock);
     std::vector<std::uint32_t> last(meta.lists);
-    for (auto& l : last) l = write_chain(ix, in, in.ConsumeIntegralInRange<int>(0, 40), 6 + meta.code_size);
+    for (auto& l : last) l = write_chain(ix, in, in.ConsumeIntegralInRange<int>(0, 40), list_item_size(meta));
     std::memcpy(dir.get() + kIvfpqContentOffset, last.data(), last.size() * sizeof(std::uint32_t));
     set_contents_size(dir.get(), last.size() * sizeof(std::uint32_t));
     meta.directory_pages = 1;
@@ -257,7 +270,7 @@ bool read_log(const Index& ix, const IvfpqMeta& meta) {
   const unsigned char* contents = ivfpq_page_contents(metapage);
   if (ivfpq_log_problem(contents, ivfpq_page_header(metapage)->lower - kIvfpqContentOffset)) return true;
   const IvfpqLogHeader h = ivfpq_log_header(contents);
-  const std::size_t item_size = meta.trained ? 6 + meta.code_size : kIvfpqTidBytes;
+  const std::size_t item_size = meta.trained ? list_item_size(meta) : kIvfpqTidBytes;
   std::vector<unsigned char> items;
   for (std::uint64_t g = meta.generation; g > h.from && meta.generation - g < kIvfpqLogCapacity; --g) {
     const IvfpqLogRecord* r = ivfpq_log_record(contents, g, meta.trained ? meta.lists : 0);
@@ -317,7 +330,7 @@ bool read_index(const Index& ix) {
     }
     for (int l = 0; l < meta.lists; ++l) {
       heads.push_back(dir[l]);
-      sizes.push_back(kIvfpqTidBytes + meta.code_size);
+      sizes.push_back(list_item_size(meta));
     }
   }
   heads.push_back(meta.pending_last);

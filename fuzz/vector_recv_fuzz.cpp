@@ -29,12 +29,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<char> msg(data, data + size);
   const int len = static_cast<int>(size);
   int cursor = 0;
-  std::int16_t dim = 0, unused = 0;
+  int dim = 0, unused = 0;
   if (read_vector_binary_header(msg.data(), len, &cursor, &dim, &unused) != VectorBinaryError::None) {
     if (cursor != 0) fail("cursor moved on a short header");
     return 0;
   }
   if (cursor != 4) fail("header is not 4 bytes");
+  if (dim < 0 || dim > 0xffff || unused < 0 || unused > 0xffff) fail("header fields outside 0..65535");
   // vector_recv checks the dimension before reading elements (CheckDim).
   if (dim < 1 || dim > kMaxDim) return 0;
   std::vector<float> values(dim);

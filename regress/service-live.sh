@@ -146,6 +146,70 @@ check "an explicit CPU search does not ask the service" equal t "
   DO \$\$ BEGIN PERFORM answer('a', '<->', v, 4, 10, 'cpu') FROM qs WHERE q = 1 AND dim = 8; END \$\$;
   SELECT (SELECT searches FROM gknn_service_status()) = (SELECT searches FROM s0)"
 
+# --- halfvec: an expression index (emb::halfvec(n)) whose binary16 vectors are
+# shipped to the service and kept resident as such ---------------------------
+sql <<'SQL' >/dev/null
+CREATE TABLE h (id int PRIMARY KEY, emb vector(16));
+INSERT INTO h SELECT i, ARRAY(SELECT ((i * 31 + j * 7) % 97) / 9.7 - 3 + (i % 5) / 1001.0
+                              FROM generate_series(1, 16) j)::float8[]::vector FROM generate_series(1, 2000) i;
+CREATE INDEX h_l2 ON h USING gpu_ivfpq ((emb::halfvec(16)) halfvec_l2_ops) WITH (lists = 8, m = 4);
+CREATE INDEX h_bits ON h USING gpu_ivfpq ((binary_quantize(emb)::bit(16)) bit_hamming_ops) WITH (lists = 8, m = 4);
+-- b_answer(query, device) / b_seq: the same for the bit index, gknn.ivfpq_exact.
+CREATE FUNCTION b_answer(qv vector, dev text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  PERFORM set_config('gknn.device', dev, true);
+  PERFORM set_config('gknn.ivfpq_exact', 'on', true);
+  PERFORM set_config('enable_seqscan', 'off', true);
+  SELECT string_agg(id || ':' || d, ' ') INTO r FROM (
+    SELECT id, binary_quantize(emb)::bit(16) <~> binary_quantize(qv)::bit(16) AS d FROM h
+    ORDER BY binary_quantize(emb)::bit(16) <~> binary_quantize(qv)::bit(16) LIMIT 20) s;
+  RETURN r;
+END $$;
+CREATE FUNCTION b_seq(qv vector) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  PERFORM set_config('enable_indexscan', 'off', true);
+  PERFORM set_config('enable_bitmapscan', 'off', true);
+  SELECT string_agg(id || ':' || d, ' ') INTO r FROM (
+    SELECT id, binary_quantize(emb)::bit(16) <~> binary_quantize(qv)::bit(16) AS d FROM h
+    ORDER BY binary_quantize(emb)::bit(16) <~> binary_quantize(qv)::bit(16), ctid LIMIT 20) s;
+  RETURN r;
+END $$;
+-- h_answer(query, exact, probes, device): the ids and distances the index scan returns.
+CREATE FUNCTION h_answer(qv halfvec, exact bool, probes int, dev text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  PERFORM set_config('gknn.device', dev, true);
+  PERFORM set_config('gknn.ivfpq_exact', exact::text, true);
+  PERFORM set_config('gknn.ivfpq_probes', probes::text, true);
+  PERFORM set_config('enable_seqscan', 'off', true);
+  SELECT string_agg(id || ':' || d, ' ') INTO r FROM (
+    SELECT id, emb::halfvec(16) <-> qv AS d FROM h ORDER BY emb::halfvec(16) <-> qv::halfvec(16) LIMIT 10) s;
+  RETURN r;
+END $$;
+CREATE FUNCTION h_seq(qv halfvec) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  PERFORM set_config('enable_indexscan', 'off', true);
+  PERFORM set_config('enable_bitmapscan', 'off', true);
+  SELECT string_agg(id || ':' || d, ' ') INTO r FROM (
+    SELECT id, emb::halfvec(16) <-> qv AS d FROM h ORDER BY emb::halfvec(16) <-> qv, ctid LIMIT 10) s;
+  RETURN r;
+END $$;
+SQL
+before=$(status searches)
+check "halfvec expression index: the service's answers equal the CPU's (probes 1/4, exact)" equal 0 "
+  SELECT count(*) FROM qs, (VALUES (false, 1), (false, 4), (true, 1)) m(exact, p)
+  WHERE qs.dim = 16 AND h_answer(v::halfvec, exact, p, 'auto') IS DISTINCT FROM h_answer(v::halfvec, exact, p, 'cpu')"
+check "halfvec expression index: exact answers equal the sequential scan's (ids, distances)" equal 0 "
+  SELECT count(*) FROM qs WHERE qs.dim = 16 AND h_answer(v::halfvec, true, 1, 'auto') IS DISTINCT FROM h_seq(v::halfvec)"
+check "bit expression index (bit_hamming_ops): exact answers through the service equal the sequential scan's" \
+  equal 0 "SELECT count(*) FROM qs WHERE qs.dim = 16 AND b_answer(v, 'auto') IS DISTINCT FROM b_seq(v)"
+check "halfvec expression index: searched in the service, one image" equal "t|1" "
+  SELECT (SELECT searches >= $before + 48 FROM gknn_service_status()), count(*) FROM gknn_service_images()
+  WHERE index_name = 'h_l2' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+
 # --- EXPLAIN ANALYZE of a scan through the service ----------------------------------
 sql <<'SQL' >/dev/null
 -- explain_scan(query): the JSON of the first Index Scan node of EXPLAIN ANALYZE.

@@ -83,7 +83,7 @@ def read_surface(script):
     for m in re.finditer(r"CREATE AGGREGATE @extschema@\.(\w+)\((.*?)\)", text):
         aggs.append((m.group(1), [bare_type(a) for a in split_args(m.group(2))]))
     opclasses = re.findall(r"CREATE OPERATOR CLASS @extschema@\.(\w+)\s+(?:DEFAULT\s+)?FOR TYPE "
-                           r"@extschema@\.(\w+) USING gpu_ivfpq", text)
+                           r"(?:@extschema@|pg_catalog)\.(\w+) USING gpu_ivfpq", text)
     return funcs, ops, aggs, opclasses
 
 
@@ -407,10 +407,21 @@ class Batch:
         self.out.extend(stmts)
 
     def ivfpq(self, table, dim, ctx):
-        opclasses = [name for name, typ in self.opclasses if typ == "vector"]
+        # The indexed value: the column, or an expression of it (halfvec,
+        # bit strings, vector functions), each with its operator classes.
+        kinds = [("v", "vector", "{q}")]
+        if any(typ == "halfvec" for _, typ in self.opclasses):
+            kinds.append(("(v::halfvec)", "halfvec", "{q}::halfvec"))
+            kinds.append((f"(v::halfvec({dim}))", "halfvec", f"{{q}}::halfvec({dim})"))
+        if any(typ == "bit" for _, typ in self.opclasses):
+            kinds.append((f"(binary_quantize(v)::bit({dim}))", "bit", f"binary_quantize({{q}})::bit({dim})"))
+        kinds.append(("(l2_normalize(v))", "vector", "{q}"))
+        indexed, typ, query_of = self.r.choice(kinds)
+        opclasses = [name for name, t in self.opclasses if t == typ]
         if not opclasses:
             return
         opclass = self.r.choice(opclasses)
+        expr = indexed[1:-1] if indexed.startswith("(") else indexed
         opts = []
         if self.v.chance(0.8):
             opts.append(f"lists = {self.v.pick(1, 2, 4, 16, 100, 1000, 1048576)}")
@@ -424,11 +435,13 @@ class Batch:
             opts.append(f"kmeans_iters = {self.v.pick(1, 2, 50, 0)}")
         with_ = f" WITH ({', '.join(opts)})" if opts else ""
         conc = "CONCURRENTLY " if self.v.chance(0.15) else ""
-        self.emit(f"CREATE INDEX {conc}{table}_idx ON {table} USING gpu_ivfpq (v {opclass}){with_}")
+        self.emit(f"CREATE INDEX {conc}{table}_idx ON {table} USING gpu_ivfpq ({indexed} {opclass}){with_}")
         ctx["relations"] = [f"{table}_idx", table, f"{table}_btree"]
         self.emit(f"SELECT * FROM gknn_ivfpq_info('{table}_idx')")
         self.table_rows(table, dim, self.v.chance(0.5))
-        ops = [op for op, l, r in self.ops if op in ("<->", "<#>", "<=>", "<+>") and l == "vector"]
+        ops = [op for op, l, r in self.ops if op in ("<->", "<#>", "<=>", "<+>") and l == typ]
+        if typ == "bit":
+            ops = ["<~>"]
         for _ in range(self.r.randint(2, 6)):
             op = self.r.choice(ops or ["<->"])
             limit = self.v.pick("1", "5", "10", "0", "100000", "9223372036854775807", "NULL", "ALL", "-1")
@@ -436,7 +449,8 @@ class Batch:
             self.emit("SET enable_seqscan = off")
             self.emit(f"SET gknn.ivfpq_probes = {self.v.pick(1, 10, 1048576)}")
             self.emit(f"SET gknn.ivfpq_refine = {self.v.pick(1, 10, 100000)}")
-            self.emit(f"SELECT id FROM {table} ORDER BY v {op} {self.v.vector(dim)} LIMIT {limit}{offset}")
+            query = query_of.format(q=self.v.vector(dim))
+            self.emit(f"SELECT id FROM {table} ORDER BY {expr} {op} {query} LIMIT {limit}{offset}")
             self.emit("RESET enable_seqscan")
         self.emit(f"DELETE FROM {table} WHERE id % 3 = 0")
         self.emit(f"VACUUM {table}")

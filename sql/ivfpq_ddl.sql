@@ -42,8 +42,10 @@ INSERT INTO ivf_small SELECT i, ARRAY[i, 1, 1, 1]::float8[]::vector FROM generat
 CREATE INDEX ivf_small_idx ON ivf_small USING gpu_ivfpq (emb) WITH (lists = 10, m = 2, training_sample = 4);
 SELECT lists, entries FROM gknn_ivfpq_info('ivf_small_idx');
 
--- not a column / not a vector / several columns / unique
-CREATE INDEX ON ivf_t USING gpu_ivfpq ((emb + emb));
+-- an expression (searched in ivfpq_halfvec.sql) / not a vector / several columns / unique
+CREATE INDEX ivf_t_expr ON ivf_t USING gpu_ivfpq ((emb + emb)) WITH (lists = 4, m = 4);
+SELECT trained, dims, entries, nulls FROM gknn_ivfpq_info('ivf_t_expr');
+DROP INDEX ivf_t_expr;
 CREATE INDEX ON ivf_t USING gpu_ivfpq (id);
 CREATE INDEX ON ivf_t USING gpu_ivfpq (emb, emb);
 CREATE UNIQUE INDEX ON ivf_t USING gpu_ivfpq (emb);

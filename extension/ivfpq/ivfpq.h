@@ -1,5 +1,6 @@
 // gpu_ivfpq index access method: shared declarations. One concern per file:
 //   ivfpq_handler.cpp   the IndexAmRoutine, build phase names, GUCs, module init
+//   ivfpq_element.*     operator classes: metric and element type (vector, halfvec)
 //   ivfpq_options.cpp   reloptions (lists, m, nbits, training_sample, kmeans_iters)
 //   ivfpq_format.*      page layout and page checks, no PostgreSQL (fuzzed)
 //   ivfpq_pages.*       page helpers, checked reads of the metapage, quantizer, directory
@@ -23,6 +24,7 @@
 
 #include "gknn/ivfpq.h"
 #include "ivfpq_pagemap.h"
+#include "ivfpq_element.h"
 #include "ivfpq_pages.h"
 
 extern "C" {
@@ -74,8 +76,7 @@ void ivfpq_check_vector_dim(int dim);
 // large for a page.
 void ivfpq_check_params(int dim, int m, int nbits);
 
-// The metric of an index, from its opclass's support function 1.
-gknn::Metric ivfpq_index_metric(Relation index);
+// The metric and element type of an index: ivfpq_element.h.
 const char* ivfpq_metric_name(int metric);
 
 // Build phases (pg_stat_progress_create_index.phase through amphasename).

@@ -8,12 +8,16 @@
 // on the device gknn.device / gknn.gpu_id choose in this backend. The core
 // gives the same quantizer and codes on every device, so the pages are the
 // same either way.
+//
+// The indexed value is a column or an expression (table_index_build_scan
+// computes it), of the operator class's type: its elements widened to float
+// are trained on and encoded, and list items store them as the type stores
+// them (float, binary16, a bit string).
 #include <cstring>
 
 #include "device.h"
 #include "ivfpq.h"
 #include "service/service.h"
-#include "types/vector.h"
 
 extern "C" {
 #include "access/generic_xlog.h"
@@ -44,6 +48,7 @@ void free_quantizer(void* arg) {
 
 struct BuildState {
   Relation index;
+  IvfpqElement element;
   int dim;    // 0 until known (the column's typmod, or the first vector)
   int m;      // the m option (0: from the dimension) and nbits, to check a
   int nbits;  // dimension before anything is sized by it
@@ -65,6 +70,7 @@ struct BuildState {
   int64 batch_cap;
   int64 nbatch;
   float* batch;
+  char* batch_raw;  // the stored elements, when they are not the floats (binary16)
   ItemPointerData* batch_tids;
   int32* list_of;
   uint8* codes;
@@ -91,13 +97,13 @@ struct BuildState {
 // vector of 0 dimensions must not pass for "not known yet": the next vector
 // would then set another dimension after the sample was sized (the crash of
 // issue 16: a 0-dimension row, then a 16001-dimension one, overflowed it).
-const Vector* detoast_vector(BuildState* st, Datum value) {
-  const Vector* v = DatumGetVector(value);
+IvfpqValue detoast_vector(BuildState* st, Datum value) {
+  IvfpqValue v = ivfpq_value(st->element, value);
   if (st->dim == 0) {
-    ivfpq_check_params(v->dim, st->m > 0 ? st->m : ivfpq_default_m(v->dim), st->nbits);
-    st->dim = v->dim;
+    ivfpq_check_params(v.dim, st->m > 0 ? st->m : ivfpq_default_m(v.dim), st->nbits);
+    st->dim = v.dim;
   }
-  if (v->dim != st->dim) dim_mismatch(st->dim, v->dim);
+  if (v.dim != st->dim) dim_mismatch(st->dim, v.dim);
   return v;
 }
 
@@ -108,7 +114,7 @@ void sample_callback(Relation, ItemPointer, Datum* values, bool* isnull, bool, v
     return;
   }
   MemoryContext old = MemoryContextSwitchTo(st->tmp);
-  const Vector* v = detoast_vector(st, values[0]);
+  IvfpqValue v = detoast_vector(st, values[0]);
   if (st->sample == nullptr)
     st->sample = static_cast<float*>(
         MemoryContextAllocHuge(old, static_cast<Size>(st->cap) * st->dim * sizeof(float)));
@@ -119,7 +125,7 @@ void sample_callback(Relation, ItemPointer, Datum* values, bool* isnull, bool, v
     uint64 j = pg_prng_uint64_range(&st->prng, 0, static_cast<uint64>(st->seen));
     if (j < static_cast<uint64>(st->cap)) slot = static_cast<int64>(j);
   }
-  if (slot >= 0) memcpy(st->sample + slot * st->dim, v->x, sizeof(float) * st->dim);
+  if (slot >= 0) ivfpq_value_floats(st->element, v, st->sample + slot * st->dim);
   st->seen++;
   MemoryContextSwitchTo(old);
   MemoryContextReset(st->tmp);
@@ -207,15 +213,18 @@ void encode_batch(BuildState* st) {
     ivfpq_core_call_cancellable([&] {
       gknn::ivfpq::encode(*st->q, st->batch, st->nbatch, st->device, st->list_of, st->codes, build_progress);
     });
-  Size size = ivfpq_item_size(st->code_size, st->vector_dim);
+  Size size = ivfpq_item_size(st->code_size, st->vector_dim, st->element);
+  Size vector_bytes = ivfpq_element_bytes(st->element, st->vector_dim);
   for (int64 i = 0; i < st->nbatch; ++i) {
     int l = st->list_of[i];
     if (l < 0 || l >= st->lists) elog(ERROR, "gpu_ivfpq: encode returned list %d of %d", l, st->lists);
     memcpy(st->item, &st->batch_tids[i], sizeof(ItemPointerData));
     memcpy(st->item + sizeof(ItemPointerData), st->codes + i * st->code_size, st->code_size);
-    if (st->vector_dim > 0)
-      memcpy(st->item + ivfpq_vector_offset(st->code_size), st->batch + i * st->dim,
-             sizeof(float) * st->vector_dim);
+    if (st->vector_dim > 0) {
+      const char* stored = st->batch_raw ? st->batch_raw + i * vector_bytes
+                                         : reinterpret_cast<const char*>(st->batch + i * st->dim);
+      memcpy(st->item + ivfpq_vector_offset(st->code_size), stored, vector_bytes);
+    }
     chain_add(st->index, &st->list_pages[l], &st->list_last[l], st->item, size);
   }
   st->entries += st->nbatch;
@@ -245,21 +254,27 @@ void encode_callback(Relation, ItemPointer tid, Datum* values, bool* isnull, boo
     return;
   }
   MemoryContext old = MemoryContextSwitchTo(st->tmp);
-  const Vector* v = detoast_vector(st, values[0]);
-  memcpy(st->batch + st->nbatch * st->dim, v->x, sizeof(float) * st->dim);
+  IvfpqValue v = detoast_vector(st, values[0]);
+  ivfpq_value_floats(st->element, v, st->batch + st->nbatch * st->dim);
+  if (st->batch_raw) {
+    Size bytes = ivfpq_element_bytes(st->element, st->dim);
+    memcpy(st->batch_raw + st->nbatch * bytes, v.elements, bytes);
+  }
   st->batch_tids[st->nbatch++] = *tid;
   MemoryContextSwitchTo(old);
   MemoryContextReset(st->tmp);
   if (st->nbatch == st->batch_cap) encode_batch(st);
 }
 
-IvfpqMeta empty_meta(int dim, gknn::Metric metric) {
-  IvfpqMeta meta{};
+IvfpqMeta empty_meta(int dim, IvfpqOpclass opclass) {
+  IvfpqMeta meta;
+  memset(&meta, 0, sizeof(meta));  // padding included: the metapage is written whole
   meta.magic = kIvfpqMagic;
-  meta.version = kIvfpqVersion;
+  meta.version = ivfpq_version_for(opclass.element);
+  meta.element = opclass.element;
   meta.trained = 0;
   meta.dim = dim;
-  meta.metric = static_cast<int32>(metric);
+  meta.metric = static_cast<int32>(opclass.metric);
   meta.seed = kIvfpqSeed;
   meta.generation = 1;
   meta.centroid_start = meta.codebook_start = meta.directory_start = InvalidBlockNumber;
@@ -277,17 +292,13 @@ int typmod_dim(Relation index) {
 IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
   if (RelationGetNumberOfBlocks(index) != 0)
     elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
-  if (info->ii_IndexAttrNumbers[0] == 0)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("gpu_ivfpq indexes a table column, not an expression"),
-                    errhint("Index a column of type vector (a generated column can hold the expression).")));
 
   // REINDEX, TRUNCATE, VACUUM FULL and CLUSTER build again: the service's
   // images of this index are stale once this transaction commits.
   gknn_service_forget_index(RelationGetRelid(index));
 
   IvfpqOptions opt = ivfpq_get_options(index);
-  gknn::Metric metric = ivfpq_index_metric(index);
+  IvfpqOpclass opclass = ivfpq_index_opclass(index);
   // With the service, this backend opens no GPU: the service or its CPU.
   const bool preloaded = gknn_service_preloaded();
   const bool use_service = preloaded && gknn_service_route().use_service;
@@ -295,6 +306,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
 
   BuildState st{};
   st.index = index;
+  st.element = opclass.element;
   st.dim = typmod_dim(index);
   st.m = opt.m;
   st.nbits = opt.nbits;
@@ -307,7 +319,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
   pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kIvfpqPhaseSample);
   table_index_build_scan(heap, index, info, false, true, sample_callback, &st, nullptr);
 
-  IvfpqMeta meta = empty_meta(st.dim, metric);
+  IvfpqMeta meta = empty_meta(st.dim, opclass);
   QuantizerHolder* holder = static_cast<QuantizerHolder*>(palloc0(sizeof(QuantizerHolder)));
   holder->cb.func = free_quantizer;
   holder->cb.arg = holder;
@@ -338,7 +350,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     p.lists = lists;
     p.m = m;
     p.nbits = opt.nbits;
-    p.metric = metric;
+    p.metric = opclass.metric;
     p.kmeans_iters = opt.kmeans_iters;
     p.seed = kIvfpqSeed;
     gknn_pg::core_call([&] {
@@ -366,7 +378,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     gknn_pg::core_call([&] { meta.code_size = gknn::ivfpq::code_size(q->params); });
     meta.build_rows = st.seen;
     meta.sample_rows = st.nsample;
-    meta.stores_vectors = ivfpq_vectors_fit(meta.code_size, st.dim) ? 1 : 0;
+    meta.stores_vectors = ivfpq_vectors_fit(meta.code_size, st.dim, st.element) ? 1 : 0;
     if (q->centroids.size() != static_cast<size_t>(meta.lists) * st.dim ||
         q->codebooks.size() != static_cast<size_t>(st.dim) << meta.nbits)
       elog(ERROR, "gpu_ivfpq: the trained quantizer has unexpected sizes");
@@ -389,9 +401,11 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     st.lists = meta.lists;
     st.batch = static_cast<float*>(palloc(sizeof(float) * st.batch_cap * st.dim));
     st.batch_tids = static_cast<ItemPointerData*>(palloc(sizeof(ItemPointerData) * st.batch_cap));
+    if (st.vector_dim > 0 && st.element != kIvfpqFloat32)
+      st.batch_raw = static_cast<char*>(palloc(ivfpq_element_bytes(st.element, st.dim) * st.batch_cap));
     st.list_of = static_cast<int32*>(palloc(sizeof(int32) * st.batch_cap));
     st.codes = static_cast<uint8*>(palloc(static_cast<Size>(st.code_size) * st.batch_cap));
-    st.item = static_cast<char*>(palloc0(ivfpq_item_size(st.code_size, st.vector_dim)));
+    st.item = static_cast<char*>(palloc0(ivfpq_item_size(st.code_size, st.vector_dim, st.element)));
     st.list_pages = static_cast<Page*>(palloc0(sizeof(Page) * st.lists));
     st.list_last = static_cast<BlockNumber*>(palloc(sizeof(BlockNumber) * st.lists));
     for (int l = 0; l < st.lists; ++l) st.list_last[l] = InvalidBlockNumber;
@@ -446,7 +460,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
 
 // Unlogged indexes: the init fork holds an empty, untrained index.
 void ivfpq_buildempty(Relation index) {
-  IvfpqMeta meta = empty_meta(typmod_dim(index), ivfpq_index_metric(index));
+  IvfpqMeta meta = empty_meta(typmod_dim(index), ivfpq_index_opclass(index));
   Buffer buf = ReadBufferExtended(index, INIT_FORKNUM, P_NEW, RBM_NORMAL, nullptr);
   LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
   START_CRIT_SECTION();

@@ -71,17 +71,17 @@ struct Items {
   int64 n, cap;
   int64* ids;
   uint8* codes;
-  float* vectors;
+  char* vectors;  // stored vectors, vector_bytes each
   int64 nkept, kept_cap;
   int64* kept;
 };
 
-void reserve(Items* it, int64 more, int code_size, int dim) {
+void reserve(Items* it, int64 more, int code_size, Size vector_bytes) {
   if (it->n + more <= it->cap) return;
   int64 cap = Max(it->cap * 2, it->n + more);
   it->ids = static_cast<int64*>(repalloc_huge(it->ids, sizeof(int64) * cap));
   it->codes = static_cast<uint8*>(repalloc_huge(it->codes, Max(Size(code_size) * cap, Size(1))));
-  if (it->vectors) it->vectors = static_cast<float*>(repalloc_huge(it->vectors, sizeof(float) * dim * cap));
+  if (it->vectors) it->vectors = static_cast<char*>(repalloc_huge(it->vectors, vector_bytes * cap));
   it->cap = cap;
 }
 
@@ -101,7 +101,7 @@ void read_kept(Page page, OffsetNumber max, Items* it, int64* first) {
 // what the log says.
 bool read_page(Relation index, const IvfpqMeta& meta, const Touched& t, Items* it, IvfpqPageChange* change,
                BlockNumber* nblocks) {
-  const int dim = meta.stores_vectors ? meta.dim : 0;
+  const Size vector_bytes = meta.stores_vectors ? ivfpq_element_bytes(ivfpq_meta_element(meta), meta.dim) : 0;
   // A block past the index (as last read, then as now) is a corrupted log.
   if (t.block >= *nblocks && (*nblocks = RelationGetNumberOfBlocks(index)) <= t.block)
     ivfpq_corrupted(index, kIvfpqMetaBlock, "change log names a block past the end of the index");
@@ -123,13 +123,13 @@ bool read_page(Relation index, const IvfpqMeta& meta, const Touched& t, Items* i
     return false;
   }
   const int64 n = max >= first ? max - first + 1 : 0;
-  reserve(it, n, meta.code_size, dim);
+  reserve(it, n, meta.code_size, vector_bytes);
   *change = IvfpqPageChange{t.list, t.block, t.kind, first, it->n, n};
   for (OffsetNumber off = first; off <= max; ++off, ++it->n) {
     it->ids[it->n] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
     memcpy(it->codes + it->n * meta.code_size, ivfpq_item_code(page, off), meta.code_size);
-    if (dim > 0)
-      memcpy(it->vectors + it->n * dim, ivfpq_item_vector(page, off, meta.code_size), sizeof(float) * dim);
+    if (vector_bytes > 0)
+      memcpy(it->vectors + it->n * vector_bytes, ivfpq_item_vector(page, off, meta.code_size), vector_bytes);
   }
   UnlockReleaseBuffer(buf);
   return true;
@@ -157,7 +157,8 @@ IvfpqDelta* ivfpq_read_delta(Relation index, Page metapage, const IvfpqMeta& met
   it.ids = static_cast<int64*>(palloc(sizeof(int64) * it.cap));
   it.kept = static_cast<int64*>(palloc(sizeof(int64) * it.kept_cap));
   it.codes = static_cast<uint8*>(palloc(Max(Size(meta.code_size) * it.cap, Size(1))));
-  if (meta.stores_vectors) it.vectors = static_cast<float*>(palloc(sizeof(float) * meta.dim * it.cap));
+  if (meta.stores_vectors)
+    it.vectors = static_cast<char*>(palloc(ivfpq_element_bytes(ivfpq_meta_element(meta), meta.dim) * it.cap));
   BlockNumber nblocks = 0;
   for (int i = 0; i < npages; ++i)
     if (!read_page(index, meta, pages[i], &it, &changes[i], &nblocks)) return nullptr;

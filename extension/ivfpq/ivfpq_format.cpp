@@ -45,7 +45,8 @@ const char* trained_problem(const IvfpqMeta& meta, std::uint32_t nblocks) {
   if (meta.kmeans_iters < 1) return "metapage has an impossible kmeans_iters";
   if (meta.code_size != (meta.m * meta.nbits + 7) / 8 || meta.code_size > kIvfpqMaxCodeSize)
     return "metapage has an impossible code size";
-  if (meta.stores_vectors != 0 && (meta.stores_vectors != 1 || !ivfpq_vectors_fit(meta.code_size, meta.dim)))
+  if (meta.stores_vectors != 0 &&
+      (meta.stores_vectors != 1 || !ivfpq_vectors_fit(meta.code_size, meta.dim, ivfpq_meta_element(meta))))
     return "metapage has an impossible stores_vectors flag";
   const std::uint64_t centroids = std::uint64_t(meta.lists) * std::uint64_t(meta.dim);
   const std::uint64_t codebooks = std::uint64_t(meta.dim) << meta.nbits;
@@ -65,7 +66,10 @@ const char* trained_problem(const IvfpqMeta& meta, std::uint32_t nblocks) {
 
 const char* ivfpq_meta_problem(const IvfpqMeta& meta, std::uint32_t nblocks) {
   if (meta.magic != kIvfpqMagic) return "metapage has the wrong magic number";
-  if (meta.version != kIvfpqVersion) return "metapage has another format version";
+  if (meta.version != kIvfpqVersion && meta.version != kIvfpqVersionTyped)
+    return "metapage has another format version";
+  if (meta.version == kIvfpqVersionTyped && (meta.element < 0 || meta.element >= kIvfpqElementCount))
+    return "metapage has an unknown element type";
   if (meta.metric < 0 || meta.metric >= kIvfpqMetricCount) return "metapage has an unknown metric";
   if (!link_ok(meta.pending_last, nblocks) || !link_ok(meta.null_last, nblocks))
     return "metapage points past the end of the index";

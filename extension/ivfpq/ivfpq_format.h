@@ -20,8 +20,22 @@
 
 constexpr std::uint32_t kIvfpqMagic = 0x47495650;  // "GIVP"
 // Version 2 stores each entry's vector in its list item where an item with it
-// fits a page (IvfpqMeta::stores_vectors), for the exact re-rank without the heap.
+// fits a page (IvfpqMeta::stores_vectors), for the exact re-rank without the
+// heap; its elements are floats (vector columns). Version 3 is the same
+// format with the element type named in IvfpqMeta::element (halfvec
+// indexes store binary16 elements, bit indexes bit strings); vector indexes
+// are still written as version 2, so a gknn that reads only version 2
+// refuses only the others.
 constexpr std::uint32_t kIvfpqVersion = 2;
+constexpr std::uint32_t kIvfpqVersionTyped = 3;
+
+// The element type of the vectors an index stores (and of its column).
+enum IvfpqElement : std::int32_t {
+  kIvfpqFloat32 = 0,  // vector: float
+  kIvfpqFloat16 = 1,  // halfvec: IEEE binary16, 2 bytes
+  kIvfpqBit = 2,      // bit: a bit string, ceil(dim / 8) bytes as PostgreSQL stores it
+};
+constexpr int kIvfpqElementCount = 3;
 constexpr std::uint32_t kIvfpqMetaBlock = 0;
 constexpr std::uint16_t kIvfpqPageId = 0xFF8A;       // in every page's special space
 constexpr std::uint32_t kIvfpqNoBlock = 0xFFFFFFFF;  // InvalidBlockNumber: a chain's end
@@ -63,8 +77,26 @@ struct IvfpqMeta {
   std::uint32_t null_last;      // TID-only chain: rows whose vector is NULL
   std::int64_t build_rows;      // non-NULL vectors seen by the build
   std::int64_t sample_rows;     // rows the quantizer was trained on
-  std::int32_t stores_vectors;  // list items carry the full vector (dim floats)
+  std::int32_t stores_vectors;  // list items carry the full vector (dim elements)
+  // IvfpqElement (version 3; version 2's are float, and older ones left
+  // these bytes as the struct's padding): read it through ivfpq_meta_element.
+  std::int32_t element;
 };
+// The size of version 2's metapage, whose padding `element` took.
+static_assert(sizeof(IvfpqMeta) == 112, "the metapage's layout is on disk");
+
+inline IvfpqElement ivfpq_meta_element(const IvfpqMeta& meta) {
+  return meta.version == kIvfpqVersion ? kIvfpqFloat32 : static_cast<IvfpqElement>(meta.element);
+}
+// The version an index of this element type is written with.
+constexpr std::uint32_t ivfpq_version_for(IvfpqElement element) {
+  return element == kIvfpqFloat32 ? kIvfpqVersion : kIvfpqVersionTyped;
+}
+// Bytes of one stored vector of `dim` elements.
+constexpr std::size_t ivfpq_element_bytes(IvfpqElement element, int dim) {
+  return element == kIvfpqBit ? (static_cast<std::size_t>(dim) + 7) / 8
+                              : (element == kIvfpqFloat16 ? 2 : 4) * static_cast<std::size_t>(dim);
+}
 
 // The change log: a ring of records in the metapage after IvfpqMeta, one per
 // generation, written in the same Generic WAL record as the change and the
@@ -138,14 +170,15 @@ constexpr std::size_t kIvfpqTidBytes = 6;  // ItemPointerData
 // The largest code that fits on a page with room for a few items.
 constexpr int kIvfpqMaxCodeSize = static_cast<int>(kIvfpqContentBytes / 4) - 16;
 
-// A list item with a stored vector: TID, code, then dim floats from a 4-byte
-// boundary. Whether such items fit a page (then the index stores vectors:
-// up to about 2,000 dimensions).
-constexpr std::size_t ivfpq_vector_item_bytes(int code_size, int dim) {
-  return ((kIvfpqTidBytes + code_size + 3) & ~std::size_t{3}) + sizeof(float) * dim;
+// A list item with a stored vector: TID, code, then dim elements from a
+// 4-byte boundary. Whether such items fit a page (then the index stores
+// vectors: up to about 2,000 float or 4,000 binary16 dimensions; bit
+// strings always, within 16,000 bits).
+constexpr std::size_t ivfpq_vector_item_bytes(int code_size, int dim, IvfpqElement element) {
+  return ((kIvfpqTidBytes + code_size + 3) & ~std::size_t{3}) + ivfpq_element_bytes(element, dim);
 }
-constexpr bool ivfpq_vectors_fit(int code_size, int dim) {
-  return ivfpq_maxalign(ivfpq_vector_item_bytes(code_size, dim)) + sizeof(std::uint32_t) <=
+constexpr bool ivfpq_vectors_fit(int code_size, int dim, IvfpqElement element) {
+  return ivfpq_maxalign(ivfpq_vector_item_bytes(code_size, dim, element)) + sizeof(std::uint32_t) <=
          kIvfpqContentBytes;
 }
 

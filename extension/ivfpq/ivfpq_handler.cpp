@@ -1,16 +1,11 @@
 // gpu_ivfpq: the access method's handler, its GUCs and build phase names,
-// and the metric of an index (from its opclass).
-#include <cstring>
-
+// and the names of metrics.
 #include "ivfpq.h"
 
 extern "C" {
-#include "access/htup_details.h"
-#include "catalog/pg_proc.h"
 #include "commands/progress.h"
 #include "commands/vacuum.h"
 #include "utils/guc.h"
-#include "utils/syscache.h"
 }
 
 int gknn_ivfpq_probes = 10;
@@ -67,29 +62,6 @@ char* ivfpq_phasename(int64 phase) {
 }  // namespace
 
 bool ivfpq_interrupt_pending() { return QueryCancelPending || ProcDiePending; }
-
-gknn::Metric ivfpq_index_metric(Relation index) {
-  Oid proc = index_getprocid(index, 1, 1);
-  if (!OidIsValid(proc))
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-                    errmsg("gpu_ivfpq operator class of index \"%s\" has no distance function (support 1)",
-                           RelationGetRelationName(index))));
-  HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(proc));
-  if (!HeapTupleIsValid(tup)) elog(ERROR, "cache lookup failed for function %u", proc);
-  bool isnull;
-  Datum src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
-  char* symbol = isnull ? pstrdup("") : TextDatumGetCString(src);
-  ReleaseSysCache(tup);
-  if (strcmp(symbol, "l2_distance") == 0 || strcmp(symbol, "vector_l2_squared_distance") == 0)
-    return gknn::Metric::L2;
-  if (strcmp(symbol, "vector_negative_inner_product") == 0) return gknn::Metric::InnerProduct;
-  if (strcmp(symbol, "cosine_distance") == 0) return gknn::Metric::Cosine;
-  ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                  errmsg("gpu_ivfpq does not support the distance function \"%s\" of index \"%s\"", symbol,
-                         RelationGetRelationName(index)),
-                  errhint("Use vector_l2_ops, vector_ip_ops or vector_cosine_ops.")));
-  return gknn::Metric::L2;
-}
 
 const char* ivfpq_metric_name(int metric) {
   switch (static_cast<gknn::Metric>(metric)) {

@@ -133,13 +133,24 @@ int64 page_items(Relation index, BlockNumber blk) {
   return n;
 }
 
-// Copies a chain's TIDs (and codes, when `codes` is given, and vectors of
-// vector_dim floats, when `vectors` is) in chain order.
-int64 read_chain(Relation index, const ChainPages& chain, int64* ids, uint8* codes, int code_size,
-                 float* vectors, int vector_dim, int64 cap) {
+// Where a chain's items are copied: TIDs, codes (when not null) and stored
+// vectors (when not null), in chain order.
+struct ChainOut {
+  int64* ids;
+  uint8* codes;
+  int code_size;
+  char* vectors;  // vector_dim elements of `element` per item
+  int vector_dim;
+  IvfpqElement element;
+};
+
+int64 read_chain(Relation index, const ChainPages& chain, const ChainOut& out, int64 cap) {
   int64 n = 0;
   BlockNumber nblocks = 0;
-  Size item_size = codes ? ivfpq_item_size(code_size, vectors ? vector_dim : 0) : ivfpq_item_size(0);
+  const int code_size = out.code_size;
+  const Size vector_bytes = out.vectors ? ivfpq_element_bytes(out.element, out.vector_dim) : 0;
+  Size item_size = out.codes ? ivfpq_item_size(code_size, out.vectors ? out.vector_dim : 0, out.element)
+                             : ivfpq_item_size(0);
   for (int i = 0; i < chain.n; ++i) {
     Buffer buf = ReadBuffer(index, chain.blocks[i]);
     LockBuffer(buf, BUFFER_LOCK_SHARE);
@@ -152,10 +163,10 @@ int64 read_chain(Relation index, const ChainPages& chain, int64* ids, uint8* cod
       elog(ERROR, "gpu_ivfpq index \"%s\" changed while it was being loaded", RelationGetRelationName(index));
     }
     for (OffsetNumber off = FirstOffsetNumber; off <= max; ++off) {
-      ids[n] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
-      if (codes) memcpy(codes + n * code_size, ivfpq_item_code(page, off), code_size);
-      if (vectors)
-        memcpy(vectors + n * vector_dim, ivfpq_item_vector(page, off, code_size), sizeof(float) * vector_dim);
+      out.ids[n] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
+      if (out.codes) memcpy(out.codes + n * code_size, ivfpq_item_code(page, off), code_size);
+      if (out.vectors)
+        memcpy(out.vectors + n * vector_bytes, ivfpq_item_vector(page, off, code_size), vector_bytes);
       ++n;
     }
     UnlockReleaseBuffer(buf);
@@ -168,7 +179,7 @@ int64* read_tid_chain(Relation index, BlockNumber last, MemoryContext cxt, int64
   int64 total = 0;
   for (int i = 0; i < chain.n; ++i) total += page_items(index, chain.blocks[i]);
   int64* ids = static_cast<int64*>(MemoryContextAllocHuge(cxt, sizeof(int64) * Max(total, int64{1})));
-  *count = read_chain(index, chain, ids, nullptr, 0, nullptr, 0, total);
+  *count = read_chain(index, chain, ChainOut{ids, nullptr, 0, nullptr, 0, kIvfpqFloat32}, total);
   return ids;
 }
 
@@ -203,6 +214,7 @@ bool apply_to_host(const IvfpqMeta& meta, const IvfpqDelta& d, ImageSlot* s) {
   IvfpqPageMap* pages = s->pages;
   int code_size = meta.code_size;
   int vector_dim = meta.stores_vectors ? meta.dim : 0;
+  IvfpqElement element = ivfpq_meta_element(meta);
   gknn_pg::core_call([&] {
     try {
       IvfpqPageMap next;
@@ -212,7 +224,7 @@ bool apply_to_host(const IvfpqMeta& meta, const IvfpqDelta& d, ImageSlot* s) {
         std::copy_n(host->ids.data() + first, count, out);
       };
       const gknn::ivfpq::ImageDelta delta =
-          ivfpq_plan_changes(*pages, d, code_size, vector_dim, read_ids, &next);
+          ivfpq_plan_changes(*pages, d, code_size, vector_dim, element, read_ids, &next);
       gknn::ivfpq::apply_delta_in_place(*host, delta);
       *pages = std::move(next);
     } catch (const gknn::Error& e) {
@@ -274,6 +286,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   int lists = meta.lists;
   int code_size = meta.code_size;
   int vector_dim = meta.stores_vectors ? meta.dim : 0;
+  IvfpqElement element = ivfpq_meta_element(meta);
   int64 nc = centroid_floats(meta), nb = codebook_floats(meta);
   gknn_pg::core_call([&] {
     host = new gknn::ivfpq::Image;
@@ -286,7 +299,12 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
     host->offsets.resize(lists + 1);
     host->codes.resize(static_cast<size_t>(total) * code_size);
     host->ids.resize(total);
-    if (vector_dim > 0) host->vectors.resize(static_cast<size_t>(total) * vector_dim);
+    if (vector_dim > 0 && element == kIvfpqFloat16)
+      host->half_vectors.resize(static_cast<size_t>(total) * vector_dim);
+    else if (vector_dim > 0 && element == kIvfpqBit)
+      host->bit_vectors.resize(static_cast<size_t>(total) * ivfpq_element_bytes(element, vector_dim));
+    else if (vector_dim > 0)
+      host->vectors.resize(static_cast<size_t>(total) * vector_dim);
     pages->list_pages.resize(lists + 1);
     pages->blocks.resize(npages);
     pages->items.assign(page_counts, page_counts + npages);
@@ -299,11 +317,20 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   ivfpq_read_floats(index, meta.centroid_start, host->quantizer.centroids.data(), nc);
   ivfpq_read_floats(index, meta.codebook_start, host->quantizer.codebooks.data(), nb);
   int64 at = 0;
+  const Size vector_bytes = ivfpq_element_bytes(element, vector_dim);
+  char* all_vectors = vector_dim == 0            ? nullptr
+                      : element == kIvfpqFloat16 ? reinterpret_cast<char*>(host->half_vectors.data())
+                      : element == kIvfpqBit     ? reinterpret_cast<char*>(host->bit_vectors.data())
+                                                 : reinterpret_cast<char*>(host->vectors.data());
   for (int l = 0; l < lists; ++l) {
     host->offsets[l] = at;
-    float* vectors = vector_dim > 0 ? host->vectors.data() + at * vector_dim : nullptr;
-    int64 n = read_chain(index, chains[l], host->ids.data() + at, host->codes.data() + at * code_size,
-                         code_size, vectors, vector_dim, counts[l]);
+    ChainOut out{host->ids.data() + at,
+                 host->codes.data() + at * code_size,
+                 code_size,
+                 all_vectors ? all_vectors + at * vector_bytes : nullptr,
+                 vector_dim,
+                 element};
+    int64 n = read_chain(index, chains[l], out, counts[l]);
     if (n != counts[l])
       elog(ERROR, "gpu_ivfpq index \"%s\" changed while it was being loaded", RelationGetRelationName(index));
     at += n;

@@ -78,18 +78,19 @@ Datum gknn_ivfpq_info(PG_FUNCTION_ARGS) {
   BlockNumber pages = RelationGetNumberOfBlocks(index);
   relation_close(index, AccessShareLock);
 
-  Datum values[12] = {BoolGetDatum(meta.trained != 0),
-                      Int32GetDatum(meta.dim),
-                      Int32GetDatum(meta.lists),
-                      Int32GetDatum(meta.m),
-                      Int32GetDatum(meta.nbits),
-                      CStringGetTextDatum(ivfpq_metric_name(meta.metric)),
-                      Int64GetDatum(static_cast<int64>(meta.generation)),
-                      Int64GetDatum(entries),
-                      Int64GetDatum(pending),
-                      Int64GetDatum(nulls),
-                      Int64GetDatum(empty_lists),
-                      Int64GetDatum(static_cast<int64>(pages))};
+  Datum values[12] = {
+      BoolGetDatum(meta.trained != 0),
+      Int32GetDatum(meta.dim),
+      Int32GetDatum(meta.lists),
+      Int32GetDatum(meta.m),
+      Int32GetDatum(meta.nbits),
+      CStringGetTextDatum(ivfpq_meta_element(meta) == kIvfpqBit ? "hamming" : ivfpq_metric_name(meta.metric)),
+      Int64GetDatum(static_cast<int64>(meta.generation)),
+      Int64GetDatum(entries),
+      Int64GetDatum(pending),
+      Int64GetDatum(nulls),
+      Int64GetDatum(empty_lists),
+      Int64GetDatum(static_cast<int64>(pages))};
   bool nullflags[12] = {};
   if (!meta.trained) nullflags[2] = nullflags[3] = nullflags[4] = true;
   if (meta.dim == 0) nullflags[1] = true;

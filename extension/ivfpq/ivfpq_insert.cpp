@@ -1,7 +1,8 @@
 // gpu_ivfpq aminsert: encode the vector on the CPU (one vector: no transfer
-// is worth it), append (TID, code) to its list's last page or a new page,
-// bump the generation and log where the item went (the metapage's change
-// log, which lets cached images read just that item); one Generic WAL record.
+// is worth it), append (TID, code [, the vector as its type stores it]) to
+// its list's last page or a new page, bump the generation and log where the
+// item went (the metapage's change log, which lets cached images read just
+// that item); one Generic WAL record.
 //
 // Locks, always in this order: metapage (exclusive: inserts are serialised
 // and an image loader, holding it shared, sees a stable index), directory
@@ -9,7 +10,6 @@
 #include <cstring>
 
 #include "ivfpq.h"
-#include "types/vector.h"
 
 extern "C" {
 #include "access/generic_xlog.h"
@@ -98,30 +98,32 @@ bool ivfpq_insert(Relation index, Datum* values, bool* isnull, ItemPointer heap_
   if (isnull[0]) {
     append_item(index, Chain::Nulls, -1, reinterpret_cast<const char*>(heap_tid), sizeof(ItemPointerData), 0);
   } else {
-    const Vector* v = DatumGetVector(values[0]);
+    IvfpqElement element = ivfpq_meta_element(meta);
+    IvfpqValue v = ivfpq_value(element, values[0]);
     // An empty untrained index takes its dimension from this vector.
-    if (meta.dim == 0) ivfpq_check_vector_dim(v->dim);
-    if (meta.dim > 0 && v->dim != meta.dim)
+    if (meta.dim == 0) ivfpq_check_vector_dim(v.dim);
+    if (meta.dim > 0 && v.dim != meta.dim)
       ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
-                      errmsg("gpu_ivfpq: expected %d dimensions, not %d", meta.dim, v->dim),
+                      errmsg("gpu_ivfpq: expected %d dimensions, not %d", meta.dim, v.dim),
                       errdetail("All vectors of a gpu_ivfpq index have the same dimension.")));
     if (!meta.trained) {
       append_item(index, Chain::Pending, -1, reinterpret_cast<const char*>(heap_tid), sizeof(ItemPointerData),
-                  v->dim);
+                  v.dim);
     } else {
       const gknn::ivfpq::Quantizer* q = ivfpq_quantizer_get(index, meta);
-      Size size = ivfpq_item_size(meta.code_size, meta.stores_vectors ? meta.dim : 0);
+      Size size = ivfpq_list_item_size(meta);
       char* item = static_cast<char*>(palloc0(size));
       memcpy(item, heap_tid, sizeof(ItemPointerData));
       if (meta.stores_vectors)
-        memcpy(item + ivfpq_vector_offset(meta.code_size), v->x, sizeof(float) * v->dim);
+        memcpy(item + ivfpq_vector_offset(meta.code_size), v.elements, ivfpq_element_bytes(element, v.dim));
       auto* code = reinterpret_cast<std::uint8_t*>(item + sizeof(ItemPointerData));
       std::int32_t list = -1;
-      const float* x = v->x;
+      float* x = static_cast<float*>(palloc(sizeof(float) * v.dim));
+      ivfpq_value_floats(element, v, x);
       gknn_pg::core_call([&] { gknn::ivfpq::encode(*q, x, 1, gknn::ivfpq::kCpu, &list, code); });
       if (list < 0 || list >= meta.lists)
         elog(ERROR, "gpu_ivfpq: encode returned list %d of %d", list, meta.lists);
-      append_item(index, Chain::List, list, item, size, v->dim);
+      append_item(index, Chain::List, list, item, size, v.dim);
     }
   }
 

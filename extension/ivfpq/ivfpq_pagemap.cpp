@@ -115,6 +115,22 @@ std::int64_t list_items(const IvfpqPageMap& map, int l) {
   return n;
 }
 
+// The delta's stored vectors (n rows of `element`) into the core delta's
+// array of that element type.
+void copy_rows(const void* rows, std::size_t n, int dim, IvfpqElement element, gknn::ivfpq::ImageDelta& out) {
+  const std::size_t elements = element == kIvfpqBit ? ivfpq_element_bytes(element, dim) : std::size_t(dim);
+  if (element == kIvfpqFloat16) {
+    const auto* r = static_cast<const std::uint16_t*>(rows);
+    out.half_vectors.assign(r, r + n * elements);
+  } else if (element == kIvfpqBit) {
+    const auto* r = static_cast<const std::uint8_t*>(rows);
+    out.bit_vectors.assign(r, r + n * elements);
+  } else {
+    const auto* r = static_cast<const float*>(rows);
+    out.vectors.assign(r, r + n * elements);
+  }
+}
+
 }  // namespace
 
 void ivfpq_check_page_map(const IvfpqPageMap& map, const std::vector<std::int64_t>& offsets) {
@@ -132,7 +148,8 @@ void ivfpq_check_page_map(const IvfpqPageMap& map, const std::vector<std::int64_
 }
 
 gknn::ivfpq::ImageDelta ivfpq_plan_changes(const IvfpqPageMap& map, const IvfpqDelta& delta, int code_size,
-                                           int dim, const IvfpqReadIds& read_ids, IvfpqPageMap* next) {
+                                           int dim, IvfpqElement element, const IvfpqReadIds& read_ids,
+                                           IvfpqPageMap* next) {
   const int lists = static_cast<int>(map.list_pages.size()) - 1;
   std::vector<std::vector<const IvfpqPageChange*>> by_list(lists);
   for (std::int64_t i = 0; i < delta.nchanges; ++i) {
@@ -164,7 +181,7 @@ gknn::ivfpq::ImageDelta ivfpq_plan_changes(const IvfpqPageMap& map, const IvfpqD
   const std::size_t n = static_cast<std::size_t>(delta.entries);
   out.ids.assign(delta.ids, delta.ids + n);
   out.codes.assign(delta.codes, delta.codes + n * code_size);
-  if (delta.vectors) out.vectors.assign(delta.vectors, delta.vectors + n * dim);
+  if (delta.vectors) copy_rows(delta.vectors, n, dim, element, out);
   *next = std::move(after);
   return out;
 }

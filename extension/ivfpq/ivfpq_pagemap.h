@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gknn/ivfpq_delta.h"
+#include "ivfpq_format.h"
 
 struct IvfpqPageMap {
   std::vector<std::int64_t> list_pages;  // lists + 1: list l's pages are [list_pages[l], list_pages[l + 1])
@@ -56,7 +57,7 @@ struct IvfpqDelta {
   std::int64_t entries;
   const std::int64_t* ids;
   const std::uint8_t* codes;  // entries x code size
-  const float* vectors;       // entries x dim, or null (the index stores none)
+  const void* vectors;        // entries x the element type's row, or null (the index stores none)
   std::int64_t nkept;
   const std::int64_t* kept;  // ids of the items shrunk pages kept, page after page
 };
@@ -70,7 +71,8 @@ using IvfpqReadIds = std::function<void(std::int64_t first, std::int64_t count, 
 void ivfpq_check_page_map(const IvfpqPageMap& map, const std::vector<std::int64_t>& offsets);
 
 // The core's delta that brings an image laid out as `map` up to date with
-// `delta` (the entries copied from it), and *next, the map after it. Throws
+// `delta` (the entries copied from it; stored vectors of dim elements of
+// `element`), and *next, the map after it. Throws
 // gknn::Error(InvalidArgument) when a change does not fit the map (a page
 // appended to or rewritten that the map lacks, an added page it has, an
 // append that does not follow the page's items, a page changed twice): the
@@ -78,4 +80,5 @@ void ivfpq_check_page_map(const IvfpqPageMap& map, const std::vector<std::int64_
 // page's items are found among the image's (read_ids): its kept ids must be
 // a subsequence of the page's old ones, which must be distinct.
 gknn::ivfpq::ImageDelta ivfpq_plan_changes(const IvfpqPageMap& map, const IvfpqDelta& delta, int code_size,
-                                           int dim, const IvfpqReadIds& read_ids, IvfpqPageMap* next);
+                                           int dim, IvfpqElement element, const IvfpqReadIds& read_ids,
+                                           IvfpqPageMap* next);

@@ -80,10 +80,10 @@ void ivfpq_check_meta(Relation index, const IvfpqMeta* meta) {
   if (meta->magic != kIvfpqMagic)
     ereport(ERROR, (errcode(ERRCODE_INDEX_CORRUPTED),
                     errmsg("index \"%s\" is not a gpu_ivfpq index", RelationGetRelationName(index))));
-  if (meta->version != kIvfpqVersion)
+  if (meta->version != kIvfpqVersion && meta->version != kIvfpqVersionTyped)
     ereport(ERROR, (errcode(ERRCODE_INDEX_CORRUPTED),
-                    errmsg("gpu_ivfpq index \"%s\" has format version %u, this gknn reads version %u",
-                           RelationGetRelationName(index), meta->version, kIvfpqVersion),
+                    errmsg("gpu_ivfpq index \"%s\" has format version %u, this gknn reads versions %u and %u",
+                           RelationGetRelationName(index), meta->version, kIvfpqVersion, kIvfpqVersionTyped),
                     errhint("REINDEX the index.")));
   // Read after the metapage, so every block it names is inside.
   BlockNumber nblocks = RelationGetNumberOfBlocks(index);

@@ -41,16 +41,16 @@ inline IvfpqPageOpaque* ivfpq_opaque(Page page) {
 inline IvfpqMeta* ivfpq_meta(Page page) { return reinterpret_cast<IvfpqMeta*>(PageGetContents(page)); }
 
 // A list item: the heap TID, then the code (absent in the TID-only chains),
-// then, where the index stores vectors (format 2), the vector's dim floats
-// from a 4-byte boundary.
+// then, where the index stores vectors (format 2), the vector's dim elements
+// (float or binary16) from a 4-byte boundary.
 inline Size ivfpq_vector_offset(int code_size) { return TYPEALIGN(4, sizeof(ItemPointerData) + code_size); }
-inline Size ivfpq_item_size(int code_size, int vector_dim = 0) {
-  return vector_dim > 0 ? ivfpq_vector_offset(code_size) + sizeof(float) * vector_dim
+inline Size ivfpq_item_size(int code_size, int vector_dim = 0, IvfpqElement element = kIvfpqFloat32) {
+  return vector_dim > 0 ? ivfpq_vector_offset(code_size) + ivfpq_element_bytes(element, vector_dim)
                         : sizeof(ItemPointerData) + code_size;
 }
 // The item size of a list chain of an index with this metapage.
 inline Size ivfpq_list_item_size(const IvfpqMeta& meta) {
-  return ivfpq_item_size(meta.code_size, meta.stores_vectors ? meta.dim : 0);
+  return ivfpq_item_size(meta.code_size, meta.stores_vectors ? meta.dim : 0, ivfpq_meta_element(meta));
 }
 
 // Heap TIDs as the core's int64 ids (block << 16 | offset), as GpuTopK does.

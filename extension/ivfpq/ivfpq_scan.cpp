@@ -3,7 +3,8 @@
 // Round 1 asks the core for refine x k candidates by PQ distance from
 // gknn.ivfpq_probes lists (k: the LIMIT found by the ExecutorStart hook, or
 // kIvfpqDefaultK), adds the pending chain (rows inserted while the index had
-// no quantizer), reads each candidate's vector from the heap, and returns
+// no quantizer), reads each candidate's vector from the heap (the indexed
+// column, or the indexed expression computed on the row), and returns
 // them ordered by their exact distance (the operator's own value; no
 // recheck). When the executor wants more rows (quals rejected them, tuples
 // were dead), the next round doubles both the candidates and the probes,
@@ -27,11 +28,12 @@
 #include "ivfpq.h"
 #include "service/service.h"
 #include "service/service_images.h"
-#include "types/vector.h"
 
 extern "C" {
 #include "access/relscan.h"
 #include "access/tableam.h"
+#include "catalog/index.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -46,14 +48,15 @@ struct Candidate {
   bool isnull;
 };
 
-struct ScanState {
+struct IvfpqScan {
   MemoryContext cxt;        // the scan's life
   MemoryContext round_cxt;  // one round's candidates and detoasted vectors
   bool started;
   bool query_null;
-  float* query;
+  float* query;  // the query's elements as floats
   int qdim;
   int metric;
+  IvfpqElement element;
   ServiceRoute route;
   int64 entries;         // coded entries of the index, when known (-1: not yet)
   IvfpqScanStats stats;  // for EXPLAIN ANALYZE: kept across rescans
@@ -69,7 +72,9 @@ struct ScanState {
   int64 pos;
   IndexFetchTableData* fetch;
   TupleTableSlot* slot;
-  AttrNumber attno;
+  AttrNumber attno;  // the indexed column; 0: an expression, computed with
+  IndexInfo* info;   // the index's expression (made with the fetch state)
+  EState* estate;
 };
 
 // Times in a row a scan round ships its image (or a delta) and asks again
@@ -88,13 +93,13 @@ bool candidate_less(const Candidate& a, const Candidate& b) {
 }
 
 // True the first time a TID is seen by this scan.
-bool claim(ScanState* so, const ItemPointerData* tid) {
+bool claim(IvfpqScan* so, const ItemPointerData* tid) {
   bool found;
   hash_search(so->returned, tid, HASH_ENTER, &found);
   return !found;
 }
 
-void start_scan(IndexScanDesc scan, ScanState* so) {
+void start_scan(IndexScanDesc scan, IvfpqScan* so) {
   if (scan->numberOfOrderBys != 1 || scan->numberOfKeys != 0)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("gpu_ivfpq supports only ordered scans (ORDER BY column <-> value)")));
@@ -103,11 +108,12 @@ void start_scan(IndexScanDesc scan, ScanState* so) {
   so->query_null = (key->sk_flags & SK_ISNULL) != 0;
   so->query = nullptr;
   so->qdim = 0;
+  so->element = ivfpq_index_opclass(scan->indexRelation).element;
   if (!so->query_null) {
-    const Vector* q = DatumGetVector(key->sk_argument);
-    so->qdim = q->dim;
-    so->query = static_cast<float*>(palloc(sizeof(float) * q->dim));
-    memcpy(so->query, q->x, sizeof(float) * q->dim);
+    IvfpqValue q = ivfpq_value(so->element, key->sk_argument);
+    so->qdim = q.dim;
+    so->query = static_cast<float*>(palloc(sizeof(float) * q.dim));
+    ivfpq_value_floats(so->element, q, so->query);
   }
   HASHCTL ctl;
   memset(&ctl, 0, sizeof(ctl));
@@ -126,27 +132,61 @@ void start_scan(IndexScanDesc scan, ScanState* so) {
   so->started = true;
 }
 
+// What reading candidates from the heap needs: a fetch state and a slot,
+// and for an expression index, the expression and an executor state to
+// compute it on the fetched row (as the index build did).
+void begin_fetch(IndexScanDesc scan, IvfpqScan* so) {
+  MemoryContext c = MemoryContextSwitchTo(so->cxt);
+  so->fetch = table_index_fetch_begin(scan->heapRelation);
+  so->slot = table_slot_create(scan->heapRelation, nullptr);
+  if (so->attno == 0) {
+    so->info = BuildIndexInfo(scan->indexRelation);
+    so->estate = CreateExecutorState();
+    GetPerTupleExprContext(so->estate)->ecxt_scantuple = so->slot;
+  }
+  MemoryContextSwitchTo(c);
+}
+
+void end_fetch(IvfpqScan* so) {
+  if (so->estate) FreeExecutorState(so->estate);
+  so->estate = nullptr;
+  so->info = nullptr;
+  if (so->fetch) {
+    table_index_fetch_end(so->fetch);
+    ExecDropSingleTupleTableSlot(so->slot);
+  }
+  so->fetch = nullptr;
+  so->slot = nullptr;
+}
+
+// The indexed value of the fetched row: its column, or the index's
+// expression computed on it (in the per-tuple context, reset by the caller).
+Datum indexed_value(IvfpqScan* so, bool* isnull) {
+  if (so->attno != 0) return slot_getattr(so->slot, so->attno, isnull);
+  Datum value;
+  FormIndexDatum(so->info, so->slot, so->estate, &value, isnull);
+  return value;
+}
+
 // The exact distance of the row at `id`; false when there is no such row for
 // this scan's snapshot (dead, never committed, removed).
-bool exact_distance(IndexScanDesc scan, ScanState* so, int64 id, BlockNumber heap_blocks, Snapshot snapshot,
-                    Candidate* out) {
+bool exact_distance(IvfpqScan* so, int64 id, BlockNumber heap_blocks, Snapshot snapshot, Candidate* out) {
   ivfpq_id_to_tid(id, &out->tid);
   if (ItemPointerGetBlockNumber(&out->tid) >= heap_blocks) return false;
   bool call_again = false, all_dead = false;
   if (!table_index_fetch_tuple(so->fetch, &out->tid, snapshot, so->slot, &call_again, &all_dead))
     return false;
   bool isnull;
-  Datum d = slot_getattr(so->slot, so->attno, &isnull);
+  Datum d = indexed_value(so, &isnull);
   bool ok = false;
   if (!isnull) {
-    const Vector* v = DatumGetVector(d);
-    if (v->dim != so->qdim)
-      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
-                      errmsg("different vector dimensions %d and %d", v->dim, so->qdim)));
-    out->distance = gknn::distance(static_cast<gknn::Metric>(so->metric), v->x, so->query, so->qdim);
+    IvfpqValue v = ivfpq_value(so->element, d);
+    if (v.dim != so->qdim) ivfpq_dimension_mismatch(so->element, v.dim, so->qdim);
+    out->distance = ivfpq_value_distance(static_cast<gknn::Metric>(so->metric), so->element, v, so->query);
     out->isnull = false;
     ok = true;
   }
+  if (so->estate) ResetPerTupleExprContext(so->estate);
   ExecClearTuple(so->slot);
   return ok;
 }
@@ -186,7 +226,7 @@ void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& hel
     if (delta) {
       st->deltas_shipped++;
       if (!gknn_service_ivfpq_delta(oid, index->rd_node, *delta, meta.code_size,
-                                    meta.stores_vectors ? meta.dim : 0))
+                                    meta.stores_vectors ? meta.dim : 0, ivfpq_meta_element(meta)))
         *failed_from = held.generation;
       return;
     }
@@ -211,7 +251,7 @@ void count_service_search(IvfpqScanStats* st, const ServiceTrip& trip, int64 cou
 // This round's candidates (ids, distances: up to `want`, best first), from
 // the GPU service or this backend's CPU; sets so->entries. *image may be
 // replaced by a newer one (the index changed while its image was shipped).
-int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** image, int mode, int probes,
+int64 round_candidates(IndexScanDesc scan, IvfpqScan* so, const IvfpqImage** image, int mode, int probes,
                        int64 want, int64* ids, double* dist) {
   Relation index = scan->indexRelation;
   // A missing image is shipped (or what changed since the generation the
@@ -266,7 +306,7 @@ int64 round_candidates(IndexScanDesc scan, ScanState* so, const IvfpqImage** ima
 }
 
 // Fills the next batch; false when the scan has nothing more.
-bool next_round(IndexScanDesc scan, ScanState* so) {
+bool next_round(IndexScanDesc scan, IvfpqScan* so) {
   if (so->nulls_done) return false;
   MemoryContextReset(so->round_cxt);
   MemoryContext old = MemoryContextSwitchTo(so->round_cxt);
@@ -310,8 +350,7 @@ bool next_round(IndexScanDesc scan, ScanState* so) {
   }
 
   if (image->meta.dim > 0 && image->meta.dim != so->qdim)
-    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
-                    errmsg("different vector dimensions %d and %d", image->meta.dim, so->qdim)));
+    ivfpq_dimension_mismatch(so->element, image->meta.dim, so->qdim);
 
   // Candidates by PQ distance.
   int64 ncand = 0;
@@ -337,12 +376,7 @@ bool next_round(IndexScanDesc scan, ScanState* so) {
 
   // Exact distances from the heap.
   Relation heap = scan->heapRelation;
-  if (so->fetch == nullptr) {
-    MemoryContext c = MemoryContextSwitchTo(so->cxt);
-    so->fetch = table_index_fetch_begin(heap);
-    so->slot = table_slot_create(heap, nullptr);
-    MemoryContextSwitchTo(c);
-  }
+  if (so->fetch == nullptr) begin_fetch(scan, so);
   Snapshot snapshot = IsMVCCSnapshot(scan->xs_snapshot) ? scan->xs_snapshot : SnapshotAny;
   BlockNumber heap_blocks = RelationGetNumberOfBlocks(heap);
   so->batch = static_cast<Candidate*>(
@@ -360,7 +394,7 @@ bool next_round(IndexScanDesc scan, ScanState* so) {
       c.distance = dist[i];
       c.isnull = false;
       so->batch[so->nbatch++] = c;
-    } else if (exact_distance(scan, so, id, heap_blocks, snapshot, &c)) {
+    } else if (exact_distance(so, id, heap_blocks, snapshot, &c)) {
       so->batch[so->nbatch++] = c;
     }
     if ((i & 255) == 255) CHECK_FOR_INTERRUPTS();
@@ -374,7 +408,7 @@ bool next_round(IndexScanDesc scan, ScanState* so) {
 
 IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys) {
   IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
-  ScanState* so = static_cast<ScanState*>(palloc0(sizeof(ScanState)));
+  IvfpqScan* so = static_cast<IvfpqScan*>(palloc0(sizeof(IvfpqScan)));
   so->cxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_ivfpq scan", ALLOCSET_DEFAULT_SIZES);
   so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_ivfpq scan round", ALLOCSET_DEFAULT_SIZES);
   so->route = gknn_service_route();
@@ -395,7 +429,7 @@ IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys) {
 }
 
 void ivfpq_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys) {
-  auto* so = static_cast<ScanState*>(scan->opaque);
+  auto* so = static_cast<IvfpqScan*>(scan->opaque);
   if (keys && scan->numberOfKeys > 0) memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
   if (orderbys && scan->numberOfOrderBys > 0)
     memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
@@ -403,19 +437,14 @@ void ivfpq_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys,
   so->batch = nullptr;
   so->nbatch = so->pos = 0;
   so->returned = nullptr;
-  if (so->fetch) {
-    table_index_fetch_end(so->fetch);
-    ExecDropSingleTupleTableSlot(so->slot);
-    so->fetch = nullptr;
-    so->slot = nullptr;
-  }
+  end_fetch(so);
   // Drops the query copy, the TID set and round_cxt (a child).
   MemoryContextReset(so->cxt);
   so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_ivfpq scan round", ALLOCSET_DEFAULT_SIZES);
 }
 
 bool ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir) {
-  auto* so = static_cast<ScanState*>(scan->opaque);
+  auto* so = static_cast<IvfpqScan*>(scan->opaque);
   if (!ScanDirectionIsForward(dir))
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("gpu_ivfpq scans only forward")));
   if (!so->started) start_scan(scan, so);
@@ -434,15 +463,12 @@ bool ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir) {
 }
 
 const IvfpqScanStats* ivfpq_scan_stats(IndexScanDesc scan) {
-  return &static_cast<const ScanState*>(scan->opaque)->stats;
+  return &static_cast<const IvfpqScan*>(scan->opaque)->stats;
 }
 
 void ivfpq_endscan(IndexScanDesc scan) {
-  auto* so = static_cast<ScanState*>(scan->opaque);
-  if (so->fetch) {
-    table_index_fetch_end(so->fetch);
-    ExecDropSingleTupleTableSlot(so->slot);
-  }
+  auto* so = static_cast<IvfpqScan*>(scan->opaque);
+  end_fetch(so);
   MemoryContextDelete(so->cxt);
   pfree(so);
   scan->opaque = nullptr;

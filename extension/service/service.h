@@ -86,10 +86,12 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, con
 
 // Ships what changed in an index from the generation the service holds
 // (delta.base) to delta.generation (the entries of `code_size` bytes, and
-// `dim` floats each where delta.vectors is set); true when the service then
+// stored vectors of `dim` elements of `element` where delta.vectors is
+// set); true when the service then
 // holds delta.generation, false when it holds no longer the base or the
 // delta did not fit it (ship the whole image). ERROR as for a load.
-bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim);
+bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim,
+                              IvfpqElement element);
 
 // Whether gknn was preloaded with its service on (gknn.service = gpu or
 // cpu): then no backend opens CUDA, index builds included.

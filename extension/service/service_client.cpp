@@ -8,6 +8,7 @@
 #include "device.h"
 #include "service.h"
 #include "service_client.h"
+#include "service_images.h"
 #include "service_shmem.h"
 
 extern "C" {
@@ -364,7 +365,7 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, con
   s->shape.kmeans_iters = p.kmeans_iters;
   s->shape.seed = p.seed;
   s->shape.entries = static_cast<int64>(image.ids.size());
-  s->shape.vectors = image.vectors.empty() ? 0 : 1;
+  s->shape.vectors = gknn_service::stored_vectors(image);
   s->shape.pages = static_cast<int64>(pages.blocks.size());
   if (bare_step(s, kLoadBegin) != kOk) return;
   const Section sections[kSections] = {
@@ -373,7 +374,9 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, con
       section_of(image.offsets),
       section_of(image.codes),
       section_of(image.ids),
-      section_of(image.vectors),
+      gknn_service::stored_vectors(image) == gknn_service::kHalfVectors  ? section_of(image.half_vectors)
+      : gknn_service::stored_vectors(image) == gknn_service::kBitVectors ? section_of(image.bit_vectors)
+                                                                         : section_of(image.vectors),
       section_of(pages.list_pages),
       section_of(pages.blocks),
       section_of(pages.items),
@@ -382,14 +385,18 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, con
   bare_step(s, kLoadEnd);
 }
 
-bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim) {
+bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim,
+                              IvfpqElement element) {
   RequestSlot* s = my_slot();
   acquire_slot(s);
   s->key = make_key(index, node, delta.generation);
   s->delta.base = delta.base;
   s->delta.changes = delta.nchanges;
   s->delta.entries = delta.entries;
-  s->delta.vectors = delta.vectors ? 1 : 0;
+  s->delta.vectors = !delta.vectors             ? gknn_service::kNoVectors
+                     : element == kIvfpqFloat16 ? gknn_service::kHalfVectors
+                     : element == kIvfpqBit     ? gknn_service::kBitVectors
+                                                : gknn_service::kFloatVectors;
   s->delta.kept = delta.nkept;
   if (bare_step(s, kDeltaBegin) != kOk) return false;
   if (s->resident) return true;  // another backend brought it there meanwhile
@@ -397,7 +404,8 @@ bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& del
       {delta.changes, delta.nchanges * static_cast<int64>(sizeof(IvfpqPageChange))},
       {delta.ids, delta.entries * static_cast<int64>(sizeof(int64))},
       {delta.codes, delta.entries * code_size},
-      {delta.vectors, delta.vectors ? delta.entries * dim * static_cast<int64>(sizeof(float)) : 0},
+      {delta.vectors,
+       delta.vectors ? delta.entries * static_cast<int64>(ivfpq_element_bytes(element, dim)) : 0},
       {delta.kept, delta.nkept * static_cast<int64>(sizeof(int64))},
   };
   if (!ship_sections(s, kDeltaChunk, sections, kDeltaSections)) return false;

@@ -25,6 +25,11 @@ void invalid(const std::string& what) { throw Error(ErrorCode::InvalidArgument, 
 
 std::int64_t kb(std::int64_t bytes) { return (bytes + 1023) >> 10; }
 
+// A StoredVectors kind's element type (float for none).
+IvfpqElement element_of(int vectors) {
+  return vectors == kHalfVectors ? kIvfpqFloat16 : vectors == kBitVectors ? kIvfpqBit : kIvfpqFloat32;
+}
+
 template <typename T>
 void fill(std::vector<T>& dst, std::int64_t offset, const void* data, std::int64_t bytes) {
   const std::int64_t size = static_cast<std::int64_t>(dst.size() * sizeof(T));
@@ -42,14 +47,14 @@ std::shared_ptr<Resident> ResidentImages::held(const ResidentKey& key, std::uint
 
 ResidentImages::DeltaStart ResidentImages::begin_delta(int requester, const ResidentKey& target,
                                                        std::uint64_t base, std::int64_t changes,
-                                                       std::int64_t entries, bool vectors,
-                                                       std::int64_t kept) {
+                                                       std::int64_t entries, int vectors, std::int64_t kept) {
   delta_staging_.erase(requester);
   std::uint64_t newest = 0;
   if (resident_generation(target, &newest) && newest >= target.generation) return DeltaStart::Resident;
   std::shared_ptr<Resident> from = held(target, base);
   if (!from || !from->pages || base >= target.generation) return DeltaStart::NeedImage;
   if (changes < 0 || entries < 0 || kept < 0) invalid("negative change or entry count");
+  if (vectors < kNoVectors || vectors > kBitVectors) invalid("unknown vector element type");
   const gknn::ivfpq::Params& p = from->params;
   DeltaStaging d;
   d.key = target;
@@ -57,7 +62,9 @@ ResidentImages::DeltaStart ResidentImages::begin_delta(int requester, const Resi
   d.changes.resize(static_cast<std::size_t>(changes));
   d.ids.resize(static_cast<std::size_t>(entries));
   d.codes.resize(static_cast<std::size_t>(entries) * gknn::ivfpq::code_size(p));
-  if (vectors) d.vectors.resize(static_cast<std::size_t>(entries) * p.dim);
+  d.vectors = vectors;
+  if (vectors != kNoVectors)
+    d.rows.resize(static_cast<std::size_t>(entries) * ivfpq_element_bytes(element_of(vectors), p.dim));
   d.kept.resize(static_cast<std::size_t>(kept));
   delta_staging_[requester] = std::move(d);
   return DeltaStart::Ship;
@@ -76,7 +83,7 @@ void ResidentImages::delta_piece(int requester, int section, std::int64_t offset
     case 2:
       return fill(d.codes, offset, data, bytes);
     case 3:
-      return fill(d.vectors, offset, data, bytes);
+      return fill(d.rows, offset, data, bytes);
     case 4:
       return fill(d.kept, offset, data, bytes);
     default:
@@ -133,7 +140,7 @@ bool ResidentImages::finish_delta(int requester, std::int64_t now_us) {
                   static_cast<std::int64_t>(staged.ids.size()),
                   staged.ids.data(),
                   staged.codes.data(),
-                  staged.vectors.empty() ? nullptr : staged.vectors.data(),
+                  staged.vectors == kNoVectors ? nullptr : staged.rows.data(),
                   static_cast<std::int64_t>(staged.kept.size()),
                   staged.kept.data()};
   auto pages = std::make_unique<IvfpqPageMap>();
@@ -149,7 +156,8 @@ bool ResidentImages::finish_delta(int requester, std::int64_t now_us) {
   std::shared_ptr<Resident> r;
   try {
     const gknn::ivfpq::ImageDelta delta =
-        ivfpq_plan_changes(*base->pages, view, gknn::ivfpq::code_size(p), p.dim, read_ids, pages.get());
+        ivfpq_plan_changes(*base->pages, view, gknn::ivfpq::code_size(p), p.dim, element_of(staged.vectors),
+                           read_ids, pages.get());
     // A CPU image no search holds (only the table and `base` own it) is
     // edited where it is: no copy of the whole image.
     if (!base->gpu && base.use_count() <= 2) {

@@ -21,10 +21,11 @@ std::int64_t kb(std::int64_t bytes) { return (bytes + 1023) >> 10; }
 
 std::int64_t image_bytes(const gknn::ivfpq::Image& image) {
   const auto& q = image.quantizer;
-  return static_cast<std::int64_t>(q.centroids.size() * sizeof(float) + q.codebooks.size() * sizeof(float) +
-                                   image.offsets.size() * sizeof(std::int64_t) + image.codes.size() +
-                                   image.ids.size() * sizeof(std::int64_t) +
-                                   image.vectors.size() * sizeof(float));
+  return static_cast<std::int64_t>(
+      q.centroids.size() * sizeof(float) + q.codebooks.size() * sizeof(float) +
+      image.offsets.size() * sizeof(std::int64_t) + image.codes.size() +
+      image.ids.size() * sizeof(std::int64_t) + image.vectors.size() * sizeof(float) +
+      image.half_vectors.size() * sizeof(std::uint16_t) + image.bit_vectors.size());
 }
 
 ResidentImages::ResidentImages(std::vector<int> devices, std::int64_t budget)
@@ -78,9 +79,10 @@ std::shared_ptr<Resident> ResidentImages::find(const ResidentKey& key, std::int6
 }
 
 void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params,
-                           std::int64_t entries, bool vectors, std::int64_t pages) {
+                           std::int64_t entries, int vectors, std::int64_t pages) {
   gknn::ivfpq::validate(params);
   if (entries < 0 || pages < 0) invalid("negative entry or page count");
+  if (vectors < kNoVectors || vectors > kBitVectors) invalid("unknown vector element type");
   auto image = std::make_unique<gknn::ivfpq::Image>();
   image->quantizer.params = params;
   image->quantizer.centroids.resize(static_cast<std::size_t>(params.lists) * params.dim);
@@ -88,7 +90,11 @@ void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::iv
   image->offsets.resize(static_cast<std::size_t>(params.lists) + 1);
   image->codes.resize(static_cast<std::size_t>(entries) * gknn::ivfpq::code_size(params));
   image->ids.resize(static_cast<std::size_t>(entries));
-  if (vectors) image->vectors.resize(static_cast<std::size_t>(entries) * params.dim);
+  if (vectors == kFloatVectors) image->vectors.resize(static_cast<std::size_t>(entries) * params.dim);
+  if (vectors == kHalfVectors) image->half_vectors.resize(static_cast<std::size_t>(entries) * params.dim);
+  if (vectors == kBitVectors)
+    image->bit_vectors.resize(static_cast<std::size_t>(entries) *
+                              ((static_cast<std::size_t>(params.dim) + 7) / 8));
   auto map = std::make_unique<IvfpqPageMap>();
   map->list_pages.resize(static_cast<std::size_t>(params.lists) + 1);
   map->blocks.resize(static_cast<std::size_t>(pages));
@@ -126,8 +132,16 @@ void ResidentImages::piece(int requester, int section, std::int64_t offset, cons
       size = im.ids.size() * sizeof(std::int64_t);
       break;
     case 5:
-      base = reinterpret_cast<char*>(im.vectors.data());
-      size = im.vectors.size() * sizeof(float);
+      if (!im.half_vectors.empty()) {
+        base = reinterpret_cast<char*>(im.half_vectors.data());
+        size = im.half_vectors.size() * sizeof(std::uint16_t);
+      } else if (!im.bit_vectors.empty()) {
+        base = reinterpret_cast<char*>(im.bit_vectors.data());
+        size = im.bit_vectors.size();
+      } else {
+        base = reinterpret_cast<char*>(im.vectors.data());
+        size = im.vectors.size() * sizeof(float);
+      }
       break;
     case 6:
       base = reinterpret_cast<char*>(map.list_pages.data());

@@ -64,10 +64,12 @@ class ResidentImages {
   // Shipping, per requester (its slot number): the shape, then pieces of
   // each array, then finish() validates it and makes it resident (evicting
   // least recently used images to fit; Error(OutOfMemory) if it cannot).
+  // vectors: StoredVectors.
   void begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params, std::int64_t entries,
-             bool vectors, std::int64_t pages);
-  // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors,
-  // 6 pages per list (lists + 1 offsets), 7 page blocks, 8 page items (bytes).
+             int vectors, std::int64_t pages);
+  // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors
+  // (bytes; float, binary16 or bit elements, as begin said), 6 pages per
+  // list (lists + 1 offsets), 7 page blocks, 8 page items.
   void piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
   // Null when a newer generation of the index arrived meanwhile (kept).
   Resident* finish(int requester, std::int64_t now_us);
@@ -87,8 +89,9 @@ class ResidentImages {
   // Resident: the target generation (or a newer one) is already held
   // (nothing to ship);
   // NeedImage: the base generation is not (ship the whole image).
+  // vectors: StoredVectors of the new entries.
   DeltaStart begin_delta(int requester, const ResidentKey& target, std::uint64_t base, std::int64_t changes,
-                         std::int64_t entries, bool vectors, std::int64_t kept);
+                         std::int64_t entries, int vectors, std::int64_t kept);
   // Section: 0 changes (IvfpqPageChange), 1 ids, 2 codes, 3 vectors, 4 ids
   // kept by shrunk pages (bytes).
   void delta_piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
@@ -136,7 +139,8 @@ class ResidentImages {
     std::vector<IvfpqPageChange> changes;
     std::vector<std::int64_t> ids;
     std::vector<std::uint8_t> codes;
-    std::vector<float> vectors;
+    int vectors = 0;                 // StoredVectors
+    std::vector<std::uint8_t> rows;  // their stored vectors, as bytes
     std::vector<std::int64_t> kept;
   };
   std::int64_t used_on(int device) const;
@@ -159,6 +163,16 @@ class ResidentImages {
   std::map<int, DeltaStaging> delta_staging_;
   std::map<int, std::int64_t> reserved_;  // builds' working memory, per device
 };
+
+// Whether an image carries its entries' vectors, and of which element type
+// (an image's shape as shipped to the service).
+enum StoredVectors { kNoVectors = 0, kFloatVectors = 1, kHalfVectors = 2, kBitVectors = 3 };
+inline int stored_vectors(const gknn::ivfpq::Image& image) {
+  return !image.half_vectors.empty()  ? kHalfVectors
+         : !image.bit_vectors.empty() ? kBitVectors
+         : !image.vectors.empty()     ? kFloatVectors
+                                      : kNoVectors;
+}
 
 // The CPU's search of `image` in `mode` (as ResidentImages::search): the
 // service's CPU images and a backend searching on its own CPU both use it.

@@ -117,7 +117,7 @@ struct ImageShape {
   int32 dim, lists, m, nbits, metric, kmeans_iters;
   uint64 seed;
   int64 entries;
-  int32 vectors;  // the image carries each entry's vector
+  int32 vectors;  // StoredVectors (service_images.h): the entries' vectors, and their element type
   int64 pages;    // list pages in its page map
 };
 
@@ -126,7 +126,7 @@ struct DeltaShape {
   uint64 base;    // the generation it changes
   int64 changes;  // changed pages
   int64 entries;  // entries they carry
-  int32 vectors;  // with their vectors
+  int32 vectors;  // StoredVectors of their vectors
   int64 kept;     // ids of items shrunk pages kept
 };
 

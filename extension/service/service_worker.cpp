@@ -252,7 +252,7 @@ void run_delta(Taken& t) {
   switch (s->kind) {
     case kDeltaBegin: {
       auto start = images->begin_delta(t.slot, resident_key(s->key), s->delta.base, s->delta.changes,
-                                       s->delta.entries, s->delta.vectors != 0, s->delta.kept);
+                                       s->delta.entries, s->delta.vectors, s->delta.kept);
       s->resident = start == ResidentImages::DeltaStart::Resident;
       if (start == ResidentImages::DeltaStart::NeedImage) s->reply = kNeedImage;
       break;
@@ -289,8 +289,7 @@ void run_load(Taken& t) {
         p.metric = static_cast<gknn::Metric>(s->shape.metric);
         p.kmeans_iters = s->shape.kmeans_iters;
         p.seed = s->shape.seed;
-        images->begin(t.slot, resident_key(s->key), p, s->shape.entries, s->shape.vectors != 0,
-                      s->shape.pages);
+        images->begin(t.slot, resident_key(s->key), p, s->shape.entries, s->shape.vectors, s->shape.pages);
         break;
       }
       case kLoadChunk:

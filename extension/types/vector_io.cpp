@@ -155,14 +155,14 @@ PG_FUNCTION_INFO_V1(vector_recv);
 Datum vector_recv(PG_FUNCTION_ARGS) {
   StringInfo buf = reinterpret_cast<StringInfo>(PG_GETARG_POINTER(0));
   int32 typmod = PG_GETARG_INT32(2);
-  int16 dim, unused;
+  int dim, unused;
   if (read_vector_binary_header(buf->data, buf->len, &buf->cursor, &dim, &unused) != VectorBinaryError::None)
     insufficient_data();
   CheckDim(dim);
   CheckExpectedDim(typmod, dim);
+  // pgvector's SQLSTATE (data_exception), after the dimension checks as there.
   if (unused != 0)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-                    errmsg("expected unused to be 0, not %d", unused)));
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("expected unused to be 0, not %d", unused)));
   Vector* result = InitVector(dim);
   int failed_at;
   switch (read_vector_binary_elements(buf->data, buf->len, &buf->cursor, dim, result->x, &failed_at)) {

@@ -93,13 +93,12 @@ VectorTextResult parse_vector_text(const char* literal, float* values, int max_d
   return r;
 }
 
-VectorBinaryError read_vector_binary_header(const char* data, int len, int* cursor, std::int16_t* dim,
-                                            std::int16_t* unused) {
+VectorBinaryError read_vector_binary_header(const char* data, int len, int* cursor, int* dim, int* unused) {
   int at = *cursor;
   if (!take(len, cursor, 4)) return VectorBinaryError::Short;
   const auto* p = reinterpret_cast<const unsigned char*>(data) + at;
-  *dim = static_cast<std::int16_t>(read_be(p, 2));
-  *unused = static_cast<std::int16_t>(read_be(p + 2, 2));
+  *dim = static_cast<int>(read_be(p, 2));
+  *unused = static_cast<int>(read_be(p + 2, 2));
   return VectorBinaryError::None;
 }
 

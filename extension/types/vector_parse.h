@@ -45,9 +45,10 @@ enum class VectorBinaryError : std::uint8_t {
   Infinite,  // 22000 infinite value not allowed in vector
 };
 
-// Reads the header: dim and unused as the int16 values sent.
-VectorBinaryError read_vector_binary_header(const char* data, int len, int* cursor, std::int16_t* dim,
-                                            std::int16_t* unused);
+// Reads the header: dim and unused as the unsigned 16-bit values sent
+// (0..65535, as pgvector reads them: 0xffff is 65535 dimensions, too many,
+// not -1).
+VectorBinaryError read_vector_binary_header(const char* data, int len, int* cursor, int* dim, int* unused);
 
 // Reads dim elements into values[0..dim), stopping at the first one that is
 // missing or not finite (its index in *failed_at).

@@ -34,6 +34,7 @@
 #include "runtime/cuda_check.h"
 #include "runtime/gemm.h"
 #include "runtime/stream_tools.h"
+#include "select/rows_async.h"
 #include "select/bitonic_topk.cuh"
 
 namespace gknn {
@@ -251,9 +252,14 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
   const int ld = static_cast<int>(tiles * kk);
   AsyncBuffer<float> dist0(tq * kBaseTile, streams[0]), dist1(tq * kBaseTile, streams[0]);
   float* const dist[2] = {dist0.get(), dist1.get()};
-  AsyncBuffer<float> tkeys(tq * kk, streams[0]), pkeys(tq * ld, streams[0]), ckeys(tq * kk, streams[0]);
-  AsyncBuffer<std::uint32_t> tcols(tq * kk, streams[0]), pids(tq * ld, streams[0]),
-      ccols(tq * kk, streams[0]);
+  // A tile's selection per stream, so that the streams never wait for the
+  // host: each writes its own tile results and its own slots of the partials.
+  AsyncBuffer<float> tkeys0(tq * kk, streams[0]), tkeys1(tq * kk, streams[0]);
+  AsyncBuffer<std::uint32_t> tcols0(tq * kk, streams[0]), tcols1(tq * kk, streams[0]);
+  float* const tkeys[2] = {tkeys0.get(), tkeys1.get()};
+  std::uint32_t* const tcols[2] = {tcols0.get(), tcols1.get()};
+  AsyncBuffer<float> pkeys(tq * ld, streams[0]), ckeys(tq * kk, streams[0]);
+  AsyncBuffer<std::uint32_t> pids(tq * ld, streams[0]), ccols(tq * kk, streams[0]);
   AsyncBuffer<std::int64_t> out_ids(tq * k, streams[0]);
   AsyncBuffer<double> out_dist(tq * k, streams[0]);
   AsyncBuffer<int> uncertified(tq, streams[0]);
@@ -280,15 +286,15 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
       // The next GEMM writes the other buffer; it waits for that buffer's
       // previous selection (same stream) and overlaps this one.
       if (t + 1 < tiles) issue_gemm(t + 1);
-      select_rows_gpu<float, std::uint32_t>(dist[s], rows, cols, kBaseTile, int(kk), SelectOrder::Smallest,
-                                            tkeys.get(), tcols.get(), streams[s]);
+      select_rows_async<float, std::uint32_t>(dist[s], rows, cols, kBaseTile, int(kk), SelectOrder::Smallest,
+                                              tkeys[s], tcols[s], streams[s]);
       scatter_partials<<<unsigned((rows * kk + 255) / 256), 256, 0, streams[s]>>>(
-          tkeys.get(), tcols.get(), rows, int(kk), b0, int(t), ld, pkeys.get(), pids.get());
+          tkeys[s], tcols[s], rows, int(kk), b0, int(t), ld, pkeys.get(), pids.get());
       GKNN_CUDA(cudaGetLastError());
-      GKNN_CUDA(cudaStreamSynchronize(streams[s]));  // tkeys/tcols are shared by both streams
     }
-    select_rows_gpu<float, std::uint32_t>(pkeys.get(), rows, ld, ld, int(kk), SelectOrder::Smallest,
-                                          ckeys.get(), ccols.get(), streams[0]);
+    stream_wait(streams[0], streams[1]);  // every tile's partials are in
+    select_rows_async<float, std::uint32_t>(pkeys.get(), rows, ld, ld, int(kk), SelectOrder::Smallest,
+                                            ckeys.get(), ccols.get(), streams[0]);
     // ccols index each query's row of partials; rerank maps them to ids.
     GKNN_CUDA(cudaMemsetAsync(uncertified.get(), 0, sizeof(int) * rows, streams[0]));
     rerank<<<rows, kRerankThreads, rerank_smem, streams[0]>>>(

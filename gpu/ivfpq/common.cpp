@@ -33,13 +33,29 @@ void check_image(const Image& image) {
   if (off.back() != std::int64_t(image.ids.size())) invalid("ivfpq: image ids do not match the last offset");
   if (image.codes.size() != image.ids.size() * std::size_t(code_size(image.quantizer.params)))
     invalid("ivfpq: image codes do not match entries x code_size");
-  if (!image.vectors.empty() &&
-      image.vectors.size() != image.ids.size() * std::size_t(image.quantizer.params.dim))
+  const std::size_t elements = image.ids.size() * std::size_t(image.quantizer.params.dim);
+  const std::size_t bit_bytes = image.ids.size() * std::size_t(bit_row_bytes(image.quantizer.params.dim));
+  if (!image.vectors.empty() && image.vectors.size() != elements)
     invalid("ivfpq: image vectors do not match entries x dim");
+  if (!image.half_vectors.empty() && image.half_vectors.size() != elements)
+    invalid("ivfpq: image half_vectors do not match entries x dim");
+  if (!image.bit_vectors.empty() && image.bit_vectors.size() != bit_bytes)
+    invalid("ivfpq: image bit_vectors do not match entries x ceil(dim / 8) bytes");
+  if (int(!image.vectors.empty()) + int(!image.half_vectors.empty()) + int(!image.bit_vectors.empty()) > 1)
+    invalid("ivfpq: an image holds float vectors, half_vectors or bit_vectors, not several");
 }
 
 bool has_vectors(const Image& image) {
-  return image.vectors.size() == image.ids.size() * std::size_t(image.quantizer.params.dim);
+  const std::size_t elements = image.ids.size() * std::size_t(image.quantizer.params.dim);
+  return image.vectors.size() == elements || image.half_vectors.size() == elements ||
+         image.bit_vectors.size() ==
+             image.ids.size() * std::size_t(bit_row_bytes(image.quantizer.params.dim));
+}
+
+VectorElement vector_element(const Image& image) {
+  return !image.half_vectors.empty()  ? VectorElement::Float16
+         : !image.bit_vectors.empty() ? VectorElement::Bit
+                                      : VectorElement::Float32;
 }
 
 void require_vectors(const Image& image) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gknn/ivfpq.h"
+#include "ivfpq/stored_rows.h"
 
 namespace gknn::ivfpq {
 
@@ -23,6 +24,22 @@ void check_exact(const float* queries, std::int64_t nq, int k, const std::int64_
                  const double* distances);
 // Throws Error(InvalidArgument) unless the image carries its vectors.
 void require_vectors(const Image& image);
+
+// Calls fn(rows) with the image's stored vectors as the accessor of their
+// element type (stored_rows.h: FloatRows, HalfRows, BitRows): the exact
+// searches are written once for every type.
+template <typename Fn>
+decltype(auto) with_stored_rows(const Image& image, Fn&& fn) {
+  switch (vector_element(image)) {
+    case VectorElement::Float16:
+      return fn(HalfRows{image.half_vectors.data()});
+    case VectorElement::Bit:
+      return fn(BitRows{image.bit_vectors.data()});
+    case VectorElement::Float32:
+      break;
+  }
+  return fn(FloatRows{image.vectors.data()});
+}
 
 // PQ candidates re-ranked per query: refine x k, at most every entry (more
 // could only add padding); throws when that does not fit an int.

@@ -4,7 +4,8 @@
 // The host works out the plan (delta_plan.h: copy runs in list order); the
 // GPU gathers the new arrays from the old ones:
 //   - codes and ids, in list order, by the plan's runs;
-//   - the vectors, kept in id order (device_image.h): the old rows that stay
+//   - the vectors (of any element type, gathered as rows of bytes), kept in
+//     id order (device_image.h): the old rows that stay
 //     keep their order, and each new entry goes before the first old row of
 //     a larger or equal id (a binary search in the old ranked ids); the
 //     host merges the two into runs of rows;
@@ -25,6 +26,7 @@
 #include "ivfpq/common.h"
 #include "ivfpq/delta_plan.h"
 #include "ivfpq/device_image.h"
+#include "ivfpq/stored_rows.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
 
@@ -127,6 +129,13 @@ void launch_gather(T* dst, const T* old_src, const T* fresh_src, const AsyncBuff
   GKNN_CUDA(cudaGetLastError());
 }
 
+// Bytes of one stored row (stored_rows.h's layouts).
+std::size_t row_bytes(const Params& p, VectorElement element) {
+  return element == VectorElement::Bit       ? std::size_t(bit_row_bytes(p.dim))
+         : element == VectorElement::Float16 ? sizeof(std::uint16_t) * p.dim
+                                             : sizeof(float) * p.dim;
+}
+
 // A new entry of the result, by the row it takes: its place among the old
 // rows (insert_at), its id, and which delta entry it is (and which of the
 // runs' fresh entries).
@@ -223,16 +232,28 @@ void DeviceImage::Impl::update_rows(const Impl& base, const DeltaPlan& plan, con
   AsyncBuffer<CopyRun> d_row_runs(row_runs.size(), s), d_rank_runs(rank_runs.size(), s);
   AsyncBuffer<std::int64_t> d_fresh_rows(fresh_rows.size(), s), d_removed(removed_rows.size(), s),
       d_insert(insert_at.size(), s), d_fresh_ids(delta.ids.size(), s);
-  AsyncBuffer<float> d_fresh_vectors(delta.vectors.size(), s);
+  // The new rows as bytes: floats, binary16 values or bit strings.
+  const std::size_t row = row_bytes(params, element);
+  const unsigned char* fresh_rows_host =
+      element == VectorElement::Float16 ? reinterpret_cast<const unsigned char*>(delta.half_vectors.data())
+      : element == VectorElement::Bit   ? delta.bit_vectors.data()
+                                        : reinterpret_cast<const unsigned char*>(delta.vectors.data());
+  AsyncBuffer<unsigned char> d_fresh_vectors(delta.ids.size() * row, s);
   to_device(d_row_runs.get(), row_runs.data(), row_runs.size(), s);
   to_device(d_rank_runs.get(), rank_runs.data(), rank_runs.size(), s);
   to_device(d_fresh_rows.get(), fresh_rows.data(), fresh_rows.size(), s);
   to_device(d_removed.get(), removed_rows.data(), removed_rows.size(), s);
   to_device(d_insert.get(), insert_at.data(), insert_at.size(), s);
   to_device(d_fresh_ids.get(), delta.ids.data(), delta.ids.size(), s);
-  to_device(d_fresh_vectors.get(), delta.vectors.data(), delta.vectors.size(), s);
-  launch_gather(vectors.get(), base.vectors.get(), d_fresh_vectors.get(), d_row_runs, row_runs.size(),
-                entries, params.dim, s);
+  to_device(d_fresh_vectors.get(), fresh_rows_host, delta.ids.size() * row, s);
+  // Stored rows as bytes (floats in `vectors`, the other types `packed`).
+  auto rows_of = [](const Impl& im) {
+    return im.element == VectorElement::Float32 ? reinterpret_cast<unsigned char*>(im.vectors.get())
+                                                : im.packed.get();
+  };
+  launch_gather(rows_of(*this), static_cast<const unsigned char*>(rows_of(base)),
+                static_cast<const unsigned char*>(d_fresh_vectors.get()), d_row_runs, row_runs.size(),
+                entries, std::int64_t(row), s);
   launch_gather(ranked_ids.get(), base.ranked_ids.get(), d_fresh_ids.get(), d_row_runs, row_runs.size(),
                 entries, 1, s);
   if (entries > 0) {
@@ -258,7 +279,13 @@ DeviceImage::Impl::Impl(const Impl& base, const DeltaPlan& plan, const ImageDelt
       ids(std::size_t(plan.entries())),
       d_offsets(plan.offsets.size()),
       with_vectors(plan.vectors),
-      vectors(plan.vectors ? std::size_t(plan.entries()) * base.params.dim : 0),
+      element(plan.element),
+      vectors(plan.vectors && plan.element == VectorElement::Float32
+                  ? std::size_t(plan.entries()) * base.params.dim
+                  : 0),
+      packed(plan.vectors && plan.element != VectorElement::Float32
+                 ? std::size_t(plan.entries()) * row_bytes(base.params, plan.element)
+                 : 0),
       rank(plan.vectors ? std::size_t(plan.entries()) : 0),
       ranked_ids(plan.vectors ? std::size_t(plan.entries()) : 0) {
   OwnedStream stream;
@@ -283,7 +310,8 @@ DeviceImage::Impl::Impl(const Impl& base, const DeltaPlan& plan, const ImageDelt
 
 DeviceImage DeviceImage::updated(const ImageDelta& delta) const {
   if (!impl_) throw Error(ErrorCode::InvalidArgument, "ivfpq: update of a moved-from DeviceImage");
-  const DeltaPlan plan = plan_delta(impl_->params, impl_->offsets, impl_->with_vectors, delta);
+  const DeltaPlan plan =
+      plan_delta(impl_->params, impl_->offsets, impl_->with_vectors, impl_->element, delta);
   GKNN_CUDA(cudaSetDevice(impl_->device));
   return DeviceImage(new Impl(*impl_, plan, delta));
 }

@@ -9,6 +9,7 @@
 
 #include "gknn/error.h"
 #include "ivfpq/common.h"
+#include "ivfpq/stored_rows.h"
 
 namespace gknn::ivfpq {
 namespace {
@@ -17,15 +18,40 @@ namespace {
   throw Error(ErrorCode::InvalidArgument, "ivfpq delta: " + what);
 }
 
-// Whether the new image carries vectors: the old one's state, which the
-// delta's new entries must share; an image of no entries takes the delta's.
-bool vectors_after(const Params& p, std::int64_t old_entries, bool old_vectors, const ImageDelta& d) {
+// Elements of the stored row of one entry in the array of `element`.
+std::size_t row_elements(const Params& p, VectorElement element) {
+  return element == VectorElement::Bit ? std::size_t(bit_row_bytes(p.dim)) : std::size_t(p.dim);
+}
+
+// The element type of the delta's new vectors (Float32 when none) and how
+// many elements it holds.
+VectorElement delta_element(const ImageDelta& d, std::size_t* size) {
+  const int arrays = !d.vectors.empty() + !d.half_vectors.empty() + !d.bit_vectors.empty();
+  if (arrays > 1) invalid("new vectors of two element types");
+  *size = d.vectors.size() + d.half_vectors.size() + d.bit_vectors.size();
+  return !d.half_vectors.empty()  ? VectorElement::Float16
+         : !d.bit_vectors.empty() ? VectorElement::Bit
+                                  : VectorElement::Float32;
+}
+
+// Whether the new image carries vectors, and of which element type: the old
+// one's, which the delta's new entries must share; an image of no entries
+// takes the delta's.
+bool vectors_after(const Params& p, std::int64_t old_entries, bool old_vectors, VectorElement old_element,
+                   const ImageDelta& d, VectorElement* element) {
   const std::size_t fresh = d.ids.size();
-  const bool carries = d.vectors.size() == fresh * std::size_t(p.dim);
-  if (!d.vectors.empty() && !carries) invalid("new vectors do not match new entries x dim");
-  if (old_entries == 0) return old_vectors && carries;
+  std::size_t size = 0;
+  const VectorElement de = delta_element(d, &size);
+  const bool carries = size == fresh * row_elements(p, de);
+  if (size != 0 && !carries) invalid("new vectors do not match new entries x their row");
+  *element = old_element;
+  if (old_entries == 0) {
+    if (carries && size != 0) *element = de;
+    return old_vectors && carries;
+  }
   if (old_vectors && !carries) invalid("new entries without vectors for an image that has them");
-  if (!old_vectors && !d.vectors.empty()) invalid("new vectors for an image that has none");
+  if (old_vectors && size != 0 && de != old_element) invalid("new vectors of another element type");
+  if (!old_vectors && size != 0) invalid("new vectors for an image that has none");
   return old_vectors;
 }
 
@@ -62,13 +88,13 @@ void add_run(std::vector<CopyRun>& runs, std::int64_t dst, std::int64_t src, std
 }  // namespace
 
 DeltaPlan plan_delta(const Params& params, const std::vector<std::int64_t>& offsets, bool vectors,
-                     const ImageDelta& d) {
+                     VectorElement element, const ImageDelta& d) {
   if (offsets.size() != std::size_t(params.lists) + 1) invalid("offsets do not match the lists");
   if (d.codes.size() != d.ids.size() * std::size_t(code_size(params)))
     invalid("new codes do not match new entries x code_size");
   check_splices(offsets, d);
   DeltaPlan plan;
-  plan.vectors = vectors_after(params, offsets.back(), vectors, d);
+  plan.vectors = vectors_after(params, offsets.back(), vectors, element, d, &plan.element);
   plan.offsets.assign(offsets.size(), 0);
   std::int64_t dst = 0;
   std::size_t next = 0;  // the next splice
@@ -101,28 +127,49 @@ std::vector<std::int64_t> largest_lists(const std::vector<std::int64_t>& offsets
   return largest;
 }
 
+namespace {
+
+// Calls fn(out's array, old's array, delta's array, elements per entry) for
+// the stored vectors of `element` (out and old may be one image).
+template <typename Fn>
+void with_rows(Image& out, const Image& old, const ImageDelta& delta, VectorElement element, Fn fn) {
+  const Params& p = old.quantizer.params;
+  if (element == VectorElement::Float16)
+    fn(out.half_vectors, old.half_vectors, delta.half_vectors, std::size_t(p.dim));
+  else if (element == VectorElement::Bit)
+    fn(out.bit_vectors, old.bit_vectors, delta.bit_vectors, std::size_t(bit_row_bytes(p.dim)));
+  else
+    fn(out.vectors, old.vectors, delta.vectors, std::size_t(p.dim));
+}
+
+// Appends the runs of `plan` from `old` and `fresh` to `out` (in entry
+// order, so appending lays the array out, with no zero fill first).
+template <typename T>
+void gather(std::vector<T>& out, const std::vector<T>& old, const std::vector<T>& fresh,
+            const DeltaPlan& plan, std::size_t per) {
+  out.reserve(std::size_t(plan.entries()) * per);
+  for (const CopyRun& r : plan.runs) {
+    const T* from = (r.fresh ? fresh : old).data() + r.src * per;
+    out.insert(out.end(), from, from + r.len * per);
+  }
+}
+
+}  // namespace
+
 Image apply_delta(const Image& image, const ImageDelta& delta) {
   check_image(image);
   const Params& p = image.quantizer.params;
-  const DeltaPlan plan = plan_delta(p, image.offsets, has_vectors(image), delta);
-  const std::size_t cs = std::size_t(code_size(p)), dim = std::size_t(p.dim), n = std::size_t(plan.entries());
+  const DeltaPlan plan = plan_delta(p, image.offsets, has_vectors(image), vector_element(image), delta);
   Image out;
   out.quantizer = image.quantizer;
   out.offsets = plan.offsets;
-  // The runs go in entry order: appending them lays the arrays out (no
-  // zero fill first, which would touch every page twice).
-  out.codes.reserve(n * cs);
-  out.ids.reserve(n);
-  out.vectors.reserve(plan.vectors ? n * dim : 0);
-  for (const CopyRun& r : plan.runs) {
-    const std::uint8_t* c = (r.fresh ? delta.codes : image.codes).data() + r.src * cs;
-    out.codes.insert(out.codes.end(), c, c + r.len * cs);
-    const std::int64_t* i = (r.fresh ? delta.ids : image.ids).data() + r.src;
-    out.ids.insert(out.ids.end(), i, i + r.len);
-    if (!plan.vectors) continue;
-    const float* v = (r.fresh ? delta.vectors : image.vectors).data() + r.src * dim;
-    out.vectors.insert(out.vectors.end(), v, v + r.len * dim);
-  }
+  gather(out.codes, image.codes, delta.codes, plan, std::size_t(code_size(p)));
+  gather(out.ids, image.ids, delta.ids, plan, 1);
+  if (plan.vectors)
+    with_rows(out, image, delta, plan.element,
+              [&](auto& rows, const auto& old, const auto& fresh, std::size_t per) {
+                gather(rows, old, fresh, plan, per);
+              });
   return out;
 }
 
@@ -164,23 +211,29 @@ void edit(std::vector<T>& a, const std::vector<T>& fresh, const DeltaPlan& plan,
 void apply_delta_in_place(Image& image, const ImageDelta& delta) {
   check_image(image);
   const Params& p = image.quantizer.params;
-  const DeltaPlan plan = plan_delta(p, image.offsets, has_vectors(image), delta);
-  if (plan.vectors == image.vectors.empty() && plan.entries() > 0) {
-    image = apply_delta(image, delta);  // an empty image that gains vectors: not an edit
+  const VectorElement element = vector_element(image);
+  const DeltaPlan plan = plan_delta(p, image.offsets, has_vectors(image), element, delta);
+  if (plan.vectors && image.ids.empty()) {
+    image = apply_delta(image, delta);  // an image of no entries that gains vectors: not an edit
     return;
   }
-  const std::size_t cs = std::size_t(code_size(p)), dim = std::size_t(p.dim), n = std::size_t(plan.entries());
+  const std::size_t cs = std::size_t(code_size(p)), n = std::size_t(plan.entries());
   // Every allocation first (geometric growth), so that nothing below throws.
   auto room = [](auto& v, std::size_t want) {
     if (want > v.capacity()) v.reserve(std::max(want, v.capacity() + v.capacity() / 2));
   };
   room(image.codes, n * cs);
   room(image.ids, n);
-  if (plan.vectors) room(image.vectors, n * dim);
+  if (plan.vectors)
+    with_rows(image, image, delta, element,
+              [&](auto& rows, const auto&, const auto&, std::size_t per) { room(rows, n * per); });
   std::vector<std::int64_t> offsets = plan.offsets;
   edit(image.codes, delta.codes, plan, cs);
   edit(image.ids, delta.ids, plan, 1);
-  if (plan.vectors) edit(image.vectors, delta.vectors, plan, dim);
+  if (plan.vectors)
+    with_rows(image, image, delta, element, [&](auto& rows, const auto&, const auto& fresh, std::size_t per) {
+      edit(rows, fresh, plan, per);
+    });
   image.offsets.swap(offsets);
 }
 

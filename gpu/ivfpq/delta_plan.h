@@ -19,19 +19,21 @@ struct CopyRun {
 };
 
 struct DeltaPlan {
-  std::vector<std::int64_t> offsets;  // the new image's, lists + 1
-  std::vector<CopyRun> runs;          // by dst, covering every new entry once
-  std::vector<std::int64_t> removed;  // old entries gone, ascending
-  bool vectors = false;               // the new image carries vectors
+  std::vector<std::int64_t> offsets;               // the new image's, lists + 1
+  std::vector<CopyRun> runs;                       // by dst, covering every new entry once
+  std::vector<std::int64_t> removed;               // old entries gone, ascending
+  bool vectors = false;                            // the new image carries vectors...
+  VectorElement element = VectorElement::Float32;  // ... of this element type
   std::int64_t entries() const { return offsets.back(); }
 };
 
 // The plan of `delta` over an image of `params` whose lists start at
-// `offsets` and which holds vectors (`vectors`: for an image of no entries,
-// whether its index keeps vectors at all). Throws Error(InvalidArgument)
-// when the delta does not fit (gknn/ivfpq_delta.h says how it must).
+// `offsets` and which holds vectors of `element` (`vectors`: for an image of
+// no entries, whether its index keeps vectors at all). Throws
+// Error(InvalidArgument) when the delta does not fit (gknn/ivfpq_delta.h
+// says how it must).
 DeltaPlan plan_delta(const Params& params, const std::vector<std::int64_t>& offsets, bool vectors,
-                     const ImageDelta& delta);
+                     VectorElement element, const ImageDelta& delta);
 
 // Largest[p]: entries in the p largest lists of `offsets` (p = 0..lists).
 std::vector<std::int64_t> largest_lists(const std::vector<std::int64_t>& offsets);

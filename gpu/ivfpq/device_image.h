@@ -84,9 +84,11 @@ struct DeviceImage::Impl {
   // The stored vectors, in id order (ties by entry): row r of `vectors` is
   // the entry of rank r, so a selection whose ties go by row goes by id.
   bool with_vectors = false;
-  DeviceBuffer<float> vectors;            // entries x dim, by rank
-  DeviceBuffer<std::int64_t> rank;        // entry -> rank
-  DeviceBuffer<std::int64_t> ranked_ids;  // rank -> id
+  VectorElement element = VectorElement::Float32;  // of the stored vectors
+  DeviceBuffer<float> vectors;                     // Float32: entries x dim, by rank
+  DeviceBuffer<unsigned char> packed;              // Float16, Bit: rows as stored_rows.h reads them, by rank
+  DeviceBuffer<std::int64_t> rank;                 // entry -> rank
+  DeviceBuffer<std::int64_t> ranked_ids;           // rank -> id
   // The exact search's GEMM half of the vectors, made by the first exact
   // search that takes the GEMM path (search_exact is const and may run on
   // several threads at once: the mutex guards the making).

@@ -1,7 +1,8 @@
-// search_exact_cpu: every stored vector ranked by its exact distance (the
-// SQL operator's value, gknn::distance), the k best kept by the k-selection
-// of gknn/select.h with ids as payloads, so ties go to the lower id. The
-// reference that DeviceImage::search_exact is compared with.
+// search_exact_cpu: every stored vector (float, binary16 or bits) ranked by
+// its exact distance (the SQL operator's value, stored_rows.h), the k best
+// kept by the k-selection of gknn/select.h with ids as payloads, so ties go
+// to the lower id. The reference that DeviceImage::search_exact is compared
+// with.
 #include <vector>
 
 #include "gknn/ivfpq.h"
@@ -24,8 +25,10 @@ void search_exact_cpu(const Image& image, const float* queries, std::int64_t nq,
   std::vector<std::uint64_t> out_payloads(k);
   for (std::int64_t q = 0; q < nq; ++q) {
     const float* query = queries + q * p.dim;
-    for (std::int64_t e = 0; e < n; ++e)
-      keys[e] = canonical_score(distance(p.metric, image.vectors.data() + e * p.dim, query, p.dim));
+    with_stored_rows(image, [&](auto rows) {
+      for (std::int64_t e = 0; e < n; ++e)
+        keys[e] = canonical_score(row_distance(p.metric, rows, e, query, p.dim));
+    });
     const std::int64_t got = select_topk_cpu<double, std::uint64_t>(
         keys.data(), payloads.data(), n, k, SelectOrder::Smallest, out_keys.data(), out_payloads.data());
     std::int64_t* row_ids = ids + q * k;

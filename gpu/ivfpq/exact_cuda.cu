@@ -13,6 +13,7 @@
 #include "runtime/cublas_loader.h"
 #include "ivfpq/common.h"
 #include "ivfpq/device_image.h"
+#include "ivfpq/exact_rows.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
 
@@ -47,6 +48,9 @@ void DeviceImage::search_exact(const float* queries, std::int64_t nq, int k, std
   if (impl_->entries == 0) return pad_exact(ids, distances, nq * k);
   const Impl& im = *impl_;
   GKNN_CUDA(cudaSetDevice(im.device));
+  if (im.element != VectorElement::Float32)  // binary16 or bit rows (exact_rows.h)
+    return packed_exact_search(im.element, im.packed.get(), im.entries, im.params.dim, im.params.metric,
+                               im.ranked_ids.get(), queries, nq, k, ids, distances, thread_stream(im.device));
   KnnRequest r;
   r.base = im.vectors.get();
   r.n = im.entries;

@@ -1,6 +1,6 @@
 // search_refined_cpu: the PQ search's refine x k best candidates of each
-// query, re-ranked by the exact distance of their stored vectors (the SQL
-// operator's value, gknn::distance) and cut to k by the k-selection of
+// query, re-ranked by the exact distance of their stored vectors (float,
+// binary16 or bits; the SQL operator's value, stored_rows.h) and cut to k by the k-selection of
 // gknn/select.h with ids as payloads, so ties go to the lower id.
 #include <algorithm>
 #include <vector>
@@ -13,16 +13,18 @@
 namespace gknn::ivfpq {
 namespace {
 
-// The k best of one query's candidates (image positions, -1 for padding).
-void rerank_one(const Image& image, const float* query, const std::int64_t* entries, int count, int k,
-                std::int64_t* ids, double* distances) {
+// The k best of one query's candidates (image positions, -1 for padding);
+// `rows`: the image's stored vectors (stored_rows.h).
+template <typename Rows>
+void rerank_one(const Image& image, Rows rows, const float* query, const std::int64_t* entries, int count,
+                int k, std::int64_t* ids, double* distances) {
   const Params& p = image.quantizer.params;
   std::vector<double> keys;
   std::vector<std::uint64_t> payloads;
   for (int j = 0; j < count; ++j) {
     const std::int64_t e = entries[j];
     if (e < 0) continue;
-    keys.push_back(canonical_score(distance(p.metric, image.vectors.data() + e * p.dim, query, p.dim)));
+    keys.push_back(canonical_score(row_distance(p.metric, rows, e, query, p.dim)));
     payloads.push_back(id_payload(image.ids[e]));
   }
   std::vector<double> out_keys(k);
@@ -54,7 +56,9 @@ void search_refined_cpu(const Image& image, const float* queries, std::int64_t n
   for (std::int64_t q = 0; q < nq; ++q) {
     const float* query = queries + q * p.dim;
     pq_candidates_cpu(image, query, 1, count, probes, entries.data(), pq_keys.data());
-    rerank_one(image, query, entries.data(), count, sp.k, ids + q * sp.k, distances + q * sp.k);
+    with_stored_rows(image, [&](auto rows) {
+      rerank_one(image, rows, query, entries.data(), count, sp.k, ids + q * sp.k, distances + q * sp.k);
+    });
   }
 }
 

@@ -21,6 +21,7 @@
 #include "gknn/ivfpq.h"
 #include "ivfpq/common.h"
 #include "ivfpq/device_image.h"
+#include "ivfpq/exact_rows.h"
 #include "ivfpq/scoring.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
@@ -128,9 +129,14 @@ void DeviceImage::Impl::refine_batch(const float* queries, std::int64_t rows, in
     q = raw.get();
   }
   AsyncBuffer<double> dist(n, s);
-  exact_distances<<<grid_for(n * kGroupLanes, kThreads), kThreads, 0, s>>>(
-      ranks.get(), rows, count, vectors.get(), q, dim, params.metric, dist.get());
-  GKNN_CUDA(cudaGetLastError());
+  if (element == VectorElement::Float32) {
+    exact_distances<<<grid_for(n * kGroupLanes, kThreads), kThreads, 0, s>>>(
+        ranks.get(), rows, count, vectors.get(), q, dim, params.metric, dist.get());
+    GKNN_CUDA(cudaGetLastError());
+  } else {  // binary16 or bit rows (exact_rows.h)
+    packed_rank_distances(element, packed.get(), ranks.get(), rows, count, q, dim, params.metric, dist.get(),
+                          s);
+  }
 
   AsyncBuffer<double> okeys(rows * k, s), odist(rows * k, s);
   AsyncBuffer<std::uint32_t> ocols(rows * k, s);

@@ -159,6 +159,20 @@ int activate(const Image& image, int device) {
 // id order (bounds the host staging buffer to about 64 MiB).
 std::int64_t staging_rows(int dim) { return std::max<std::int64_t>(1, (std::int64_t(1) << 24) / dim); }
 
+// Bytes of one stored row (stored_rows.h's layouts).
+std::size_t stored_row_bytes(const Image& image) {
+  const int dim = image.quantizer.params.dim;
+  switch (vector_element(image)) {
+    case VectorElement::Float16:
+      return sizeof(std::uint16_t) * dim;
+    case VectorElement::Bit:
+      return std::size_t(bit_row_bytes(dim));
+    case VectorElement::Float32:
+      break;
+  }
+  return sizeof(float) * dim;
+}
+
 }  // namespace
 
 DeviceImage::Impl::Impl(const Image& image, int dev)
@@ -172,7 +186,10 @@ DeviceImage::Impl::Impl(const Image& image, int dev)
       ids(image.ids.size()),
       d_offsets(image.offsets.size()),
       with_vectors(ivfpq::has_vectors(image)),
-      vectors(with_vectors ? image.vectors.size() : 0),
+      element(vector_element(image)),
+      vectors(with_vectors && element == VectorElement::Float32 ? image.vectors.size() : 0),
+      packed(with_vectors && element != VectorElement::Float32 ? stored_row_bytes(image) * image.ids.size()
+                                                               : 0),
       rank(with_vectors ? image.ids.size() : 0),
       ranked_ids(with_vectors ? image.ids.size() : 0) {
   keep_pool_memory(device);
@@ -197,8 +214,15 @@ DeviceImage::Impl::Impl(const Image& image, int dev)
 
 // The vectors go up in id order (a stable sort: equal ids keep entry
 // order), through a bounded staging buffer; rank and ranked_ids with them.
+// Rows are copied as bytes: floats, binary16 values or bit strings.
 void DeviceImage::Impl::upload_vectors(const Image& image) {
-  const int dim = params.dim;
+  const std::size_t row = stored_row_bytes(image);
+  const auto* src = element == VectorElement::Float16
+                        ? reinterpret_cast<const char*>(image.half_vectors.data())
+                    : element == VectorElement::Bit ? reinterpret_cast<const char*>(image.bit_vectors.data())
+                                                    : reinterpret_cast<const char*>(image.vectors.data());
+  char* dst = element == VectorElement::Float32 ? reinterpret_cast<char*>(vectors.get())
+                                                : reinterpret_cast<char*>(packed.get());
   std::vector<std::int64_t> order(entries);
   std::iota(order.begin(), order.end(), std::int64_t(0));
   std::stable_sort(order.begin(), order.end(),
@@ -208,14 +232,12 @@ void DeviceImage::Impl::upload_vectors(const Image& image) {
   upload(rank, host);
   for (std::int64_t r = 0; r < entries; ++r) host[r] = image.ids[order[r]];
   upload(ranked_ids, host);
-  const std::int64_t chunk = staging_rows(dim);
-  std::vector<float> staged(std::min(chunk, entries) * dim);
+  const std::int64_t chunk = staging_rows(int((row + 3) / 4));
+  std::vector<char> staged(std::min(chunk, entries) * row);
   for (std::int64_t r0 = 0; r0 < entries; r0 += chunk) {
     const std::int64_t n = std::min(chunk, entries - r0);
-    for (std::int64_t r = 0; r < n; ++r)
-      std::copy_n(image.vectors.data() + order[r0 + r] * dim, dim, staged.data() + r * dim);
-    GKNN_CUDA(
-        cudaMemcpy(vectors.get() + r0 * dim, staged.data(), sizeof(float) * n * dim, cudaMemcpyHostToDevice));
+    for (std::int64_t r = 0; r < n; ++r) std::copy_n(src + order[r0 + r] * row, row, staged.data() + r * row);
+    GKNN_CUDA(cudaMemcpy(dst + r0 * row, staged.data(), row * n, cudaMemcpyHostToDevice));
   }
 }
 
@@ -344,7 +366,8 @@ std::size_t DeviceImage::device_bytes() const {
     std::lock_guard<std::mutex> lock(im.gemm_mu);
     if (im.gemm) gemm = im.gemm->bytes();
   }
-  return sizeof(float) * (im.centroids.size() + im.codebooks.size() + im.vectors.size()) + im.codes.size() +
+  return sizeof(float) * (im.centroids.size() + im.codebooks.size() + im.vectors.size()) + im.packed.size() +
+         im.codes.size() +
          sizeof(std::int64_t) *
              (im.ids.size() + im.d_offsets.size() + im.rank.size() + im.ranked_ids.size()) +
          gemm;

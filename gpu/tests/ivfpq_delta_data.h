@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -17,38 +18,72 @@ namespace gknn::test {
 struct Entry {
   std::vector<std::uint8_t> code;
   std::int64_t id = 0;
-  std::vector<float> vector;  // empty where the image has none
+  std::vector<std::uint8_t> vector;  // the stored vector's bytes; empty where the image has none
 };
 using Lists = std::vector<std::vector<Entry>>;
 
+// Bytes of one stored vector of `element`.
+inline std::size_t row_bytes(const ivfpq::Params& p, ivfpq::VectorElement element) {
+  return element == ivfpq::VectorElement::Bit       ? (std::size_t(p.dim) + 7) / 8
+         : element == ivfpq::VectorElement::Float16 ? 2 * std::size_t(p.dim)
+                                                    : 4 * std::size_t(p.dim);
+}
+
+// The stored vectors of an image (or delta) as bytes, whatever their type.
+template <typename T>
+const std::uint8_t* row_data(const T& x, ivfpq::VectorElement element) {
+  return element == ivfpq::VectorElement::Float16
+             ? reinterpret_cast<const std::uint8_t*>(x.half_vectors.data())
+         : element == ivfpq::VectorElement::Bit ? x.bit_vectors.data()
+                                                : reinterpret_cast<const std::uint8_t*>(x.vectors.data());
+}
+template <typename T>
+void put_rows(T& x, ivfpq::VectorElement element, const std::vector<std::uint8_t>& bytes) {
+  if (element == ivfpq::VectorElement::Float16) {
+    x.half_vectors.resize(bytes.size() / 2);
+    std::memcpy(x.half_vectors.data(), bytes.data(), bytes.size());
+  } else if (element == ivfpq::VectorElement::Bit) {
+    x.bit_vectors = bytes;
+  } else {
+    x.vectors.resize(bytes.size() / 4);
+    std::memcpy(x.vectors.data(), bytes.data(), bytes.size());
+  }
+}
+
 inline Lists lists_of(const ivfpq::Image& im) {
-  const int cs = ivfpq::code_size(im.quantizer.params), dim = im.quantizer.params.dim;
-  const bool vec = !im.vectors.empty();
+  const int cs = ivfpq::code_size(im.quantizer.params);
+  const ivfpq::VectorElement element = ivfpq::vector_element(im);
+  const std::size_t rb = row_bytes(im.quantizer.params, element);
+  const bool vec = !im.vectors.empty() || !im.half_vectors.empty() || !im.bit_vectors.empty();
   Lists lists(im.quantizer.params.lists);
   for (int l = 0; l < int(lists.size()); ++l)
     for (std::int64_t e = im.offsets[l]; e < im.offsets[l + 1]; ++e) {
       Entry en;
       en.code.assign(im.codes.begin() + e * cs, im.codes.begin() + (e + 1) * cs);
       en.id = im.ids[e];
-      if (vec) en.vector.assign(im.vectors.begin() + e * dim, im.vectors.begin() + (e + 1) * dim);
+      if (vec) en.vector.assign(row_data(im, element) + e * rb, row_data(im, element) + (e + 1) * rb);
       lists[l].push_back(en);
     }
   return lists;
 }
 
-// The image holding `lists` (quantizer from `like`); vectors when `vec`.
-inline ivfpq::Image image_of(const ivfpq::Image& like, const Lists& lists, bool vec) {
+// The image holding `lists` (quantizer from `like`); vectors of `element`
+// when `vec`.
+inline ivfpq::Image image_of(const ivfpq::Image& like, const Lists& lists, bool vec,
+                             ivfpq::VectorElement element = ivfpq::VectorElement::Float32) {
   ivfpq::Image im;
   im.quantizer = like.quantizer;
   im.offsets.assign(1, 0);
+  std::vector<std::uint8_t> rows;
   for (const auto& list : lists) {
     for (const Entry& e : list) {
       im.codes.insert(im.codes.end(), e.code.begin(), e.code.end());
       im.ids.push_back(e.id);
-      if (vec) im.vectors.insert(im.vectors.end(), e.vector.begin(), e.vector.end());
+      if (vec) rows.insert(rows.end(), e.vector.begin(), e.vector.end());
     }
     im.offsets.push_back(std::int64_t(im.ids.size()));
   }
+  if (vec && !rows.empty()) put_rows(im, element, rows);
   return im;
 }
 
@@ -62,8 +97,12 @@ inline ivfpq::ImageDelta random_delta(const ivfpq::Image& im, int changes, unsig
   std::mt19937 rng(seed);
   const ivfpq::Params& p = im.quantizer.params;
   const int cs = ivfpq::code_size(p);
-  const bool vec = !im.vectors.empty() || im.ids.empty();
+  const ivfpq::VectorElement element = ivfpq::vector_element(im);
+  const std::size_t rb = row_bytes(p, element);
+  const bool vec =
+      !im.vectors.empty() || !im.half_vectors.empty() || !im.bit_vectors.empty() || im.ids.empty();
   const Lists before = lists_of(im);
+  std::vector<std::uint8_t> fresh_rows;
   *after = before;
   ivfpq::ImageDelta d;
   std::vector<std::int64_t> removed_ids;
@@ -78,8 +117,24 @@ inline ivfpq::ImageDelta random_delta(const ivfpq::Image& im, int changes, unsig
       d.ids.push_back(id);
       for (int b = 0; b < cs; ++b) d.codes.push_back(std::uint8_t(rng()));
       if ((p.m * p.nbits) % 8 != 0) d.codes.back() &= (1u << ((p.m * p.nbits) % 8)) - 1;
-      if (vec)
-        for (int j = 0; j < p.dim; ++j) d.vectors.push_back(float(int(rng() % 5) - 2));
+      if (vec) {
+        std::vector<std::uint8_t> row(rb);
+        if (element == ivfpq::VectorElement::Float32)
+          for (int j = 0; j < p.dim; ++j) {
+            const float v = float(int(rng() % 5) - 2);
+            std::memcpy(row.data() + 4 * j, &v, 4);
+          }
+        else if (element == ivfpq::VectorElement::Float16)
+          for (int j = 0; j < p.dim; ++j) {
+            const std::uint16_t h = std::uint16_t(0x3c00 + (rng() % 7) * 0x200);  // 1.0 .. about 3.5
+            std::memcpy(row.data() + 2 * j, &h, 2);
+          }
+        else
+          for (auto& b : row) b = std::uint8_t(rng());
+        if (element == ivfpq::VectorElement::Bit && p.dim % 8 != 0)
+          row.back() &= std::uint8_t(0xff << (8 - p.dim % 8));  // pad bits zero
+        fresh_rows.insert(fresh_rows.end(), row.begin(), row.end());
+      }
     }
     return first;
   };
@@ -118,13 +173,14 @@ inline ivfpq::ImageDelta random_delta(const ivfpq::Image& im, int changes, unsig
         Entry e;
         e.code.assign(d.codes.begin() + i * cs, d.codes.begin() + (i + 1) * cs);
         e.id = d.ids[i];
-        if (vec) e.vector.assign(d.vectors.begin() + i * p.dim, d.vectors.begin() + (i + 1) * p.dim);
+        if (vec) e.vector.assign(fresh_rows.begin() + i * rb, fresh_rows.begin() + (i + 1) * rb);
         ins.push_back(e);
       }
       list.insert(list.begin() + it->at, ins.begin(), ins.end());
     }
     d.splices.insert(d.splices.end(), mine.begin(), mine.end());
   }
+  if (vec && !fresh_rows.empty()) put_rows(d, element, fresh_rows);
   return d;
 }
 

@@ -86,6 +86,68 @@ inline ivfpq::Image awkward_image(const AwkwardImage& c) {
   return im;
 }
 
+// An awkward image's binary16 twin: each vector scaled off the grid
+// (x 0.37, some + 0.001: most elements round when made half; zeros stay),
+// stored as half_vectors; `twin` gets the same image with the halves'
+// float values as its float vectors. The exact searches over the two must
+// agree bit for bit (a halfvec distance is the distance of the widened
+// elements). NaN and infinities stay.
+inline ivfpq::Image half_image(const AwkwardImage& c, ivfpq::Image* twin) {
+  ivfpq::Image im = awkward_image(c);
+  im.half_vectors.resize(im.vectors.size());
+  for (std::size_t i = 0; i < im.vectors.size(); ++i) {
+    const float v = im.vectors[i];  // zeros stay zero (cosine's NaN rows)
+    im.half_vectors[i] = float_to_half(v * 0.37f + (v != 0.0f && i % 5 == 0 ? 0.001f : 0.0f));
+    im.vectors[i] = half_to_float(im.half_vectors[i]);
+  }
+  *twin = im;
+  twin->half_vectors.clear();
+  im.vectors.clear();
+  return im;
+}
+
+// An awkward image's bit-string twin: element d of an entry is set where its
+// grid value is > 0; stored packed, first element in the most significant bit
+// (PostgreSQL's layout); pad bits zero.
+inline ivfpq::Image bit_image(const AwkwardImage& c) {
+  ivfpq::Image im = awkward_image(c);
+  const std::size_t row = (std::size_t(c.dim) + 7) / 8;
+  im.bit_vectors.assign(im.ids.size() * row, 0);
+  for (std::size_t e = 0; e < im.ids.size(); ++e)
+    for (int d = 0; d < c.dim; ++d)
+      if (im.vectors[e * c.dim + d] > 0) im.bit_vectors[e * row + d / 8] |= std::uint8_t(0x80 >> (d % 8));
+  im.vectors.clear();
+  return im;
+}
+
+// The oracle of bit images: queries (0/1 values) packed, the popcount of
+// the XOR with each entry's bytes, a full sort by (count, id).
+inline void oracle_bits(const ivfpq::Image& im, const float* queries, std::int64_t nq, int k,
+                        std::vector<std::int64_t>& ids, std::vector<double>& dist) {
+  const int dim = im.quantizer.params.dim;
+  const std::size_t row = (std::size_t(dim) + 7) / 8;
+  ids.assign(nq * k, -7);
+  dist.assign(nq * k, 0.0);
+  for (std::int64_t q = 0; q < nq; ++q) {
+    std::vector<std::uint8_t> packed(row, 0);
+    for (int d = 0; d < dim; ++d)
+      if (queries[q * dim + d] != 0) packed[d / 8] |= std::uint8_t(0x80 >> (d % 8));
+    std::vector<std::pair<double, std::int64_t>> all;
+    for (std::size_t e = 0; e < im.ids.size(); ++e) {
+      int count = 0;
+      for (std::size_t b = 0; b < row; ++b)
+        count += __builtin_popcount(im.bit_vectors[e * row + b] ^ packed[b]);
+      all.push_back({double(count), im.ids[e]});
+    }
+    std::sort(all.begin(), all.end());
+    for (int j = 0; j < k; ++j) {
+      const bool real = j < int(all.size());
+      ids[q * k + j] = real ? all[j].second : -1;
+      dist[q * k + j] = real ? all[j].first : NAN;
+    }
+  }
+}
+
 // Queries on the same grid, a zero one among them.
 inline std::vector<float> grid_queries(std::int64_t nq, int dim, unsigned seed) {
   std::mt19937 rng(seed);

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -73,6 +74,46 @@ TEST(Distance, CanonicalScoreAndOrder) {
   EXPECT_TRUE(gknn::score_less(INFINITY, 9, c, 0));  // NaN above +inf
   EXPECT_FALSE(gknn::score_less(c, 0, INFINITY, 9));
   EXPECT_TRUE(gknn::score_less(c, 0, c, 1));
+}
+
+// Every finite binary16 value at random (subnormals, both zeros, the extremes).
+std::vector<std::uint16_t> random_halves(std::mt19937& rng, int n) {
+  std::uniform_int_distribution<int> bits(0, 0xffff);
+  std::vector<std::uint16_t> v(n);
+  for (auto& h : v) {
+    do h = std::uint16_t(bits(rng));
+    while ((h & 0x7c00) == 0x7c00);  // no NaN or infinity: halfvec stores none
+  }
+  return v;
+}
+
+std::vector<float> widened(const std::vector<std::uint16_t>& h) {
+  std::vector<float> f(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) f[i] = gknn::half_to_float(h[i]);
+  return f;
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// A distance over halves is the distance over their float values, bit for
+// bit, in every mix of element types and every metric (what the halfvec
+// operators compute), for lengths that exercise the tail loop.
+TEST(Distance, HalvesAreTheirFloatValues) {
+  std::mt19937 rng(17);
+  for (int n : {1, 2, 7, 8, 9, 15, 17, 100, 784, 1001, 3072}) {
+    const auto ha = random_halves(rng, n), hb = random_halves(rng, n);
+    const auto fa = widened(ha), fb = widened(hb);
+    for (auto m : {gknn::Metric::L2, gknn::Metric::InnerProduct, gknn::Metric::Cosine, gknn::Metric::L1}) {
+      const double want = gknn::distance(m, fa.data(), fb.data(), n);
+      EXPECT_TRUE(same_bits(gknn::distance(m, ha.data(), hb.data(), n), want)) << n << " " << int(m);
+      EXPECT_TRUE(same_bits(gknn::distance(m, ha.data(), fb.data(), n), want)) << n << " " << int(m);
+      EXPECT_TRUE(same_bits(gknn::distance(m, fa.data(), hb.data(), n), want)) << n << " " << int(m);
+    }
+  }
+  const std::uint16_t one = 0x3c00, two = 0x4000;                                // 1.0, 2.0
+  const std::uint16_t a[] = {one, two, 0x4200}, b[] = {0x4400, 0x4500, 0x4600};  // {1,2,3}, {4,5,6}
+  EXPECT_DOUBLE_EQ(gknn::l2_distance(a, b, 3), std::sqrt(27.0));
+  EXPECT_FLOAT_EQ(gknn::inner_product(a, b, 3), 32.0f);
 }
 
 }  // namespace

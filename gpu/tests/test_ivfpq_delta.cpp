@@ -28,25 +28,37 @@ void expect_same_image(const Image& want, const Image& got) {
   EXPECT_EQ(want.ids, got.ids);
   ASSERT_EQ(want.vectors.size(), got.vectors.size());
   EXPECT_EQ(0, std::memcmp(want.vectors.data(), got.vectors.data(), sizeof(float) * want.vectors.size()));
+  EXPECT_EQ(want.half_vectors, got.half_vectors);
+  EXPECT_EQ(want.bit_vectors, got.bit_vectors);
 }
 
 class IvfpqDeltaCpu : public ::testing::TestWithParam<AwkwardImage> {};
 
 // A chain of random deltas (removals, insertions, replacements, appends,
 // reused ids), each applied to the last result, equals the oracle's image
-// every time, made anew or edited in place; with and without vectors.
+// every time, made anew or edited in place; with float, binary16 or bit
+// vectors, and without.
 TEST_P(IvfpqDeltaCpu, ChainsOfDeltasEqualTheEditedImage) {
   const AwkwardImage c = GetParam();
-  for (bool vec : {true, false}) {
-    Image im = gknn::test::awkward_image(c);
-    if (!vec) im.vectors.clear();
+  // Stored vectors: float, none, binary16, bit strings.
+  for (int kind = 0; kind < 4; ++kind) {
+    Image twin;
+    Image im = kind == 2   ? gknn::test::half_image(c, &twin)
+               : kind == 3 ? gknn::test::bit_image(c)
+                           : gknn::test::awkward_image(c);
+    if (kind == 1) im.vectors.clear();
     std::int64_t next_id = std::int64_t(1) << 40;
     for (int round = 0; round < 12; ++round) {
       gknn::test::Lists after;
       const ImageDelta d =
           gknn::test::random_delta(im, 1 + round % 7 * 3, c.seed * 100 + round, &next_id, round % 2, &after);
-      // An image of no entries takes the delta's vectors (random_delta gives it some).
-      const Image want = gknn::test::image_of(im, after, !im.vectors.empty() || im.ids.empty());
+      // An image of no entries takes the delta's vectors (random_delta gives
+      // it float ones).
+      const bool vec =
+          im.ids.empty() || !im.vectors.empty() || !im.half_vectors.empty() || !im.bit_vectors.empty();
+      const auto element =
+          im.ids.empty() ? gknn::ivfpq::VectorElement::Float32 : gknn::ivfpq::vector_element(im);
+      const Image want = gknn::test::image_of(im, after, vec, element);
       const Image got = gknn::ivfpq::apply_delta(im, d);
       expect_same_image(want, got);
       Image edited = im;
@@ -135,6 +147,10 @@ TEST(IvfpqDeltaCpu, DeltasThatDoNotFitAreRefused) {
   ImageDelta odd = with({Splice{0, 0, 0, 0, 1}});
   odd.vectors.pop_back();
   EXPECT_TRUE(refused(odd));
+  ImageDelta halves = with({Splice{0, 0, 0, 0, 1}});
+  halves.vectors.clear();
+  halves.half_vectors = {1, 2, 3, 4};
+  EXPECT_TRUE(refused(halves));  // vectors of another element type
   ImageDelta wide = with({Splice{0, 0, 0, 0, 1}});
   wide.codes.push_back(0);
   EXPECT_TRUE(refused(wide));

@@ -75,9 +75,12 @@ class IvfpqDeltaGpu : public ::testing::TestWithParam<AwkwardImage> {};
 TEST_P(IvfpqDeltaGpu, ChainsOfDeltasSearchAsTheEditedImage) {
   GKNN_NEED_GPU();
   const AwkwardImage c = GetParam();
-  for (bool vec : {true, false}) {
-    Image im = gknn::test::awkward_image(c);
-    if (!vec) im.vectors.clear();
+  for (int kind = 0; kind < 4; ++kind) {  // float, none, binary16, bit vectors
+    Image twin;
+    Image im = kind == 2   ? gknn::test::half_image(c, &twin)
+               : kind == 3 ? gknn::test::bit_image(c)
+                           : gknn::test::awkward_image(c);
+    if (kind == 1) im.vectors.clear();
     DeviceImage dev(im, 0);
     const std::vector<float> queries = gknn::test::grid_queries(40, c.dim, c.seed + 7);
     std::int64_t next_id = std::int64_t(1) << 40;
@@ -88,7 +91,7 @@ TEST_P(IvfpqDeltaGpu, ChainsOfDeltasSearchAsTheEditedImage) {
       const Image before = im;
       im = gknn::ivfpq::apply_delta(im, d);
       DeviceImage next = dev.updated(d);
-      const std::string where = "round " + std::to_string(round) + (vec ? " vectors" : " no vectors");
+      const std::string where = "round " + std::to_string(round) + " kind " + std::to_string(kind);
       EXPECT_EQ(all_ids(next, std::int64_t(im.ids.size())), im.ids) << where;
       const DeviceImage fresh(im, 0);
       EXPECT_EQ(next.device_bytes(), fresh.device_bytes()) << where;

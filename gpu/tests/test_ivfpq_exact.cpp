@@ -99,6 +99,67 @@ INSTANTIATE_TEST_SUITE_P(Shapes, IvfpqExactCpu,
                                   std::to_string(c.lists) + "_" + gknn::test::metric_label(c.metric);
                          });
 
+// Binary16 vectors (a halfvec index): the same rows and distance bits as
+// the image whose float vectors are the halves' values, and the oracle's.
+TEST_P(IvfpqExactCpu, HalfVectorsRankAsTheirFloatValues) {
+  const AwkwardImage c = GetParam();
+  Image twin;
+  const Image im = gknn::test::half_image(c, &twin);
+  ASSERT_TRUE(gknn::ivfpq::has_vectors(im));
+  ASSERT_EQ(gknn::ivfpq::vector_element(im) == gknn::ivfpq::VectorElement::Float16, c.entries > 0);
+  const std::int64_t nq = 4;
+  const std::vector<float> queries = gknn::test::grid_queries(nq, c.dim, c.seed + 4);
+  for (int k : {1, 7, int(c.entries) + 5}) {
+    std::vector<std::int64_t> ids(nq * k), twin_ids(nq * k), want_ids;
+    std::vector<double> dist(nq * k), twin_dist(nq * k), want_dist;
+    gknn::ivfpq::search_exact_cpu(im, queries.data(), nq, k, ids.data(), dist.data());
+    gknn::ivfpq::search_exact_cpu(twin, queries.data(), nq, k, twin_ids.data(), twin_dist.data());
+    gknn::test::oracle_exact(twin, queries.data(), nq, k, want_ids, want_dist);
+    EXPECT_EQ(ids, twin_ids) << "k " << k;
+    EXPECT_EQ(ids, want_ids) << "k " << k;
+    EXPECT_TRUE(gknn::test::same_canonical(twin_dist, dist)) << "k " << k;
+    EXPECT_TRUE(gknn::test::same_canonical(want_dist, dist)) << "k " << k;
+  }
+  for (int refine : {1, 4}) {
+    const SearchParams sp = refined(6, 2, refine);
+    std::vector<std::int64_t> ids(nq * sp.k), want_ids;
+    std::vector<double> dist(nq * sp.k), want_dist;
+    gknn::ivfpq::search_refined_cpu(im, queries.data(), nq, sp, ids.data(), dist.data());
+    gknn::test::oracle_refined(twin, queries.data(), nq, sp, want_ids, want_dist);
+    EXPECT_EQ(ids, want_ids) << "refine " << refine;
+    EXPECT_TRUE(gknn::test::same_canonical(want_dist, dist)) << "refine " << refine;
+  }
+}
+
+// Bit strings (a bit_hamming_ops index): the exact distance is the Hamming
+// distance to the query's 0/1 values, whatever the metric, checked against a
+// popcount oracle over the packed bytes, ties by id.
+TEST_P(IvfpqExactCpu, BitVectorsRankByHammingDistance) {
+  const AwkwardImage c = GetParam();
+  const Image im = gknn::test::bit_image(c);
+  ASSERT_TRUE(gknn::ivfpq::has_vectors(im));
+  const std::int64_t nq = 4;
+  std::vector<float> queries = gknn::test::grid_queries(nq, c.dim, c.seed + 5);
+  for (auto& v : queries) v = v > 0 ? 1.0f : 0.0f;
+  for (int k : {1, 7, int(c.entries) + 5}) {
+    std::vector<std::int64_t> ids(nq * k), want_ids;
+    std::vector<double> dist(nq * k), want_dist;
+    gknn::ivfpq::search_exact_cpu(im, queries.data(), nq, k, ids.data(), dist.data());
+    gknn::test::oracle_bits(im, queries.data(), nq, k, want_ids, want_dist);
+    EXPECT_EQ(ids, want_ids) << "k " << k;
+    EXPECT_TRUE(gknn::test::same_canonical(want_dist, dist)) << "k " << k;
+  }
+  // The re-rank of every entry is the exact search.
+  const int k = 6;
+  std::vector<std::int64_t> ids(nq * k), exact_ids(nq * k);
+  std::vector<double> dist(nq * k), exact_dist(nq * k);
+  gknn::ivfpq::search_refined_cpu(im, queries.data(), nq, refined(k, c.lists, int(c.entries) + 1), ids.data(),
+                                  dist.data());
+  gknn::ivfpq::search_exact_cpu(im, queries.data(), nq, k, exact_ids.data(), exact_dist.data());
+  EXPECT_EQ(ids, exact_ids);
+  EXPECT_TRUE(gknn::test::same_canonical(exact_dist, dist));
+}
+
 // Equal vectors under shuffled ids: equal distances, returned by ascending
 // id (the SQL order with ties by TID), whatever the entry order.
 TEST(IvfpqExact, TiesGoToTheLowerId) {
@@ -186,6 +247,24 @@ TEST(IvfpqExact, RejectsBadArguments) {
         gknn::ivfpq::search_cpu(wrong, q.data(), 1, {5, 1}, ids.data(), fdist.data());
       },
       "vectors");
+
+  // Half vectors of the wrong size, or beside float vectors.
+  Image half = im;
+  half.half_vectors.assign(im.vectors.size(), 0x3c00);
+  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(half, q.data(), 1, 5, ids.data(), dist.data()); },
+                 "not several");
+  half.vectors.clear();
+  EXPECT_NO_THROW(gknn::ivfpq::search_exact_cpu(half, q.data(), 1, 5, ids.data(), dist.data()));
+  half.half_vectors.pop_back();
+  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(half, q.data(), 1, 5, ids.data(), dist.data()); },
+                 "half_vectors");
+  Image bits = im;
+  bits.vectors.clear();
+  bits.bit_vectors.assign(im.ids.size(), 0x80);  // dim 3: one byte per entry
+  EXPECT_NO_THROW(gknn::ivfpq::search_exact_cpu(bits, q.data(), 1, 5, ids.data(), dist.data()));
+  bits.bit_vectors.push_back(0);
+  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(bits, q.data(), 1, 5, ids.data(), dist.data()); },
+                 "bit_vectors");
 
   // Without vectors: the PQ search works as before, the exact ones say why not.
   Image bare = im;

@@ -88,6 +88,63 @@ INSTANTIATE_TEST_SUITE_P(Shapes, IvfpqExactGpu,
                                   std::to_string(c.lists) + "_" + gknn::test::metric_label(c.metric);
                          });
 
+// Binary16 vectors stay binary16 on the GPU (half the bytes of floats) and
+// give the CPU's rows and distance bits: the re-rank widens them in its
+// distance kernel, the exact search ranks them by brute force.
+TEST_P(IvfpqExactGpu, HalfVectorsEqualCpu) {
+  GKNN_NEED_GPU();
+  const AwkwardImage c = GetParam();
+  Image twin;
+  const Image im = gknn::test::half_image(c, &twin);
+  const DeviceImage dev(im, 0), float_dev(twin, 0);
+  EXPECT_TRUE(dev.has_vectors());
+  EXPECT_EQ(float_dev.device_bytes() - dev.device_bytes(), 2 * std::size_t(c.entries) * c.dim);
+  const std::vector<float> queries = gknn::test::grid_queries(70, c.dim, c.seed + 6);
+  for (std::int64_t nq : {1, 70}) {
+    for (int k : {1, 6, 40})
+      for (int refine : {1, 1000})
+        for (int probes : {1, c.lists})
+          expect_refined_equal(im, dev, queries, nq, refined(k, probes, refine));
+    for (int k : {1, 7, int(c.entries) + 5}) expect_exact_equal(im, dev, queries, nq, k);
+  }
+}
+
+// Bit strings: the Hamming distance, on the GPU as on the CPU.
+TEST_P(IvfpqExactGpu, BitVectorsEqualCpu) {
+  GKNN_NEED_GPU();
+  const AwkwardImage c = GetParam();
+  const Image im = gknn::test::bit_image(c);
+  const DeviceImage dev(im, 0);
+  EXPECT_TRUE(dev.has_vectors());
+  std::vector<float> queries = gknn::test::grid_queries(70, c.dim, c.seed + 7);
+  for (auto& v : queries) v = v > 0 ? 1.0f : 0.0f;
+  for (std::int64_t nq : {1, 70}) {
+    for (int k : {1, 6, 40})
+      for (int refine : {1, 1000})
+        for (int probes : {1, c.lists})
+          expect_refined_equal(im, dev, queries, nq, refined(k, probes, refine));
+    for (int k : {1, 7, int(c.entries) + 5}) expect_exact_equal(im, dev, queries, nq, k);
+  }
+}
+
+// More than one row selection holds (k past 2048), and several query
+// batches of the brute force, with binary16 and bit rows.
+TEST(IvfpqExactGpu, PackedRowsLargeKAndManyQueries) {
+  GKNN_NEED_GPU();
+  Image twin;
+  const Image half = gknn::test::half_image({8, 4, 6, 6, 5000, Metric::L2, 32}, &twin);
+  const Image bits = gknn::test::bit_image({13, 13, 4, 6, 5000, Metric::L2, 33});
+  const DeviceImage hdev(half, 0), bdev(bits, 0);
+  const std::vector<float> hq = gknn::test::grid_queries(20000, 8, 34);
+  std::vector<float> bq = gknn::test::grid_queries(20000, 13, 35);
+  for (auto& v : bq) v = v > 0 ? 1.0f : 0.0f;
+  expect_exact_equal(half, hdev, hq, 3, 2100);
+  expect_exact_equal(bits, bdev, bq, 3, 2100);
+  expect_refined_equal(half, hdev, hq, 3, refined(2100, 6, 2));
+  expect_exact_equal(half, hdev, hq, 20000, 3);  // 2^26 / 5000 queries a batch: two batches
+  expect_exact_equal(bits, bdev, bq, 20000, 3);
+}
+
 // Continuous clustered data (no infinities): the GEMM path certifies most
 // queries, in every precision, and must still equal the CPU; cosine keeps
 // raw vectors of varied norms.

@@ -7,7 +7,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(103);
+SELECT plan(104);
 
 -- Move the existing installation out of the way and put stand-ins for
 -- pgvector's objects into public.
@@ -209,6 +209,18 @@ SELECT ok((SELECT entries = 200 FROM gknn.gknn_ivfpq_info('ivf_in_idx')),
           'gknn.gknn_ivfpq_info with search_path = public');
 RESET enable_seqscan;
 DROP TABLE ivf_in;
+-- and a halfvec expression index through gknn's halfvec operator class
+CREATE TEMP TABLE ivf_h (id int, v gknn.vector(2));
+INSERT INTO ivf_h SELECT i, ARRAY[i % 7, i % 5]::float8[]::gknn.vector FROM generate_series(1, 200) i;
+CREATE INDEX ivf_h_idx ON ivf_h USING gpu_ivfpq ((v::gknn.halfvec(2)) gknn.halfvec_l2_ops) WITH (lists = 4, m = 1);
+SET LOCAL enable_seqscan = off;
+SET LOCAL gknn.ivfpq_exact = on;
+SELECT is((SELECT array_agg(id) FROM (SELECT id FROM ivf_h ORDER BY v::gknn.halfvec(2) OPERATOR(gknn.<->)
+                                      '[1,1]'::gknn.halfvec(2) LIMIT 4) s),
+          '{1,36,71,106}'::int[], 'a gpu_ivfpq halfvec expression index with search_path = public');
+RESET gknn.ivfpq_exact;
+RESET enable_seqscan;
+DROP TABLE ivf_h;
 
 -- halfvec and || with search_path = public: gknn.halfvec beside public.halfvec.
 SELECT is((SELECT typnamespace::regnamespace::text FROM pg_type

@@ -9,7 +9,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(30);
+SELECT plan(31);
 
 -- vector_send -------------------------------------------------------------------------
 SELECT is(vector_send('[1,2,3]'), '\x000300003f8000004000000040400000'::bytea,
@@ -99,11 +99,14 @@ SELECT lives_ok(pg_temp.copy_from('recv_3', ARRAY['\x000300003f80000040000000404
 SELECT throws_ok(pg_temp.copy_from('recv_3', ARRAY['\x000200003f80000040000000'::bytea]),
                  '22000', 'expected 3 dimensions, not 2', 'vector_recv checks the typmod');
 SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x000200013f80000040000000'::bytea]),
-                 '22P03', 'expected unused to be 0, not 1', 'vector_recv rejects unused <> 0');
+                 '22000', 'expected unused to be 0, not 1', 'vector_recv rejects unused <> 0 (as pgvector)');
+SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x0002ffff3f80000040000000'::bytea]),
+                 '22000', 'expected unused to be 0, not 65535', 'vector_recv reads unused unsigned (as pgvector)');
 SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x00000000'::bytea]),
                  '22000', 'vector must have at least 1 dimension', 'vector_recv rejects dim 0');
 SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\xffff0000'::bytea]),
-                 '22000', 'vector must have at least 1 dimension', 'vector_recv rejects a negative dim');
+                 '54000', 'vector cannot have more than 16000 dimensions',
+                 'vector_recv reads dim unsigned: 0xffff is 65535 dimensions (as pgvector)');
 SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x3e810000'::bytea]),
                  '54000', 'vector cannot have more than 16000 dimensions', 'vector_recv rejects dim 16001');
 SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x000100007fc00000'::bytea]),

@@ -5,10 +5,18 @@
 // order is part of the contract: it lets the host compiler vectorise without
 // -ffast-math, and a GPU thread that runs the same code (built without FMA
 // contraction) produces the same bits, so CPU and GPU results compare equal.
+//
+// Elements are float (vector) or std::uint16_t, the bits of a binary16 value
+// (halfvec). A half is widened to float exactly before any arithmetic, so a
+// distance over halves is the distance over their float values, bit for bit:
+// what the halfvec SQL operators compute (they widen, then call these), and
+// what a kernel reading halves from GPU memory computes.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+
+#include "gknn/half.h"
 
 #if defined(__CUDACC__)
 #define GKNN_HD __host__ __device__ __forceinline__
@@ -55,33 +63,42 @@ GKNN_HD T combine_lanes(const T (&acc)[kLanes]) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-template <typename Op>
-GKNN_HD float lane_sum(const float* a, const float* b, int n, Op op) {
+// An element's value as a float: exact for both element types.
+GKNN_HD float widen(float x) { return x; }
+GKNN_HD float widen(std::uint16_t h) { return half_to_float(h); }
+
+template <typename A, typename B, typename Op>
+GKNN_HD float lane_sum(const A* a, const B* b, int n, Op op) {
   float acc[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     GKNN_UNROLL
-    for (int l = 0; l < kLanes; ++l) acc[l] += op(a[i + l], b[i + l]);
+    for (int l = 0; l < kLanes; ++l) acc[l] += op(widen(a[i + l]), widen(b[i + l]));
   }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += op(a[i], b[i]);
+  for (int l = 0; i < n; ++i, ++l) acc[l] += op(widen(a[i]), widen(b[i]));
   return combine_lanes(acc);
 }
 
 }  // namespace detail
 
-GKNN_HD float l2_squared_distance(const float* a, const float* b, int n) {
+// A and B: float or std::uint16_t (binary16 bits), in any combination.
+template <typename A, typename B>
+GKNN_HD float l2_squared_distance(const A* a, const B* b, int n) {
   return detail::lane_sum(a, b, n, detail::SquaredDiff{});
 }
 
-GKNN_HD float inner_product(const float* a, const float* b, int n) {
+template <typename A, typename B>
+GKNN_HD float inner_product(const A* a, const B* b, int n) {
   return detail::lane_sum(a, b, n, detail::Product{});
 }
 
-GKNN_HD float l1_distance(const float* a, const float* b, int n) {
+template <typename A, typename B>
+GKNN_HD float l1_distance(const A* a, const B* b, int n) {
   return detail::lane_sum(a, b, n, detail::AbsDiff{});
 }
 
-GKNN_HD double l2_distance(const float* a, const float* b, int n) {
+template <typename A, typename B>
+GKNN_HD double l2_distance(const A* a, const B* b, int n) {
   return std::sqrt(static_cast<double>(l2_squared_distance(a, b, n)));
 }
 
@@ -98,7 +115,8 @@ GKNN_HD double norm(const float* a, int n) {
 }
 
 // 1 - cosine similarity; NaN when either vector has zero norm (as pgvector).
-GKNN_HD double cosine_distance(const float* a, const float* b, int n) {
+template <typename A, typename B>
+GKNN_HD double cosine_distance(const A* a, const B* b, int n) {
   float dot = inner_product(a, b, n);
   float na = inner_product(a, a, n);
   float nb = inner_product(b, b, n);
@@ -111,7 +129,8 @@ GKNN_HD double cosine_distance(const float* a, const float* b, int n) {
 }
 
 // The value of the SQL operator for a metric, as ORDER BY sees it.
-GKNN_HD double distance(Metric metric, const float* a, const float* b, int n) {
+template <typename A, typename B>
+GKNN_HD double distance(Metric metric, const A* a, const B* b, int n) {
   switch (metric) {
     case Metric::L2:
       return l2_distance(a, b, n);
@@ -123,6 +142,19 @@ GKNN_HD double distance(Metric metric, const float* a, const float* b, int n) {
       return static_cast<double>(l1_distance(a, b, n));
   }
   return NAN;
+}
+
+// The Hamming distance between a bit string (PostgreSQL's layout: ceil(n/8)
+// bytes, the first element in the most significant bit) and a query given
+// as n floats, an element set where the float is not 0: the <~> operator's
+// value when the query holds a bit string's 0/1 values.
+GKNN_HD double bit_hamming_distance(const std::uint8_t* bits, const float* query, int n) {
+  int differ = 0;
+  for (int i = 0; i < n; ++i) {
+    const bool set = (bits[i >> 3] >> (7 - (i & 7))) & 1;
+    differ += set != (query[i] != 0.0f);
+  }
+  return double(differ);
 }
 
 // Canonical sort key of a distance: one NaN (above every number, as

@@ -93,22 +93,37 @@ void encode(const Quantizer& q, const float* x, std::int64_t n, int device, std:
 // [offsets[l], offsets[l+1]) of codes (code_size bytes each) and ids (the
 // extension's heap TIDs as integers).
 //
-// `vectors`, when not empty, holds each entry's full vector, in the order of
-// `ids`: the raw vectors as the table stores them, under cosine too (not
-// normalised), because the exact searches must reproduce the SQL operator's
-// value, which gknn::distance computes on the raw vectors. Empty means not
-// stored: the image then serves search and search_cpu only, as before. (An
-// image of no entries holds its zero vectors either way.)
+// `vectors` (float elements: vector columns), `half_vectors` (binary16
+// elements as their 16 bits: halfvec columns) or `bit_vectors` (bit strings:
+// ceil(dim / 8) bytes per entry, the first element in the most significant
+// bit, as PostgreSQL's bit type stores them), at most one of them not
+// empty, holds each entry's full vector, in the order of `ids`: the raw
+// vectors as the table stores them, under cosine too (not normalised),
+// because the exact searches must reproduce the SQL operator's value, which
+// gknn::distance computes on the raw elements (halves widened to float,
+// exactly as the halfvec operators do). For bit strings the exact distance
+// is the Hamming distance (the <~> operator; the quantizer's metric is L2
+// over the 0/1 values, whose square is the Hamming distance). Everything
+// else in the image (the quantizer, the codes, the queries) is float
+// whatever the element type: halves are trained on, encoded and searched as
+// their float values, bits as 0 and 1. All empty means not stored: the
+// image then serves search and search_cpu only, as before. (An image of no
+// entries holds its zero vectors either way.)
 struct Image {
   Quantizer quantizer;
-  std::vector<std::int64_t> offsets;  // lists + 1
-  std::vector<std::uint8_t> codes;    // offsets.back() x code_size
-  std::vector<std::int64_t> ids;      // offsets.back()
-  std::vector<float> vectors;         // empty, or offsets.back() x dim
+  std::vector<std::int64_t> offsets;        // lists + 1
+  std::vector<std::uint8_t> codes;          // offsets.back() x code_size
+  std::vector<std::int64_t> ids;            // offsets.back()
+  std::vector<float> vectors;               // empty, or offsets.back() x dim
+  std::vector<std::uint16_t> half_vectors;  // empty, or offsets.back() x dim binary16 values
+  std::vector<std::uint8_t> bit_vectors;    // empty, or offsets.back() x ceil(dim / 8) bytes
 };
 
 // Whether `image` carries its entries' vectors (the exact searches need them).
 bool has_vectors(const Image& image);
+// The element type of the vectors an image stores (Float32 when none).
+enum class VectorElement { Float32, Float16, Bit };
+VectorElement vector_element(const Image& image);
 
 struct SearchParams {
   int k = 10;      // candidates returned per query

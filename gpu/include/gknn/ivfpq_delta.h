@@ -35,18 +35,21 @@ struct Splice {
 // Splices go by list, then position: within a list each one starts at or
 // after the end of the one before (at >= at' + remove'); two insertions at
 // the same place land in the order given. New entries are held like an
-// image's (codes, ids, and vectors where the image has them); a splice may
-// use any of them, in any order.
+// image's (codes, ids, and vectors of the image's element type where it has
+// them); a splice may use any of them, in any order.
 struct ImageDelta {
   std::vector<Splice> splices;
-  std::vector<std::uint8_t> codes;  // new entries x code_size
-  std::vector<std::int64_t> ids;    // new entries
-  std::vector<float> vectors;       // new entries x dim, or empty (the image has no vectors)
+  std::vector<std::uint8_t> codes;          // new entries x code_size
+  std::vector<std::int64_t> ids;            // new entries
+  std::vector<float> vectors;               // new entries x dim, or empty
+  std::vector<std::uint16_t> half_vectors;  // new entries x dim binary16 values, or empty
+  std::vector<std::uint8_t> bit_vectors;    // new entries x ceil(dim / 8) bytes, or empty
 };
 
 // `image` after `delta`. Throws Error(InvalidArgument) when the delta does
 // not fit the image (a splice past a list or out of order, new entries
-// missing, vectors where the image has none or none where it has them).
+// missing, vectors where the image has none, none where it has them, or of
+// another element type).
 Image apply_delta(const Image& image, const ImageDelta& delta);
 // The same result in `image` itself: its arrays are edited where they are
 // (entries moved by memmove, new ones copied in), which touches no new
