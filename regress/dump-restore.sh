@@ -3,7 +3,8 @@
 # (PGHOST/PGPORT/PGUSER), as TAP: a table with vector, halfvec, sparsevec and
 # bit columns (NULLs, zeros, -0, subnormal halves, 65504, 16000 and 10^9
 # dimensions, an array of halfvec; btree indexes on sparsevec and halfvec,
-# expression indexes on binary_quantize(v)::bit(n) and v::halfvec(n), a CHECK
+# expression indexes on binary_quantize(v)::bit(n) and v::halfvec(n), gpu_ivfpq
+# indexes on both expressions (halfvec_l2_ops, bit_hamming_ops), a CHECK
 # on l2_norm(halfvec), a view using || and <->) is dumped in custom and plain
 # format and restored into fresh databases, with gknn in public and in its own
 # schema beside pgvector-like objects in public. The restored rows are equal
@@ -90,6 +91,10 @@ setup() {
     CREATE INDEX t_bits ON t (($s.binary_quantize(v)::bit(3)));
     CREATE INDEX t_h ON t (h);
     CREATE INDEX t_v_half ON t ((v::$s.halfvec(3)));
+    CREATE INDEX t_ivf_half ON t USING gpu_ivfpq ((v::$s.halfvec(3)) $s.halfvec_l2_ops)
+      WITH (lists = 4, m = 3, nbits = 4);
+    CREATE INDEX t_ivf_bits ON t USING gpu_ivfpq (($s.binary_quantize(v)::bit(3)) $s.bit_hamming_ops)
+      WITH (lists = 4, m = 3, nbits = 4);
     CREATE VIEW t_view AS
       SELECT id, h OPERATOR($s.||) v::$s.halfvec AS hv, v OPERATOR($s.||) v AS vv,
              h OPERATOR($s.<->) '[1,1,1]'::$s.halfvec AS d
@@ -113,18 +118,26 @@ queries_agree() {
     SELECT string_agg(id::text, ',' ORDER BY id) FROM (SELECT id FROM t WHERE h IS NOT NULL
       ORDER BY h OPERATOR($s.<->) '[1,0.2,-3]'::$s.halfvec, id LIMIT 5) q;
     SELECT string_agg(id::text || ':' || hv::text || ':' || vv::text || ':' || d::text, ' ' ORDER BY id)
-      FROM t_view WHERE id < 8;" &&
-    equal "t_bits,t_h,t_pkey,t_s,t_v_half" "$db" "SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_index i
+      FROM t_view WHERE id < 8;
+    SET gknn.ivfpq_exact = on;
+    SELECT string_agg(id::text, ',') FROM (SELECT id FROM t
+      ORDER BY v::$s.halfvec(3) OPERATOR($s.<->) '[1,0.5,-2]'::$s.halfvec(3) LIMIT 7) q;
+    SELECT string_agg(id::text, ',') FROM (SELECT id FROM t
+      ORDER BY $s.binary_quantize(v)::bit(3) OPERATOR($s.<~>) B'110' LIMIT 7) q;" &&
+    equal "t_bits,t_h,t_ivf_bits,t_ivf_half,t_pkey,t_s,t_v_half" "$db" "SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_index i
       JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 't'::regclass AND i.indisvalid" &&
     uses_index "$db" t_s "SELECT id FROM t WHERE s OPERATOR($s.=) '{2:2,4:2,5:1}/5'::$s.sparsevec" &&
     uses_index "$db" t_h "SELECT id FROM t WHERE h OPERATOR($s.=) '[1,0.1,-6]'::$s.halfvec" &&
     uses_index "$db" t_v_half "SELECT id FROM t WHERE v::$s.halfvec(3) OPERATOR($s.=) '[0,-1,1]'::$s.halfvec" &&
+    uses_index "$db" t_ivf_half "SELECT id FROM t
+      ORDER BY v::$s.halfvec(3) OPERATOR($s.<->) '[1,0.5,-2]'::$s.halfvec(3) LIMIT 7" &&
+    uses_index "$db" t_ivf_bits "SELECT id FROM t ORDER BY $s.binary_quantize(v)::bit(3) OPERATOR($s.<~>) B'110' LIMIT 7" &&
     check_violated "$db" "$s"
 }
 
 # uses_index DB INDEX QUERY: with sequential scans off, the plan uses INDEX.
 uses_index() {
-  sql "$1" -c "SET enable_seqscan = off; EXPLAIN (COSTS OFF) $3" | grep -qE "(using|on) $2\$" ||
+  sql "$1" -c "SET enable_seqscan = off; EXPLAIN (COSTS OFF) $3" | grep -qE "(using|on) $2(\$| on )" ||
     { echo "$3 does not use $2"; return 1; }
 }
 
