@@ -134,5 +134,35 @@ SET client_min_messages = debug1;
 SELECT array_agg(id) FROM (SELECT id FROM dp ORDER BY emb <-> '[0,0,0,0]' LIMIT 5) s;
 SET client_min_messages = notice;
 
-DROP TABLE dl, dq, dl_got, dp;
+-- 8. Stored vectors of other element types (halfvec, bit strings): the
+-- refreshed image's exact answers equal a whole image's.
+CREATE TABLE dt (id int PRIMARY KEY, h halfvec(6), b bit(12)) WITH (autovacuum_enabled = off);
+INSERT INTO dt SELECT i, ARRAY(SELECT ((i * 7 + j * 3) % 11) / 4.0 FROM generate_series(1, 6) j)::halfvec,
+                      ((i * 37) % 4096)::bit(12) FROM generate_series(1, 600) i;
+CREATE INDEX dt_h ON dt USING gpu_ivfpq (h halfvec_l2_ops) WITH (lists = 4, m = 3);
+CREATE INDEX dt_b ON dt USING gpu_ivfpq (b bit_hamming_ops) WITH (lists = 4, m = 3, nbits = 4);
+CREATE FUNCTION dt_answers() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE ra text; rb text;
+BEGIN
+  PERFORM set_config('enable_seqscan', 'off', true);
+  PERFORM set_config('gknn.device', 'cpu', true);
+  PERFORM set_config('gknn.ivfpq_exact', 'on', true);
+  SELECT string_agg(id::text, ',') INTO ra FROM (SELECT id FROM dt ORDER BY h <-> '[1,2,0.5,1,2,0.5]' LIMIT 30) x;
+  SELECT string_agg(id::text, ',') INTO rb FROM (SELECT id FROM dt ORDER BY b <~> B'101100111000' LIMIT 30) x;
+  RETURN ra || ' / ' || rb;
+END $$;
+CREATE TABLE dt_got (a text);
+SELECT length(dt_answers()) > 0;
+INSERT INTO dt SELECT i, ARRAY(SELECT ((i * 5 + j) % 11) / 4.0 FROM generate_series(1, 6) j)::halfvec,
+                      ((i * 91) % 4096)::bit(12) FROM generate_series(601, 700) i;
+DELETE FROM dt WHERE id % 9 = 4;
+VACUUM dt;
+SET client_min_messages = debug1;
+INSERT INTO dt_got SELECT dt_answers();
+SET client_min_messages = notice;
+\c
+SELECT dt_answers() = a AS same_answers FROM dt_got;
+
+DROP TABLE dl, dq, dl_got, dp, dt, dt_got;
+DROP FUNCTION dt_answers();
 DROP FUNCTION dl_answers(), dl_keep(int), dl_differences(int);
