@@ -449,7 +449,7 @@ run_service_live() {
   tally service "$rc" "$p" "$f"
   # The gpu_ivfpq SQL suites again, with gknn preloaded: builds and searches
   # then go through the service and must give what they give without it.
-  run_pg_regress regress-svc ivfpq_build_same ivfpq_ddl ivfpq_maint ivfpq_search ivfpq_vacuum_full_page
+  run_pg_regress regress-svc ivfpq_build_same ivfpq_ddl ivfpq_delta ivfpq_maint ivfpq_search ivfpq_vacuum_full_page
   run_pgtap pgtap-svc regress/pgtap/60_ivfpq.sql
   # Index scans through the service, fuzzed (after service-live.sh, whose
   # crash of the service has been recovered from by then).
