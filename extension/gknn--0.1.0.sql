@@ -406,7 +406,8 @@ CREATE FUNCTION @extschema@.gknn_service_status(
     OUT searches pg_catalog.int8, OUT batches pg_catalog.int8, OUT mean_batch pg_catalog.float8,
     OUT busy_ms pg_catalog.float8, OUT loads pg_catalog.int8, OUT evictions pg_catalog.int8,
     OUT errors pg_catalog.int8, OUT images pg_catalog.int4, OUT memory_used pg_catalog.int8,
-    OUT memory_budget pg_catalog.int8)
+    OUT memory_budget pg_catalog.int8, OUT loaded_bytes pg_catalog.int8, OUT deltas pg_catalog.int8,
+    OUT delta_bytes pg_catalog.int8)
   RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.gknn_service_images(
     OUT database pg_catalog.oid, OUT index_oid pg_catalog.oid, OUT index_name pg_catalog.text,

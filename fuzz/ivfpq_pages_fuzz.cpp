@@ -4,9 +4,10 @@
 // The input describes a small, valid index (dimension, m, nbits, lists,
 // items per chain), which is built page by page as ambuild lays it out,
 // then corrupted by the rest of the input (bytes overwritten in headers,
-// line pointers, the special space, the metapage, anywhere; or whole pages
-// of input bytes). The readers of the extension are replayed on it: the
-// metapage, the quantizer pages, the directory, every chain (lists, pending,
+// line pointers, the special space, the metapage and its change log,
+// anywhere; or whole pages of input bytes). The readers of the extension are
+// replayed on it: the metapage, the change log and the pages it names, the
+// quantizer pages, the directory, every chain (lists, pending,
 // NULLs) walked back to its first page and its items copied out, and
 // PageAddItem's sanity test on a chain's last page as aminsert meets it.
 // Each page lives in its own 8 KiB heap block, so ASan reports any read
@@ -143,6 +144,24 @@ std::uint32_t write_floats(Index& ix, std::size_t count, std::uint32_t* npages) 
   return first;
 }
 
+// The metapage's change log, as inserts write it: a few items appended to
+// chains' last pages `last` (list l's, or the NULL chain's for -1; the
+// generation counts them).
+void write_log(Index& ix, FuzzedDataProvider& in, IvfpqMeta& meta, const std::vector<std::uint32_t>& last) {
+  unsigned char* contents = ix.pages[0].get() + kIvfpqContentOffset;
+  const IvfpqLogHeader h{kIvfpqLogMagic, kIvfpqLogCapacity, meta.generation};
+  std::memcpy(contents + kIvfpqLogOffset, &h, sizeof h);
+  const int n = in.ConsumeIntegralInRange<int>(0, 8);
+  for (int i = 0; i < n; ++i) {
+    const int chain = meta.trained ? in.ConsumeIntegralInRange<int>(0, meta.lists - 1) : kIvfpqChainNulls;
+    const std::uint32_t block = chain >= 0 ? last[chain] : meta.null_last;
+    if (block == kIvfpqNoBlock) continue;
+    const std::uint64_t g = ++meta.generation;
+    const IvfpqLogRecord r{static_cast<std::uint32_t>(g), chain, block, 1, kIvfpqLogAppend};
+    std::memcpy(contents + kIvfpqLogOffset + sizeof h + (g % kIvfpqLogCapacity) * sizeof r, &r, sizeof r);
+  }
+}
+
 // The size of a list item of an index with this metapage, as
 // ivfpq_list_item_size (ivfpq_pages.h) computes it: TID + code [+ the
 // vector's elements from a 4-byte boundary].
@@ -190,13 +209,15 @@ Index build(FuzzedDataProvider& in) {
     meta.directory_start = ix.append(std::move(dir));
     meta.null_last = write_chain(ix, in, tid_items, kIvfpqTidBytes);
     meta.pending_last = kIvfpqNoBlock;
+    write_log(ix, in, meta, last);
   } else {
     meta.dim = in.ConsumeIntegralInRange<int>(0, 16);
     meta.pending_last = write_chain(ix, in, tid_items, kIvfpqTidBytes);
     meta.null_last = write_chain(ix, in, in.ConsumeIntegralInRange<int>(0, 20), kIvfpqTidBytes);
+    write_log(ix, in, meta, {});
   }
   std::memcpy(ix.pages[0].get() + kIvfpqContentOffset, &meta, sizeof meta);
-  set_contents_size(ix.pages[0].get(), sizeof meta);
+  set_contents_size(ix.pages[0].get(), kIvfpqMetaContentBytes);
   return ix;
 }
 
@@ -206,7 +227,7 @@ void corrupt(Index& ix, FuzzedDataProvider& in) {
   for (int i = 0; i < n && in.remaining_bytes() > 0; ++i) {
     unsigned char* page = ix.pages[in.ConsumeIntegralInRange<std::size_t>(0, ix.pages.size() - 1)].get();
     std::size_t at;
-    switch (in.ConsumeIntegralInRange<int>(0, 5)) {
+    switch (in.ConsumeIntegralInRange<int>(0, 6)) {
       case 0:  // page header
         at = in.ConsumeIntegralInRange<std::size_t>(0, kIvfpqPageHeaderSize - 1);
         break;
@@ -218,6 +239,10 @@ void corrupt(Index& ix, FuzzedDataProvider& in) {
         break;
       case 3:  // metapage fields, directory entries, first floats
         at = kIvfpqContentOffset + in.ConsumeIntegralInRange<std::size_t>(0, sizeof(IvfpqMeta) - 1);
+        break;
+      case 5:  // the metapage's change log
+        at = kIvfpqContentOffset + kIvfpqLogOffset +
+             in.ConsumeIntegralInRange<std::size_t>(0, sizeof(IvfpqLogHeader) + 16 * sizeof(IvfpqLogRecord));
         break;
       case 4:  // whole page from the input
         for (std::size_t b = 0; b < kIvfpqBlockSize; ++b) page[b] = in.ConsumeIntegral<unsigned char>();
@@ -236,6 +261,33 @@ void corrupt(Index& ix, FuzzedDataProvider& in) {
   }
 }
 
+// ivfpq_read_delta: the change log back from the metapage's generation (as
+// far as it proves the changes), and the list pages it names, checked before
+// their items are read. False where the server raises XX002.
+bool read_log(const Index& ix, const IvfpqMeta& meta) {
+  const std::uint32_t nblocks = static_cast<std::uint32_t>(ix.pages.size());
+  const unsigned char* metapage = ix.pages[kIvfpqMetaBlock].get();
+  const unsigned char* contents = ivfpq_page_contents(metapage);
+  if (ivfpq_log_problem(contents, ivfpq_page_header(metapage)->lower - kIvfpqContentOffset)) return true;
+  const IvfpqLogHeader h = ivfpq_log_header(contents);
+  const std::size_t item_size = meta.trained ? list_item_size(meta) : kIvfpqTidBytes;
+  std::vector<unsigned char> items;
+  for (std::uint64_t g = meta.generation; g > h.from && meta.generation - g < kIvfpqLogCapacity; --g) {
+    const IvfpqLogRecord* r = ivfpq_log_record(contents, g, meta.trained ? meta.lists : 0);
+    if (r == nullptr) return true;  // not proven: the image is read whole
+    if (r->chain < 0) continue;     // TID chains are read whole
+    if (r->block >= nblocks) return false;
+    const unsigned char* page = ix.pages[r->block].get();
+    if (ivfpq_list_page_problem(page, item_size, nblocks)) return false;
+    const int n = ivfpq_page_items(page);
+    for (int i = r->kind == kIvfpqLogRewrite ? 0 : r->offset - 1; i >= 0 && i < n; ++i) {
+      const unsigned char* item = ivfpq_page_item(page, i);
+      items.insert(items.end(), item, item + item_size);
+    }
+  }
+  return true;
+}
+
 // The extension's readers, in the order a scan's image load and an insert
 // run them. Returns false where the server raises XX002.
 bool read_index(const Index& ix) {
@@ -246,6 +298,7 @@ bool read_index(const Index& ix) {
   IvfpqMeta meta;
   std::memcpy(&meta, ivfpq_page_contents(metapage), sizeof meta);
   if (ivfpq_meta_problem(meta, nblocks)) return false;  // ivfpq_check_meta
+  if (!read_log(ix, meta)) return false;
 
   std::vector<std::uint32_t> heads;  // chain heads and their item sizes
   std::vector<std::size_t> sizes;

@@ -33,7 +33,9 @@
 # The service stage (regress/service-live.sh, TAP, on a cluster of its own
 # with gknn preloaded) checks the GPU service: answers equal to the CPU path,
 # 64 concurrent sessions, eviction, cancellation, index builds through the
-# service, the service killed. On the same cluster, stages regress-svc and
+# service, the service killed; stage service-delta (regress/service-delta.sh,
+# the same cluster, first) checks images kept fresh by deltas after inserts,
+# VACUUM and during both. On the same cluster, stages regress-svc and
 # pgtap-svc run gpu_ivfpq's pg_regress files and its pgTAP file again.
 #
 # The asan stage builds the core library and its GoogleTest binary in
@@ -432,6 +434,14 @@ run_service_live() {
       return 0
     }
   fi
+  # Images kept fresh by deltas (before service-live.sh, which crashes the
+  # service on purpose).
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged service-delta regress/service-delta.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path service-delta)")"
+  tally service-delta "$rc" "$p" "$f"
+  rc=0
   GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
     GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
     run_logged service regress/service-live.sh || rc=$?
@@ -439,7 +449,7 @@ run_service_live() {
   tally service "$rc" "$p" "$f"
   # The gpu_ivfpq SQL suites again, with gknn preloaded: builds and searches
   # then go through the service and must give what they give without it.
-  run_pg_regress regress-svc ivfpq_build_same ivfpq_ddl ivfpq_maint ivfpq_search ivfpq_vacuum_full_page
+  run_pg_regress regress-svc ivfpq_build_same ivfpq_ddl ivfpq_delta ivfpq_maint ivfpq_search ivfpq_vacuum_full_page
   run_pgtap pgtap-svc regress/pgtap/60_ivfpq.sql
   # Index scans through the service, fuzzed (after service-live.sh, whose
   # crash of the service has been recovered from by then).

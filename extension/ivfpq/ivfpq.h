@@ -8,6 +8,9 @@
 //   ivfpq_build.cpp     ambuild / ambuildempty (sample, train, encode, write, WAL)
 //   ivfpq_insert.cpp    aminsert (Generic WAL)
 //   ivfpq_image.cpp     per-backend cache of searchable images (host, device)
+//   ivfpq_log.cpp       the metapage's change log (written by insert and vacuum)
+//   ivfpq_delta.cpp     what changed since a generation: the log and the pages it names
+//   ivfpq_pagemap.*     where pages' items sit in an image; changes -> splices (no PostgreSQL)
 //   ivfpq_scan.cpp      ordered scans: PQ candidates, exact re-rank, expansion
 //   ivfpq_limit.cpp     ExecutorStart hook: the LIMIT above an index scan
 //   ivfpq_vacuum.cpp    ambulkdelete / amvacuumcleanup
@@ -20,6 +23,7 @@
 #include "pg.h"
 
 #include "gknn/ivfpq.h"
+#include "ivfpq_pagemap.h"
 #include "ivfpq_element.h"
 #include "ivfpq_pages.h"
 
@@ -36,6 +40,7 @@ void gknn_ivfpq_register();
 extern int gknn_ivfpq_probes;  // gknn.ivfpq_probes: lists scanned per query
 extern int gknn_ivfpq_refine;  // gknn.ivfpq_refine: candidates = refine x k, re-ranked exactly
 extern bool gknn_ivfpq_exact;  // gknn.ivfpq_exact: every entry ranked exactly (stored vectors)
+extern bool gknn_ivfpq_delta;  // gknn.ivfpq_delta: changed images refreshed from the changed pages
 
 // The LIMIT assumed when the executor hook found none above the scan.
 constexpr int kIvfpqDefaultK = 10;
@@ -111,6 +116,7 @@ struct IvfpqScanStats {
   double queue_ms;                          // submitted -> taken by the service, summed
   double service_ms;                        // taken -> answered, summed
   int64 images_shipped;                     // times this scan shipped the index image to the service
+  int64 deltas_shipped;                     // ... or what changed in the index (a delta)
   int64 cpu_searches;                       // searches on this backend's CPU
   int64 cpu_candidates;
 };
@@ -138,6 +144,7 @@ bool ivfpq_interrupt_pending();
 struct IvfpqImage {
   IvfpqMeta meta;
   const gknn::ivfpq::Image* host;  // the coded entries; null unless asked for, or untrained
+  const IvfpqPageMap* pages;       // the list pages `host`'s entries came from (with host)
   int64 entries;                   // coded entries in `host`
   const int64* pending;            // TIDs (as ids) of the pending chain
   int64 npending;
@@ -148,9 +155,20 @@ struct IvfpqImage {
 // relfilenode changed); with_host: with its coded entries (a CPU search, or
 // shipping them to the GPU service).
 const IvfpqImage* ivfpq_image_get(Relation index, bool with_host);
+// The current image (without its coded entries) and, read under the same
+// lock, what changed from generation `base` up to its generation (*delta,
+// palloc'd; null when the change log cannot prove it): what the GPU service
+// needs to bring its copy of generation `base` up to date.
+const IvfpqImage* ivfpq_image_get_delta(Relation index, uint64 base, IvfpqDelta** delta);
 // Frees the coded entries of an index's image in this backend (once shipped
 // to the service, which keeps them for every session).
 void ivfpq_image_release_host(Relation index);
+// What changed in `index` after generation `base` up to `meta`'s (the
+// metapage `metapage`, share-locked by the caller), from the change log and
+// the pages it names (their items only when with_items); palloc'd, or null
+// when the log cannot prove it.
+IvfpqDelta* ivfpq_read_delta(Relation index, Page metapage, const IvfpqMeta& meta, uint64 base,
+                             bool with_items);
 // The quantizer alone (for inserts), cached per backend; null when untrained.
 const gknn::ivfpq::Quantizer* ivfpq_quantizer_get(Relation index, const IvfpqMeta& meta);
 

@@ -140,6 +140,8 @@ char* text_lines(const IvfpqScanStats& st, ExplainState* es) {
     }
     if (st.images_shipped > 0)
       appendStringInfo(&out, "  Images Shipped: %lld", static_cast<long long>(st.images_shipped));
+    if (st.deltas_shipped > 0)
+      appendStringInfo(&out, "  Deltas Shipped: %lld", static_cast<long long>(st.deltas_shipped));
     appendStringInfoChar(&out, '\n');
   }
   if (!st.via_service || st.cpu_searches > 0) {
@@ -165,6 +167,7 @@ void structured_properties(const IvfpqScanStats& st, ExplainState* es) {
     ExplainPropertyFloat("Service Time", "ms", st.service_ms, 3, es);
   }
   ExplainPropertyInteger("Images Shipped", nullptr, st.images_shipped, es);
+  ExplainPropertyInteger("Deltas Shipped", nullptr, st.deltas_shipped, es);
   ExplainPropertyInteger("Backend Searches", nullptr, st.cpu_searches, es);
   ExplainPropertyInteger("Backend Candidates", nullptr, st.cpu_candidates, es);
 }

@@ -138,3 +138,26 @@ const char* ivfpq_list_page_problem(const unsigned char* page, std::size_t item_
   }
   return nullptr;
 }
+
+const char* ivfpq_log_problem(const unsigned char* contents, std::size_t covered) {
+  if (covered < kIvfpqMetaContentBytes) return "metapage has no change log";
+  const IvfpqLogHeader h = ivfpq_log_header(contents);
+  if (h.magic != kIvfpqLogMagic || h.capacity != kIvfpqLogCapacity)
+    return "metapage has a corrupted change log";
+  return nullptr;
+}
+
+const IvfpqLogRecord* ivfpq_log_record(const unsigned char* contents, std::uint64_t generation, int lists) {
+  const auto* records =
+      reinterpret_cast<const IvfpqLogRecord*>(contents + kIvfpqLogOffset + sizeof(IvfpqLogHeader));
+  const IvfpqLogRecord* r = records + generation % kIvfpqLogCapacity;
+  if (r->generation != static_cast<std::uint32_t>(generation)) return nullptr;
+  if (r->kind != kIvfpqLogAppend && r->kind != kIvfpqLogNewPage && r->kind != kIvfpqLogRewrite)
+    return nullptr;
+  if (r->chain >= lists || r->chain < kIvfpqChainNulls || r->block == kIvfpqNoBlock ||
+      r->block == kIvfpqMetaBlock)
+    return nullptr;
+  if (r->kind != kIvfpqLogRewrite && r->offset == 0) return nullptr;
+  if (r->kind == kIvfpqLogNewPage && r->offset != 1) return nullptr;
+  return r;
+}

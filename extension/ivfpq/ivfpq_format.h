@@ -98,6 +98,41 @@ constexpr std::size_t ivfpq_element_bytes(IvfpqElement element, int dim) {
                               : (element == kIvfpqFloat16 ? 2 : 4) * static_cast<std::size_t>(dim);
 }
 
+// The change log: a ring of records in the metapage after IvfpqMeta, one per
+// generation, written in the same Generic WAL record as the change and the
+// generation's bump, so that a cached image of generation g can be brought
+// to the current one by reading only the pages that changed (ivfpq_delta.cpp).
+// A change to a list chain names the page: an item appended to the chain's
+// last page (its offset), a new last page started with an item, or a page
+// rewritten by VACUUM without its dead items. Record g sits in slot
+// g % capacity; the log covers (from, generation] when generation - from <=
+// capacity. Indexes written before the log have none (the metapage's
+// pd_lower ends before it) until an insert starts one.
+constexpr std::uint32_t kIvfpqLogMagic = 0x474C4F47;  // "GLOG"
+constexpr std::uint32_t kIvfpqLogCapacity = 448;
+constexpr std::int32_t kIvfpqChainPending = -1;  // a change to the pending chain
+constexpr std::int32_t kIvfpqChainNulls = -2;    // a change to the NULL chain
+
+enum IvfpqLogKind : std::uint16_t {
+  kIvfpqLogAppend = 1,   // an item added at `offset` of the chain's last page
+  kIvfpqLogNewPage = 2,  // a new last page `block`, its first item at `offset` 1
+  kIvfpqLogRewrite = 3,  // VACUUM rewrote `block` without its dead items
+};
+
+struct IvfpqLogRecord {
+  std::uint32_t generation;  // low 32 bits of the generation it made
+  std::int32_t chain;        // list number, kIvfpqChainPending or kIvfpqChainNulls
+  std::uint32_t block;
+  std::uint16_t offset;  // kIvfpqLogAppend / NewPage: the item's offset number
+  std::uint16_t kind;    // IvfpqLogKind
+};
+
+struct IvfpqLogHeader {
+  std::uint32_t magic;     // kIvfpqLogMagic
+  std::uint32_t capacity;  // kIvfpqLogCapacity
+  std::uint64_t from;      // every generation after this one has its record
+};
+
 // PostgreSQL's page: BLCKSZ bytes, a 24-byte header, line pointers after it,
 // items from pd_upper up, the special space from pd_special to the end.
 constexpr std::size_t kIvfpqBlockSize = 8192;
@@ -124,6 +159,11 @@ constexpr std::size_t kIvfpqContentOffset = ivfpq_maxalign(kIvfpqPageHeaderSize)
 constexpr std::size_t kIvfpqSpecialOffset = kIvfpqBlockSize - ivfpq_maxalign(sizeof(IvfpqPageOpaque));
 // Bytes of page contents between the header and the special space.
 constexpr std::size_t kIvfpqContentBytes = kIvfpqSpecialOffset - kIvfpqContentOffset;
+// Where the log sits in the metapage's contents, and the bytes up to its end.
+constexpr std::size_t kIvfpqLogOffset = ivfpq_maxalign(sizeof(IvfpqMeta));
+constexpr std::size_t kIvfpqMetaContentBytes =
+    kIvfpqLogOffset + sizeof(IvfpqLogHeader) + kIvfpqLogCapacity * sizeof(IvfpqLogRecord);
+static_assert(kIvfpqMetaContentBytes <= kIvfpqContentBytes, "the change log fits the metapage");
 constexpr std::size_t kIvfpqFloatsPerPage = kIvfpqContentBytes / sizeof(float);
 constexpr std::size_t kIvfpqDirPerPage = kIvfpqContentBytes / sizeof(std::uint32_t);
 constexpr std::size_t kIvfpqTidBytes = 6;  // ItemPointerData
@@ -168,6 +208,24 @@ const char* ivfpq_directory_page_problem(const unsigned char* page, std::size_t 
 // A list page whose items are all `item_size` bytes (TID + code [+ vector]) inside the
 // page's item space, and whose back link is a chain end or in [1, nblocks).
 const char* ivfpq_list_page_problem(const unsigned char* page, std::size_t item_size, std::uint32_t nblocks);
+
+// The metapage's change log (`contents`: the page's contents, of which its
+// header covers `covered` bytes): null when it is there and well formed,
+// else why not (an index without one, or a corrupted one: either way its
+// changes cannot be read from it).
+const char* ivfpq_log_problem(const unsigned char* contents, std::size_t covered);
+
+// The header of a well-formed log.
+inline IvfpqLogHeader ivfpq_log_header(const unsigned char* contents) {
+  IvfpqLogHeader h;
+  __builtin_memcpy(&h, contents + kIvfpqLogOffset, sizeof h);
+  return h;
+}
+
+// The record of `generation` in a well-formed log, or null when the slot
+// does not hold it (or it is not a record a writer makes: unknown kind, a
+// list past `lists`, an offset of none).
+const IvfpqLogRecord* ivfpq_log_record(const unsigned char* contents, std::uint64_t generation, int lists);
 
 // ---- reading a page that passed its check ----
 

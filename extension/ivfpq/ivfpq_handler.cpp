@@ -11,6 +11,7 @@ extern "C" {
 int gknn_ivfpq_probes = 10;
 int gknn_ivfpq_refine = 10;
 bool gknn_ivfpq_exact = false;
+bool gknn_ivfpq_delta = true;
 
 void gknn_ivfpq_register() {
   DefineCustomIntVariable("gknn.ivfpq_probes", "Lists a gpu_ivfpq scan searches first.",
@@ -27,6 +28,12 @@ void gknn_ivfpq_register() {
                            "Uses the vectors the index stores, on the GPU service when it runs; probes and "
                            "refine play no part.",
                            &gknn_ivfpq_exact, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "gknn.ivfpq_delta",
+      "A changed gpu_ivfpq index's image is brought up to date from the pages that changed.",
+      "Off: every change makes the next scan read the whole index again, and ship it whole "
+      "to the GPU service (as before gknn kept a change log).",
+      &gknn_ivfpq_delta, true, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   ivfpq_register_options();
   ivfpq_register_limit_hook();
   ivfpq_register_explain();

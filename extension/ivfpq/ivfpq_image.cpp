@@ -1,9 +1,16 @@
 // gpu_ivfpq: per-backend cache of images, keyed by index oid, relfilenode and
 // the metapage's generation, and of quantizers (for inserts), keyed by oid and
 // relfilenode. An image always has the metapage and the pending and null
-// chains (small); its coded entries (the host Image) are read only when this
-// backend searches on its CPU or ships them to the GPU service, which keeps
-// the searchable copy for every session. No backend opens a GPU to search.
+// chains (small); its coded entries (the host Image, with the map of the
+// pages they came from) are read only when this backend searches on its CPU
+// or ships them to the GPU service, which keeps the searchable copy for every
+// session. No backend opens a GPU to search.
+//
+// A newer generation is read as a delta where the metapage's change log
+// proves it (ivfpq_delta.cpp): only the pages that changed are read, the
+// host Image is brought up to date from them (ivfpq_pagemap.h), and the
+// TID-only chains are read again only when they changed. Otherwise (no log,
+// too many changes since, a page that disagrees) the image is read whole.
 //
 // Images live on the C++ heap, owned by this file's static slots (never by a
 // stack frame), so an ERROR while one is being filled from pages leaks
@@ -11,6 +18,7 @@
 // A load holds the metapage's share lock from start to end; inserts and
 // vacuum change pages only under its exclusive lock, so an image is one
 // consistent state of the index.
+#include <algorithm>
 #include <cstring>
 
 #include "ivfpq.h"
@@ -30,6 +38,7 @@ struct ImageSlot {
   uint64 generation;
   uint64 used;
   gknn::ivfpq::Image* host;  // null until asked for (and when untrained)
+  IvfpqPageMap* pages;       // where host's entries came from (with host)
   MemoryContext cxt;         // pending and null TIDs
   IvfpqImage image;
 };
@@ -48,10 +57,16 @@ uint64 clock_tick = 0;
 
 void free_host(ImageSlot* s) {
   gknn::ivfpq::Image* host = s->host;
+  IvfpqPageMap* pages = s->pages;
   s->host = nullptr;
+  s->pages = nullptr;
   s->image.host = nullptr;
+  s->image.pages = nullptr;
   s->image.entries = 0;
-  gknn_pg::core_call([&] { delete host; });
+  gknn_pg::core_call([&] {
+    delete host;
+    delete pages;
+  });
 }
 
 void free_image_slot(ImageSlot* s) {
@@ -173,9 +188,73 @@ int64* read_tid_chain(Relation index, BlockNumber last, MemoryContext cxt, int64
 void load_chains(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   s->image.meta = meta;
   s->image.host = nullptr;
+  s->image.pages = nullptr;
   s->image.entries = 0;
   s->image.pending = read_tid_chain(index, meta.pending_last, s->cxt, &s->image.npending);
   s->image.nulls = read_tid_chain(index, meta.null_last, s->cxt, &s->image.nnulls);
+}
+
+// Reads the TID-only chains again where `d` says they changed.
+void reload_changed_chains(Relation index, const IvfpqMeta& meta, const IvfpqDelta& d, ImageSlot* s) {
+  if (d.pending_changed) {
+    pfree(const_cast<int64*>(s->image.pending));
+    s->image.pending = read_tid_chain(index, meta.pending_last, s->cxt, &s->image.npending);
+  }
+  if (d.nulls_changed) {
+    pfree(const_cast<int64*>(s->image.nulls));
+    s->image.nulls = read_tid_chain(index, meta.null_last, s->cxt, &s->image.nnulls);
+  }
+}
+
+// Brings `s`'s host Image and page map up to date with `d`; false when the
+// delta does not fit them (then the image is read whole).
+bool apply_to_host(const IvfpqMeta& meta, const IvfpqDelta& d, ImageSlot* s) {
+  bool fits = true;
+  gknn::ivfpq::Image* host = s->host;
+  IvfpqPageMap* pages = s->pages;
+  int code_size = meta.code_size;
+  int vector_dim = meta.stores_vectors ? meta.dim : 0;
+  IvfpqElement element = ivfpq_meta_element(meta);
+  gknn_pg::core_call([&] {
+    try {
+      IvfpqPageMap next;
+      auto read_ids = [&](std::int64_t first, std::int64_t count, std::int64_t* out) {
+        if (first < 0 || count < 0 || first + count > static_cast<std::int64_t>(host->ids.size()))
+          throw gknn::Error(gknn::ErrorCode::InvalidArgument, "gpu_ivfpq delta: ids past the image");
+        std::copy_n(host->ids.data() + first, count, out);
+      };
+      const gknn::ivfpq::ImageDelta delta =
+          ivfpq_plan_changes(*pages, d, code_size, vector_dim, element, read_ids, &next);
+      gknn::ivfpq::apply_delta_in_place(*host, delta);
+      *pages = std::move(next);
+    } catch (const gknn::Error& e) {
+      if (e.code() != gknn::ErrorCode::InvalidArgument) throw;
+      fits = false;
+    }
+  });
+  s->image.entries = fits ? static_cast<int64>(host->ids.size()) : 0;
+  return fits;
+}
+
+// Brings slot `s` (valid, same relfilenode, an older generation) up to
+// `meta`'s generation from the pages the change log names; false when the
+// log cannot prove the changes or they do not fit (the caller reads it
+// whole). The caller holds the metapage's share lock (`metapage`).
+bool refresh_slot(Relation index, Page metapage, const IvfpqMeta& meta, ImageSlot* s) {
+  IvfpqDelta* d = ivfpq_read_delta(index, metapage, meta, s->generation, s->host != nullptr);
+  if (d == nullptr) return false;
+  s->valid = false;  // until it is done (an ERROR leaves it invalid)
+  if (s->host != nullptr && !apply_to_host(meta, *d, s)) return false;
+  reload_changed_chains(index, meta, *d, s);
+  elog(DEBUG1,
+       "gpu_ivfpq index \"%s\": image of generation " UINT64_FORMAT " brought to " UINT64_FORMAT
+       " from %lld changed list pages%s",
+       RelationGetRelationName(index), s->generation, meta.generation, static_cast<long long>(d->nchanges),
+       s->host ? "" : " (no entries held)");
+  s->image.meta = meta;
+  s->generation = meta.generation;
+  s->valid = true;
+  return true;
 }
 
 // Fills `s`'s host Image (a trained index's coded entries) from the pages;
@@ -187,14 +266,22 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   BlockNumber* dir = ivfpq_read_directory(index, meta);
   ChainPages* chains = static_cast<ChainPages*>(palloc(sizeof(ChainPages) * meta.lists));
   int64* counts = static_cast<int64*>(palloc0(sizeof(int64) * meta.lists));
-  int64 total = 0;
+  int64 total = 0, npages = 0;
   for (int l = 0; l < meta.lists; ++l) {
     chains[l] = chain_pages(index, dir[l], ivfpq_list_item_size(meta));
-    for (int i = 0; i < chains[l].n; ++i) counts[l] += page_items(index, chains[l].blocks[i]);
-    total += counts[l];
+    npages += chains[l].n;
   }
+  // Items per page, lists' pages in chain order (the page map).
+  uint32* page_counts = static_cast<uint32*>(palloc(sizeof(uint32) * Max(npages, int64{1})));
+  for (int l = 0, p = 0; l < meta.lists; ++l)
+    for (int i = 0; i < chains[l].n; ++i, ++p) {
+      page_counts[p] = static_cast<uint32>(page_items(index, chains[l].blocks[i]));
+      counts[l] += page_counts[p];
+      total += page_counts[p];
+    }
 
   gknn::ivfpq::Image* host = nullptr;
+  IvfpqPageMap* pages = nullptr;
   gknn::ivfpq::Params p = params_of(meta);
   int lists = meta.lists;
   int code_size = meta.code_size;
@@ -204,6 +291,8 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   gknn_pg::core_call([&] {
     host = new gknn::ivfpq::Image;
     s->host = host;  // owned by the slot at once: a failed resize leaks nothing
+    pages = new IvfpqPageMap;
+    s->pages = pages;
     host->quantizer.params = p;
     host->quantizer.centroids.resize(nc);
     host->quantizer.codebooks.resize(nb);
@@ -216,7 +305,15 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
       host->bit_vectors.resize(static_cast<size_t>(total) * ivfpq_element_bytes(element, vector_dim));
     else if (vector_dim > 0)
       host->vectors.resize(static_cast<size_t>(total) * vector_dim);
+    pages->list_pages.resize(lists + 1);
+    pages->blocks.resize(npages);
+    pages->items.assign(page_counts, page_counts + npages);
   });
+  for (int l = 0, p = 0; l < lists; ++l) {
+    pages->list_pages[l] = p;
+    for (int i = 0; i < chains[l].n; ++i) pages->blocks[p++] = chains[l].blocks[i];
+  }
+  pages->list_pages[lists] = npages;
   ivfpq_read_floats(index, meta.centroid_start, host->quantizer.centroids.data(), nc);
   ivfpq_read_floats(index, meta.codebook_start, host->quantizer.codebooks.data(), nb);
   int64 at = 0;
@@ -240,6 +337,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   }
   host->offsets[lists] = at;
   s->image.host = host;
+  s->image.pages = pages;
   s->image.entries = at;
   MemoryContextSwitchTo(old);
   MemoryContextDelete(tmp);
@@ -247,7 +345,13 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
 
 }  // namespace
 
-const IvfpqImage* ivfpq_image_get(Relation index, bool with_host) {
+namespace {
+
+// The image of `index` at its metapage's generation (read whole, or brought
+// up to date from the pages that changed); with_host: with its coded
+// entries. With `delta`, also what changed since generation `base`, read
+// under the same share lock (null when the log cannot prove it).
+const IvfpqImage* image_get(Relation index, bool with_host, uint64 base, IvfpqDelta** delta) {
   Oid oid = RelationGetRelid(index);
   ImageSlot* s = pick_slot(image_slots, oid);
   s->used = ++clock_tick;
@@ -256,13 +360,16 @@ const IvfpqImage* ivfpq_image_get(Relation index, bool with_host) {
 
   Buffer mbuf = ReadBuffer(index, kIvfpqMetaBlock);
   LockBuffer(mbuf, BUFFER_LOCK_SHARE);
+  Page mpage = BufferGetPage(mbuf);
   IvfpqMeta meta;
-  memcpy(&meta, ivfpq_meta(BufferGetPage(mbuf)), sizeof(meta));
-  if (ivfpq_opaque(BufferGetPage(mbuf))->kind != kIvfpqPageMeta) meta.magic = 0;
+  memcpy(&meta, ivfpq_meta(mpage), sizeof(meta));
+  if (ivfpq_opaque(mpage)->kind != kIvfpqPageMeta) meta.magic = 0;
   ivfpq_check_meta(index, &meta);  // every parameter and block range (XX002)
-  bool fresh = s->valid && s->oid == oid && RelFileNodeEquals(s->node, index->rd_node) &&
-               s->generation == meta.generation;
-  if (!fresh) {
+  bool same = s->valid && s->oid == oid && RelFileNodeEquals(s->node, index->rd_node);
+  bool fresh = same && s->generation == meta.generation;
+  bool refreshed = !fresh && same && gknn_ivfpq_delta && s->generation < meta.generation &&
+                   refresh_slot(index, mpage, meta, s);
+  if (!fresh && !refreshed) {
     free_image_slot(s);
     s->oid = oid;
     s->node = index->rd_node;
@@ -276,8 +383,19 @@ const IvfpqImage* ivfpq_image_get(Relation index, bool with_host) {
     load_host(index, meta, s);
     s->valid = true;
   }
+  if (delta) *delta = gknn_ivfpq_delta ? ivfpq_read_delta(index, mpage, meta, base, true) : nullptr;
   UnlockReleaseBuffer(mbuf);
   return &s->image;
+}
+
+}  // namespace
+
+const IvfpqImage* ivfpq_image_get(Relation index, bool with_host) {
+  return image_get(index, with_host, 0, nullptr);
+}
+
+const IvfpqImage* ivfpq_image_get_delta(Relation index, uint64 base, IvfpqDelta** delta) {
+  return image_get(index, false, base, delta);
 }
 
 void ivfpq_image_release_host(Relation index) {

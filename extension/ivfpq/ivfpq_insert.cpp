@@ -1,7 +1,8 @@
 // gpu_ivfpq aminsert: encode the vector on the CPU (one vector: no transfer
 // is worth it), append (TID, code [, the vector as its type stores it]) to
-// its list's last page or a new page, bump the generation; one Generic WAL
-// record.
+// its list's last page or a new page, bump the generation and log where the
+// item went (the metapage's change log, which lets cached images read just
+// that item); one Generic WAL record.
 //
 // Locks, always in this order: metapage (exclusive: inserts are serialised
 // and an image loader, holding it shared, sees a stable index), directory
@@ -50,7 +51,8 @@ void append_item(Relation index, Chain chain, int list, const char* item, Size s
   Buffer nbuf = fits ? InvalidBuffer : ivfpq_new_buffer(index);
 
   GenericXLogState* xs = GenericXLogStart(index);
-  IvfpqMeta* wmeta = ivfpq_meta(GenericXLogRegisterBuffer(xs, mbuf, 0));
+  Page mpage = GenericXLogRegisterBuffer(xs, mbuf, 0);
+  IvfpqMeta* wmeta = ivfpq_meta(mpage);
   Page target;
   if (fits) {
     target = GenericXLogRegisterBuffer(xs, lbuf, 0);
@@ -67,10 +69,15 @@ void append_item(Relation index, Chain chain, int list, const char* item, Size s
       wmeta->null_last = blk;
     }
   }
-  if (PageAddItem(target, (Item)item, size, InvalidOffsetNumber, false, false) == InvalidOffsetNumber)
-    elog(ERROR, "gpu_ivfpq: could not add an item to block %u", BufferGetBlockNumber(fits ? lbuf : nbuf));
+  BlockNumber blk = BufferGetBlockNumber(fits ? lbuf : nbuf);
+  OffsetNumber off = PageAddItem(target, (Item)item, size, InvalidOffsetNumber, false, false);
+  if (off == InvalidOffsetNumber) elog(ERROR, "gpu_ivfpq: could not add an item to block %u", blk);
   if (wmeta->dim == 0 && dim > 0) wmeta->dim = dim;
   wmeta->generation++;
+  int32 chain_id = chain == Chain::List      ? list
+                   : chain == Chain::Pending ? kIvfpqChainPending
+                                             : kIvfpqChainNulls;
+  ivfpq_log_change(mpage, chain_id, blk, off, fits ? kIvfpqLogAppend : kIvfpqLogNewPage);
   GenericXLogFinish(xs);
 
   if (BufferIsValid(nbuf)) UnlockReleaseBuffer(nbuf);

@@ -24,7 +24,7 @@ void ivfpq_set_contents_size(Page page, Size bytes) {
 void ivfpq_init_meta_page(Page page, const IvfpqMeta& meta) {
   ivfpq_init_page(page, kIvfpqPageMeta, InvalidBlockNumber);
   memcpy(ivfpq_meta(page), &meta, sizeof(IvfpqMeta));
-  ivfpq_set_contents_size(page, sizeof(IvfpqMeta));
+  ivfpq_log_init(page, meta.generation);
 }
 
 Buffer ivfpq_new_buffer(Relation index) {

@@ -67,6 +67,14 @@ void ivfpq_init_meta_page(Page page, const IvfpqMeta& meta);
 // pd_lower after `bytes` of contents (lets full-page images skip the hole).
 void ivfpq_set_contents_size(Page page, Size bytes);
 
+// The metapage's change log (ivfpq_format.h; ivfpq_log.cpp). A new log
+// whose records start after generation `from` (pd_lower extended over it).
+void ivfpq_log_init(Page metapage, uint64 from);
+// Records the change that made the metapage's (already bumped) generation;
+// on a metapage without a log, starts one first. Call on the page
+// registered in the change's Generic WAL record.
+void ivfpq_log_change(Page metapage, int32 chain, BlockNumber block, OffsetNumber offset, IvfpqLogKind kind);
+
 // A new block at the end of the index, exclusively locked, not initialised
 // (under the relation extension lock).
 Buffer ivfpq_new_buffer(Relation index);

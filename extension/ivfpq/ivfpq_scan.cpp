@@ -77,6 +77,14 @@ struct IvfpqScan {
   EState* estate;
 };
 
+// Times in a row a scan round ships its image (or a delta) and asks again
+// while the service's copy makes no progress, before it gives up (an image
+// that does not stay resident). Tries in which the service's copy moved on
+// (other sessions shipped newer generations: a stream of inserts) do not
+// count, up to kMaxShipAttempts in all.
+constexpr int kShipAttempts = 4;
+constexpr int kMaxShipAttempts = 1000;
+
 bool candidate_less(const Candidate& a, const Candidate& b) {
   bool na = std::isnan(a.distance), nb = std::isnan(b.distance);
   if (na != nb) return nb;
@@ -199,6 +207,36 @@ int search_mode(Relation index, const IvfpqMeta& meta) {
   return GKNN_SEARCH_PQ;
 }
 
+// Gives the service the current image of `index`: what changed since the
+// generation it holds (held) where it holds one and the change log proves
+// the changes (only the changed pages' entries travel), else the whole
+// image; *image becomes the generation shipped. A delta the service could
+// not apply (another session moved its image on meanwhile) is not followed
+// by the whole image at once: the next try learns the generation held now,
+// unless it is the one the delta failed on (*failed_from), which only a
+// whole image mends. Counts what it shipped in *st.
+void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& held, uint64* failed_from,
+                IvfpqScanStats* st) {
+  Oid oid = RelationGetRelid(index);
+  if (held.resident && held.generation != *failed_from) {
+    IvfpqDelta* delta = nullptr;
+    *image = ivfpq_image_get_delta(index, held.generation, &delta);
+    const IvfpqMeta& meta = (*image)->meta;
+    if (meta.generation == held.generation) return;  // shipped by another backend meanwhile
+    if (delta) {
+      st->deltas_shipped++;
+      if (!gknn_service_ivfpq_delta(oid, index->rd_node, *delta, meta.code_size,
+                                    meta.stores_vectors ? meta.dim : 0, ivfpq_meta_element(meta)))
+        *failed_from = held.generation;
+      return;
+    }
+  }
+  *image = ivfpq_image_get(index, true);
+  st->images_shipped++;
+  gknn_service_ivfpq_load(oid, index->rd_node, (*image)->meta.generation, *(*image)->host, *(*image)->pages);
+  ivfpq_image_release_host(index);
+}
+
 // Adds one search's trip through the service to the scan's numbers.
 void count_service_search(IvfpqScanStats* st, const ServiceTrip& trip, int64 count) {
   st->service_searches++;
@@ -216,15 +254,21 @@ void count_service_search(IvfpqScanStats* st, const ServiceTrip& trip, int64 cou
 int64 round_candidates(IndexScanDesc scan, IvfpqScan* so, const IvfpqImage** image, int mode, int probes,
                        int64 want, int64* ids, double* dist) {
   Relation index = scan->indexRelation;
-  // A missing image is shipped, then asked for again; the retries cover an
-  // eviction or a newer generation arriving in between.
-  for (int attempt = 0; so->route.use_service && attempt < 4; ++attempt) {
+  // A missing image is shipped (or what changed since the generation the
+  // service holds), then asked for again; the retries cover an eviction or
+  // a newer generation arriving in between (inserts in other sessions).
+  uint64 failed_from = PG_UINT64_MAX;  // the held generation a delta failed on
+  ServiceHeld last{false, 0};
+  for (int attempt = 0, stalls = 0;
+       so->route.use_service && attempt < kMaxShipAttempts && stalls < kShipAttempts; ++attempt) {
+    CHECK_FOR_INTERRUPTS();
     int64 count = 0, entries = 0;
     bool gone = false;
+    ServiceHeld held;
     ServiceTrip trip;
     if (gknn_service_ivfpq_search(RelationGetRelid(index), index->rd_node, (*image)->meta.generation,
                                   so->query, so->qdim, probes, mode, want, ids, dist, &count, &entries, &gone,
-                                  &trip)) {
+                                  &trip, &held)) {
       so->entries = entries;
       count_service_search(&so->stats, trip, count);
       return count;
@@ -234,11 +278,10 @@ int64 round_candidates(IndexScanDesc scan, IvfpqScan* so, const IvfpqImage** ima
       so->stats.cpu_reason = "the gknn service stopped during the scan";
       break;
     }
-    *image = ivfpq_image_get(index, true);
-    gknn_service_ivfpq_load(RelationGetRelid(index), index->rd_node, (*image)->meta.generation,
-                            *(*image)->host);
-    ivfpq_image_release_host(index);
-    so->stats.images_shipped++;
+    const bool moved = held.resident && (!last.resident || held.generation > last.generation);
+    stalls = moved ? 0 : stalls + 1;
+    last = held;
+    ship_image(index, image, held, &failed_from, &so->stats);
   }
   if (so->route.use_service)
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

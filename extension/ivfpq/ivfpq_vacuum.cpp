@@ -1,8 +1,9 @@
 // gpu_ivfpq VACUUM: remove the items whose heap TIDs are dead from every
 // chain (lists, pending, NULLs). A page with dead items is rewritten under
-// the metapage's exclusive lock with the generation bumped in the same
-// Generic WAL record, so a cached image is never older than the pages
-// without knowing it. Emptied pages stay in their chains (reused by later
+// the metapage's exclusive lock with the generation bumped and the page
+// named in the change log in the same Generic WAL record, so a cached image
+// is never older than the pages without knowing it, and brings itself up to
+// date by reading that page again. Emptied pages stay in their chains (reused by later
 // inserts only at a chain's end).
 #include "ivfpq.h"
 
@@ -33,8 +34,14 @@ BlockNumber* chain_heads(Relation index, const IvfpqMeta& meta, int* n, Size** i
   return heads;
 }
 
-// Calls fn(buf) for every page of every chain, newest first, with `buf`
-// share-locked; fn may relock it but leaves it locked.
+// The change log's name of chain c of chain_heads(): a list, pending, NULLs.
+int32 chain_id(int c, int nchains) {
+  return c < nchains - 2 ? c : c == nchains - 2 ? kIvfpqChainPending : kIvfpqChainNulls;
+}
+
+// Calls fn(buf, chain) for every page of every chain (chain: its change log
+// name), newest first, with `buf` share-locked; fn may relock it but leaves
+// it locked.
 template <typename Fn>
 void for_each_chain_page(Relation index, BufferAccessStrategy strategy, Fn fn) {
   IvfpqMeta meta;
@@ -49,7 +56,7 @@ void for_each_chain_page(Relation index, BufferAccessStrategy strategy, Fn fn) {
       vacuum_delay_point();
       Buffer buf = ivfpq_chain_next(&walk);
       if (!BufferIsValid(buf)) break;
-      fn(buf);
+      fn(buf, chain_id(c, nchains));
       UnlockReleaseBuffer(buf);
     }
   }
@@ -97,7 +104,7 @@ IndexBulkDeleteResult* ivfpq_bulkdelete(IndexVacuumInfo* info, IndexBulkDeleteRe
   if (stats == nullptr) stats = static_cast<IndexBulkDeleteResult*>(palloc0(sizeof(IndexBulkDeleteResult)));
   OffsetNumber dead[MaxOffsetNumber];
   double remaining = 0;
-  for_each_chain_page(index, info->strategy, [&](Buffer buf) {
+  for_each_chain_page(index, info->strategy, [&](Buffer buf, int32 chain) {
     Page page = BufferGetPage(buf);
     int ndead = collect_dead(page, callback, callback_state, dead);
     OffsetNumber nitems = PageGetMaxOffsetNumber(page);
@@ -112,10 +119,11 @@ IndexBulkDeleteResult* ivfpq_bulkdelete(IndexVacuumInfo* info, IndexBulkDeleteRe
       nitems = PageGetMaxOffsetNumber(page);
       if (ndead > 0) {
         GenericXLogState* xs = GenericXLogStart(index);
-        IvfpqMeta* wmeta = ivfpq_meta(GenericXLogRegisterBuffer(xs, mbuf, 0));
+        Page mpage = GenericXLogRegisterBuffer(xs, mbuf, 0);
         Page wpage = GenericXLogRegisterBuffer(xs, buf, 0);
         delete_items(wpage, dead, ndead);
-        wmeta->generation++;
+        ivfpq_meta(mpage)->generation++;
+        ivfpq_log_change(mpage, chain, BufferGetBlockNumber(buf), InvalidOffsetNumber, kIvfpqLogRewrite);
         GenericXLogFinish(xs);
       }
       UnlockReleaseBuffer(mbuf);
@@ -135,7 +143,7 @@ IndexBulkDeleteResult* ivfpq_vacuumcleanup(IndexVacuumInfo* info, IndexBulkDelet
   if (stats == nullptr) {
     // No bulk delete ran: count the items.
     stats = static_cast<IndexBulkDeleteResult*>(palloc0(sizeof(IndexBulkDeleteResult)));
-    for_each_chain_page(index, info->strategy, [&](Buffer buf) {
+    for_each_chain_page(index, info->strategy, [&](Buffer buf, int32) {
       stats->num_index_tuples += PageGetMaxOffsetNumber(BufferGetPage(buf));
     });
   }

@@ -22,6 +22,7 @@
 #include "pg.h"
 
 #include "gknn/ivfpq.h"
+#include "ivfpq/ivfpq_pagemap.h"
 
 extern "C" {
 #include "storage/relfilenode.h"
@@ -58,21 +59,39 @@ struct ServiceTrip {
 // candidates re-ranked by exact distance, every entry by exact distance.
 enum { GKNN_SEARCH_PQ = 0, GKNN_SEARCH_REFINED = 1, GKNN_SEARCH_EXACT = 2 };
 
+// What the service holds of an index whose image it did not have at the
+// generation asked for.
+struct ServiceHeld {
+  bool resident;      // another generation of the index...
+  uint64 generation;  // ... this one (gknn_service_ivfpq_delta brings it up to date)
+};
+
 // One query's k best rows (ids, distances as float8, best first) of the
 // image of `index` at `generation`, in `mode`. Returns false when the
 // service does not hold that image (ship it with gknn_service_ivfpq_load,
-// then ask again).
+// or what changed since *held with gknn_service_ivfpq_delta, then ask
+// again).
 // *entries: the image's coded entries. ERROR on service errors; with
 // gknn.device = auto, a service that stopped returns false with *gone set
 // (the caller searches on the CPU).
 bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
                                int probes, int mode, int64 k, int64* ids, double* distances, int64* count,
-                               int64* entries, bool* gone, ServiceTrip* trip);
+                               int64* entries, bool* gone, ServiceTrip* trip, ServiceHeld* held);
 
-// Ships an image to the service (in chunks through a DSM segment); on
-// return it is resident (or an ERROR said why not: 53200 when it does not
-// fit the budget).
-void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, const gknn::ivfpq::Image& image);
+// Ships an image and its page map to the service (in chunks through a DSM
+// segment); on return it is resident (or an ERROR said why not: 53200 when
+// it does not fit the budget).
+void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, const gknn::ivfpq::Image& image,
+                             const IvfpqPageMap& pages);
+
+// Ships what changed in an index from the generation the service holds
+// (delta.base) to delta.generation (the entries of `code_size` bytes, and
+// stored vectors of `dim` elements of `element` where delta.vectors is
+// set); true when the service then
+// holds delta.generation, false when it holds no longer the base or the
+// delta did not fit it (ship the whole image). ERROR as for a load.
+bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim,
+                              IvfpqElement element);
 
 // Whether gknn was preloaded with its service on (gknn.service = gpu or
 // cpu): then no backend opens CUDA, index builds included.

@@ -231,9 +231,10 @@ ServiceRoute gknn_service_route() {
 
 bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
                                int probes, int mode, int64 k, int64* ids, double* distances, int64* count,
-                               int64* entries, bool* gone, ServiceTrip* trip) {
+                               int64* entries, bool* gone, ServiceTrip* trip, ServiceHeld* held) {
   *gone = false;
   *count = 0;
+  held->resident = false;
   RequestSlot* s = my_slot();
   acquire_slot(s);
   int64 bytes =
@@ -258,6 +259,9 @@ bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, c
     *gone = true;
   } else if (reply == kError) {
     raise_reply_error(s);
+  } else if (reply == kNeedImage) {
+    held->resident = s->resident != 0;
+    held->generation = s->resident_generation;
   } else if (reply == kOk) {
     *count = s->count;
     *entries = s->entries;
@@ -289,12 +293,69 @@ bool load_step(RequestSlot* s) {
 
 }  // namespace
 
-void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation,
-                             const gknn::ivfpq::Image& image) {
+namespace {
+
+// An array shipped in pieces.
+struct Section {
+  const void* data;
+  int64 bytes;
+};
+
+// Ships `sections` in kChunkBytes pieces through one DSM segment, as
+// requests of `kind` (section number, offset); false when the service went
+// away meanwhile.
+bool ship_sections(RequestSlot* s, uint32 kind, const Section* sections, int n) {
+  int64 largest = 0;
+  for (int i = 0; i < n; ++i) largest = Max(largest, sections[i].bytes);
+  dsm_segment* seg = dsm_create(Max(Min(largest, kChunkBytes), int64{1}), 0);
+  char* buf = static_cast<char*>(dsm_segment_address(seg));
+  for (int i = 0; i < n; ++i) {
+    for (int64 off = 0; off < sections[i].bytes; off += kChunkBytes) {
+      int64 len = Min(kChunkBytes, sections[i].bytes - off);
+      acquire_slot(s);
+      memcpy(buf, static_cast<const char*>(sections[i].data) + off, len);
+      s->kind = kind;
+      s->section = i;
+      s->section_offset = off;
+      s->payload_bytes = len;
+      s->payload_dsm = dsm_segment_handle(seg);
+      if (!load_step(s)) {
+        dsm_detach(seg);
+        return false;
+      }
+    }
+  }
+  dsm_detach(seg);
+  return true;
+}
+
+// A request without payload of `kind`; its reply code (ERROR on the
+// service's error, and on a service gone with gknn.device = gpu).
+ReplyCode bare_step(RequestSlot* s, uint32 kind) {
+  acquire_slot(s);
+  s->kind = kind;
+  s->payload_dsm = DSM_HANDLE_INVALID;
+  s->payload_bytes = 0;
+  ReplyCode reply = call(s);
+  if (reply == kError) raise_reply_error(s);
+  if (reply == kServiceGone && gknn_device_mode == GKNN_DEVICE_GPU)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("the gknn GPU service stopped while an index image was shipped to it")));
+  return reply;
+}
+
+template <typename T>
+Section section_of(const std::vector<T>& v) {
+  return Section{v.data(), static_cast<int64>(v.size() * sizeof(T))};
+}
+
+}  // namespace
+
+void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, const gknn::ivfpq::Image& image,
+                             const IvfpqPageMap& pages) {
   RequestSlot* s = my_slot();
   acquire_slot(s);
   const gknn::ivfpq::Params& p = image.quantizer.params;
-  s->kind = kLoadBegin;
   s->key = make_key(index, node, generation);
   s->shape.dim = p.dim;
   s->shape.lists = p.lists;
@@ -305,51 +366,48 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation,
   s->shape.seed = p.seed;
   s->shape.entries = static_cast<int64>(image.ids.size());
   s->shape.vectors = gknn_service::stored_vectors(image);
-  s->payload_dsm = DSM_HANDLE_INVALID;
-  s->payload_bytes = 0;
-  if (!load_step(s)) return;
-
-  struct Section {
-    const void* data;
-    int64 bytes;
-  } sections[kSections] = {
-      {image.quantizer.centroids.data(),
-       static_cast<int64>(image.quantizer.centroids.size() * sizeof(float))},
-      {image.quantizer.codebooks.data(),
-       static_cast<int64>(image.quantizer.codebooks.size() * sizeof(float))},
-      {image.offsets.data(), static_cast<int64>(image.offsets.size() * sizeof(int64))},
-      {image.codes.data(), static_cast<int64>(image.codes.size())},
-      {image.ids.data(), static_cast<int64>(image.ids.size() * sizeof(int64))},
-      gknn_service::stored_vectors(image) == gknn_service::kHalfVectors
-          ? Section{image.half_vectors.data(), static_cast<int64>(image.half_vectors.size() * sizeof(uint16))}
-      : gknn_service::stored_vectors(image) == gknn_service::kBitVectors
-          ? Section{image.bit_vectors.data(), static_cast<int64>(image.bit_vectors.size())}
-          : Section{image.vectors.data(), static_cast<int64>(image.vectors.size() * sizeof(float))},
+  s->shape.pages = static_cast<int64>(pages.blocks.size());
+  if (bare_step(s, kLoadBegin) != kOk) return;
+  const Section sections[kSections] = {
+      section_of(image.quantizer.centroids),
+      section_of(image.quantizer.codebooks),
+      section_of(image.offsets),
+      section_of(image.codes),
+      section_of(image.ids),
+      gknn_service::stored_vectors(image) == gknn_service::kHalfVectors  ? section_of(image.half_vectors)
+      : gknn_service::stored_vectors(image) == gknn_service::kBitVectors ? section_of(image.bit_vectors)
+                                                                         : section_of(image.vectors),
+      section_of(pages.list_pages),
+      section_of(pages.blocks),
+      section_of(pages.items),
   };
-  int64 largest = 0;
-  for (const Section& sec : sections) largest = Max(largest, sec.bytes);
-  dsm_segment* seg = dsm_create(Max(Min(largest, kChunkBytes), int64{1}), 0);
-  char* buf = static_cast<char*>(dsm_segment_address(seg));
-  for (int i = 0; i < static_cast<int>(kSections); ++i) {
-    for (int64 off = 0; off < sections[i].bytes; off += kChunkBytes) {
-      int64 n = Min(kChunkBytes, sections[i].bytes - off);
-      acquire_slot(s);
-      memcpy(buf, static_cast<const char*>(sections[i].data) + off, n);
-      s->kind = kLoadChunk;
-      s->section = i;
-      s->section_offset = off;
-      s->payload_bytes = n;
-      s->payload_dsm = dsm_segment_handle(seg);
-      if (!load_step(s)) {
-        dsm_detach(seg);
-        return;
-      }
-    }
-  }
-  dsm_detach(seg);
+  if (!ship_sections(s, kLoadChunk, sections, kSections)) return;
+  bare_step(s, kLoadEnd);
+}
+
+bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim,
+                              IvfpqElement element) {
+  RequestSlot* s = my_slot();
   acquire_slot(s);
-  s->kind = kLoadEnd;
-  s->payload_dsm = DSM_HANDLE_INVALID;
-  s->payload_bytes = 0;
-  load_step(s);
+  s->key = make_key(index, node, delta.generation);
+  s->delta.base = delta.base;
+  s->delta.changes = delta.nchanges;
+  s->delta.entries = delta.entries;
+  s->delta.vectors = !delta.vectors             ? gknn_service::kNoVectors
+                     : element == kIvfpqFloat16 ? gknn_service::kHalfVectors
+                     : element == kIvfpqBit     ? gknn_service::kBitVectors
+                                                : gknn_service::kFloatVectors;
+  s->delta.kept = delta.nkept;
+  if (bare_step(s, kDeltaBegin) != kOk) return false;
+  if (s->resident) return true;  // another backend brought it there meanwhile
+  const Section sections[kDeltaSections] = {
+      {delta.changes, delta.nchanges * static_cast<int64>(sizeof(IvfpqPageChange))},
+      {delta.ids, delta.entries * static_cast<int64>(sizeof(int64))},
+      {delta.codes, delta.entries * code_size},
+      {delta.vectors,
+       delta.vectors ? delta.entries * static_cast<int64>(ivfpq_element_bytes(element, dim)) : 0},
+      {delta.kept, delta.nkept * static_cast<int64>(sizeof(int64))},
+  };
+  if (!ship_sections(s, kDeltaChunk, sections, kDeltaSections)) return false;
+  return bare_step(s, kDeltaEnd) == kOk;
 }

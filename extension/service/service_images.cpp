@@ -79,9 +79,9 @@ std::shared_ptr<Resident> ResidentImages::find(const ResidentKey& key, std::int6
 }
 
 void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params,
-                           std::int64_t entries, int vectors) {
+                           std::int64_t entries, int vectors, std::int64_t pages) {
   gknn::ivfpq::validate(params);
-  if (entries < 0) invalid("negative entry count");
+  if (entries < 0 || pages < 0) invalid("negative entry or page count");
   if (vectors < kNoVectors || vectors > kBitVectors) invalid("unknown vector element type");
   auto image = std::make_unique<gknn::ivfpq::Image>();
   image->quantizer.params = params;
@@ -95,7 +95,11 @@ void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::iv
   if (vectors == kBitVectors)
     image->bit_vectors.resize(static_cast<std::size_t>(entries) *
                               ((static_cast<std::size_t>(params.dim) + 7) / 8));
-  staging_[requester] = Staging{key, std::move(image)};
+  auto map = std::make_unique<IvfpqPageMap>();
+  map->list_pages.resize(static_cast<std::size_t>(params.lists) + 1);
+  map->blocks.resize(static_cast<std::size_t>(pages));
+  map->items.resize(static_cast<std::size_t>(pages));
+  staging_[requester] = Staging{key, std::move(image), std::move(map)};
 }
 
 void ResidentImages::piece(int requester, int section, std::int64_t offset, const void* data,
@@ -103,6 +107,7 @@ void ResidentImages::piece(int requester, int section, std::int64_t offset, cons
   auto it = staging_.find(requester);
   if (it == staging_.end()) invalid("a piece arrived before its shape");
   gknn::ivfpq::Image& im = *it->second.image;
+  IvfpqPageMap& map = *it->second.pages;
   char* base = nullptr;
   std::int64_t size = 0;
   switch (section) {
@@ -138,6 +143,18 @@ void ResidentImages::piece(int requester, int section, std::int64_t offset, cons
         size = im.vectors.size() * sizeof(float);
       }
       break;
+    case 6:
+      base = reinterpret_cast<char*>(map.list_pages.data());
+      size = map.list_pages.size() * sizeof(std::int64_t);
+      break;
+    case 7:
+      base = reinterpret_cast<char*>(map.blocks.data());
+      size = map.blocks.size() * sizeof(std::uint32_t);
+      break;
+    case 8:
+      base = reinterpret_cast<char*>(map.items.data());
+      size = map.items.size() * sizeof(std::uint32_t);
+      break;
     default:
       invalid("unknown section " + std::to_string(section));
   }
@@ -153,10 +170,11 @@ int ResidentImages::pick_device() const {
   return best;
 }
 
-bool ResidentImages::evict_one(int device) {
+bool ResidentImages::evict_one(int device, const Resident* keep) {
   auto victim = images_.end();
   for (auto it = images_.begin(); it != images_.end(); ++it)
-    if ((*it)->device == device && (victim == images_.end() || (*it)->last_used_us < (*victim)->last_used_us))
+    if ((*it)->device == device && it->get() != keep &&
+        (victim == images_.end() || (*it)->last_used_us < (*victim)->last_used_us))
       victim = it;
   if (victim == images_.end()) return false;
   images_.erase(victim);
@@ -191,11 +209,22 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
     invalid("list offsets do not cover the entries");
   // Another backend shipped the same image meanwhile: keep the first.
   if (auto r = find(staged.key, now_us)) return r.get();
+  // A newer generation arrived meanwhile (a delta): this one is of no more use.
+  std::uint64_t held = 0;
+  if (resident_generation(staged.key, &held) && held > staged.key.generation) return nullptr;
   drop_other_generations(staged.key);
 
   auto r = std::make_shared<Resident>();
   r->key = staged.key;
+  r->params = im.quantizer.params;
   r->entries = static_cast<std::int64_t>(im.ids.size());
+  // A page map that does not describe the image (it never should) only
+  // costs deltas: the image is loaded whole next time.
+  try {
+    ivfpq_check_page_map(*staged.pages, im.offsets);
+    r->pages = std::move(staged.pages);
+  } catch (const Error&) {
+  }
   r->loaded_us = r->last_used_us = now_us;
   // An empty index needs no device (and a DeviceImage of nothing is no use).
   r->device = r->entries > 0 ? pick_device() : -1;
@@ -229,6 +258,25 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
   }
   images_.push_back(std::move(r));
   return images_.back().get();
+}
+
+std::shared_ptr<Resident> ResidentImages::find_for_search(const ResidentKey& key, std::int64_t now_us) {
+  for (auto& r : images_)
+    if (r->key.same_index(key) && r->key.generation >= key.generation) {
+      r->hits++;
+      r->last_used_us = now_us;
+      return r;
+    }
+  return nullptr;
+}
+
+bool ResidentImages::resident_generation(const ResidentKey& key, std::uint64_t* generation) const {
+  for (const auto& r : images_)
+    if (r->key.same_index(key)) {
+      *generation = r->key.generation;
+      return true;
+    }
+  return false;
 }
 
 void search_image_cpu(const gknn::ivfpq::Image& image, int mode, const float* queries, std::int64_t nq,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gknn/ivfpq.h"
+#include "ivfpq/ivfpq_pagemap.h"
 
 namespace gknn_service {
 
@@ -26,9 +27,11 @@ struct ResidentKey {
 
 struct Resident {
   ResidentKey key;
-  int device = -1;                                // -1: searched on the CPU
+  int device = -1;  // -1: searched on the CPU
+  gknn::ivfpq::Params params;
   std::unique_ptr<gknn::ivfpq::Image> host;       // kept only for CPU search
   std::unique_ptr<gknn::ivfpq::DeviceImage> gpu;  // on `device`
+  std::unique_ptr<IvfpqPageMap> pages;  // where its entries sit in the index's pages (null: no deltas)
   std::int64_t bytes = 0, entries = 0, hits = 0;
   std::int64_t loaded_us = 0, last_used_us = 0;
 };
@@ -48,18 +51,54 @@ class ResidentImages {
   // executor thread keeps its image alive if it is evicted meanwhile (its
   // memory goes when that search ends).
   std::shared_ptr<Resident> find(const ResidentKey& key, std::int64_t now_us);
+  // The resident image a search of `key` may use: its generation or a newer
+  // one of the same index (relfilenode included), or null. A newer image
+  // holds every entry of the older that a snapshot taken before the older
+  // was read can see (VACUUM removes only entries that no snapshot sees;
+  // the entries added since belong to rows the executor finds invisible to
+  // it, or visible ones it would have found anyway), so an answer from it
+  // is as right; under a stream of inserts, sessions then do not chase one
+  // generation after another.
+  std::shared_ptr<Resident> find_for_search(const ResidentKey& key, std::int64_t now_us);
 
   // Shipping, per requester (its slot number): the shape, then pieces of
   // each array, then finish() validates it and makes it resident (evicting
   // least recently used images to fit; Error(OutOfMemory) if it cannot).
   // vectors: StoredVectors.
   void begin(int requester, const ResidentKey& key, const gknn::ivfpq::Params& params, std::int64_t entries,
-             int vectors);
+             int vectors, std::int64_t pages);
   // Section: 0 centroids, 1 codebooks, 2 offsets, 3 codes, 4 ids, 5 vectors
-  // (bytes; float or binary16 elements, as begin said).
+  // (bytes; float, binary16 or bit elements, as begin said), 6 pages per
+  // list (lists + 1 offsets), 7 page blocks, 8 page items.
   void piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
+  // Null when a newer generation of the index arrived meanwhile (kept).
   Resident* finish(int requester, std::int64_t now_us);
-  void abandon(int requester) { staging_.erase(requester); }
+  void abandon(int requester) {
+    staging_.erase(requester);
+    delta_staging_.erase(requester);
+  }
+
+  // The generation held of the index of `key` (any generation); false when none.
+  bool resident_generation(const ResidentKey& key, std::uint64_t* generation) const;
+
+  // Deltas (service_delta.cpp): what changed in an index since the
+  // generation held, shipped like an image (shape, pieces, finish) and
+  // applied to a new Resident of the target generation, which replaces the
+  // old one (searches still running on that one keep it until they end).
+  enum class DeltaStart { Ship, Resident, NeedImage };
+  // Resident: the target generation (or a newer one) is already held
+  // (nothing to ship);
+  // NeedImage: the base generation is not (ship the whole image).
+  // vectors: StoredVectors of the new entries.
+  DeltaStart begin_delta(int requester, const ResidentKey& target, std::uint64_t base, std::int64_t changes,
+                         std::int64_t entries, int vectors, std::int64_t kept);
+  // Section: 0 changes (IvfpqPageChange), 1 ids, 2 codes, 3 vectors, 4 ids
+  // kept by shrunk pages (bytes).
+  void delta_piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
+  // False when the base is gone meanwhile, or the delta does not fit it
+  // (the base is then dropped): ship the whole image. Error(OutOfMemory)
+  // when the new generation does not fit the budget.
+  bool finish_delta(int requester, std::int64_t now_us);
 
   // nq queries on the image's device; k = sp.k rows each, best first, ids
   // and distances (mode 0: PQ estimates; 1: the PQ candidates re-ranked by
@@ -79,8 +118,9 @@ class ResidentImages {
   int build_device() const { return pick_device(); }
   bool reserve(int device, std::int64_t bytes);
   void release(int device, std::int64_t bytes);
-  // Evicts the least recently used image of `device`; false when none is left.
-  bool evict_one(int device);
+  // Evicts the least recently used image of `device` but `keep`; false when
+  // none is left.
+  bool evict_one(int device, const Resident* keep = nullptr);
   // Drops the images of `index` of `database` (every index when `index` is
   // 0; every database when `database` is 0) loaded at or before
   // `before_us`: the index was dropped or rebuilt. Counted as evictions;
@@ -91,12 +131,28 @@ class ResidentImages {
   struct Staging {
     ResidentKey key;
     std::unique_ptr<gknn::ivfpq::Image> image;
+    std::unique_ptr<IvfpqPageMap> pages;
+  };
+  struct DeltaStaging {
+    ResidentKey key;  // the target generation
+    std::uint64_t base = 0;
+    std::vector<IvfpqPageChange> changes;
+    std::vector<std::int64_t> ids;
+    std::vector<std::uint8_t> codes;
+    int vectors = 0;                 // StoredVectors
+    std::vector<std::uint8_t> rows;  // their stored vectors, as bytes
+    std::vector<std::int64_t> kept;
   };
   std::int64_t used_on(int device) const;
   int pick_device() const;
   // Evicts least recently used images of `device` until `bytes` more fit;
   // false when even an empty device cannot hold them.
   bool make_room(int device, std::int64_t bytes);
+  // The resident image of the same index as `key` at `generation`, or null.
+  std::shared_ptr<Resident> held(const ResidentKey& key, std::uint64_t generation) const;
+  // Makes the image of `base` + `delta` (on the base's device).
+  std::shared_ptr<Resident> updated(const Resident& base, const gknn::ivfpq::ImageDelta& delta,
+                                    const ResidentKey& key, std::int64_t now_us);
   void drop_other_generations(const ResidentKey& key);
 
   std::vector<int> devices_;
@@ -104,6 +160,7 @@ class ResidentImages {
   std::int64_t evictions_ = 0;
   std::vector<std::shared_ptr<Resident>> images_;
   std::map<int, Staging> staging_;
+  std::map<int, DeltaStaging> delta_staging_;
   std::map<int, std::int64_t> reserved_;  // builds' working memory, per device
 };
 

@@ -34,6 +34,9 @@ enum RequestKind : uint32 {
   kLoadBegin,        // start shipping an image: its shape
   kLoadChunk,        // a piece of one of its arrays
   kLoadEnd,          // the image is complete: make it resident
+  kDeltaBegin,       // start shipping what changed since the resident generation: its shape
+  kDeltaChunk,       // a piece of one of its arrays
+  kDeltaEnd,         // the delta is complete: apply it (a new generation of the image)
   // An index build's GPU work (service_build.cpp), in a session per
   // requester that lives while the requester's `build_open` names it.
   kBuildBegin,   // open a session: the quantizer's parameters (`shape`), the sample's rows
@@ -47,7 +50,8 @@ inline bool is_build_request(uint32 kind) { return kind >= kBuildBegin && kind <
 
 enum ReplyCode : uint32 {
   kOk = 0,
-  kNeedImage,    // the image is not resident: ship it (kLoad*), then ask again
+  kNeedImage,    // the image is not resident: ship it (kLoad*) or, where the service holds
+                 // an older generation (resident_generation), what changed (kDelta*)
   kError,        // sqlstate + message
   kServiceGone,  // the service stopped before answering
 };
@@ -73,8 +77,32 @@ inline bool key_equal(const ImageKey& a, const ImageKey& b) {
          a.generation == b.generation;
 }
 
-// Arrays of an image, shipped in chunks (kLoadChunk's `section`).
-enum ImageSection : uint32 { kCentroids = 0, kCodebooks, kOffsets, kCodes, kIds, kVectors, kSections };
+// Arrays of an image, shipped in chunks (kLoadChunk's `section`): the
+// image, then its page map (ivfpq/ivfpq_pagemap.h: pages per list, their
+// blocks and item counts), which lets later deltas find their pages.
+enum ImageSection : uint32 {
+  kCentroids = 0,
+  kCodebooks,
+  kOffsets,
+  kCodes,
+  kIds,
+  kVectors,
+  kPageLists,
+  kPageBlocks,
+  kPageItems,
+  kSections
+};
+
+// Arrays of a delta (kDeltaChunk's `section`): the changed pages
+// (IvfpqPageChange), the entries they carry, the ids shrunk pages kept.
+enum DeltaSection : uint32 {
+  kDeltaChanges = 0,
+  kDeltaIds,
+  kDeltaCodes,
+  kDeltaVectors,
+  kDeltaKept,
+  kDeltaSections
+};
 
 // What a search returns (all: ids and float8 distances, best first).
 enum SearchMode : uint32 {
@@ -90,6 +118,16 @@ struct ImageShape {
   uint64 seed;
   int64 entries;
   int32 vectors;  // StoredVectors (service_images.h): the entries' vectors, and their element type
+  int64 pages;    // list pages in its page map
+};
+
+// The shape of a delta (kDeltaBegin); `key` names its target generation.
+struct DeltaShape {
+  uint64 base;    // the generation it changes
+  int64 changes;  // changed pages
+  int64 entries;  // entries they carry
+  int32 vectors;  // StoredVectors of their vectors
+  int64 kept;     // ids of items shrunk pages kept
 };
 
 constexpr int kInlineBytes = 64 * 1024;  // payload kept in the slot itself
@@ -113,15 +151,18 @@ struct RequestSlot {
   int64 section_offset;    // kLoadChunk: byte offset in the section
   int64 payload_bytes;     // bytes of payload the request carries
   ImageShape shape;        // kLoadBegin
+  DeltaShape delta;        // kDeltaBegin
   dsm_handle payload_dsm;  // DSM_HANDLE_INVALID: the payload is `inline_payload`
 
   // Reply.
-  uint32 reply;      // ReplyCode
-  int32 sqlstate;    // kError
-  int64 count;       // search: candidates returned (ids then float8 distances in the payload)
-  int64 entries;     // search: entries of the resident image
-  uint64 batch_id;   // search: the batch it rode in
-  int32 batch_size;  // search: queries in that batch
+  uint32 reply;                // ReplyCode
+  int32 sqlstate;              // kError
+  int64 count;                 // search: candidates returned (ids then float8 distances in the payload)
+  int64 entries;               // search: entries of the resident image
+  int32 resident;              // kNeedImage: the service holds another generation of the index...
+  uint64 resident_generation;  // ... this one
+  uint64 batch_id;             // search: the batch it rode in
+  int32 batch_size;            // search: queries in that batch
   int64 submit_us, start_us, end_us;  // when submitted, taken, answered (GetCurrentTimestamp)
   char message[kMessageBytes];
 
@@ -172,7 +213,10 @@ struct ServiceShared {
 
   // Counters since the service started.
   int64 requests, searches, batches, batched_queries, loads, evictions, errors;
-  int64 busy_us;  // time spent running batches
+  int64 load_bytes;   // bytes of whole images shipped (their pieces)
+  int64 deltas;       // deltas applied (an image brought to a new generation)
+  int64 delta_bytes;  // bytes of deltas shipped
+  int64 busy_us;      // time spent running batches
   int64 memory_budget, memory_used;
   int32 nimages;
   ShownImage images[kMaxShownImages];

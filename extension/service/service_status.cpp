@@ -64,7 +64,7 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "gknn_service_status: return type must be a row type");
-  constexpr int kCols = 19;
+  constexpr int kCols = 22;
   Datum v[kCols];
   bool nulls[kCols];
   for (int i = 0; i < kCols; ++i) nulls[i] = true;
@@ -102,6 +102,9 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
     v[16] = Int32GetDatum(c.nimages);
     v[17] = Int64GetDatum(c.memory_used);
     v[18] = Int64GetDatum(c.memory_budget);
+    v[19] = Int64GetDatum(c.load_bytes);
+    v[20] = Int64GetDatum(c.deltas);
+    v[21] = Int64GetDatum(c.delta_bytes);
     for (int i = 0; i < kCols; ++i) nulls[i] = false;
     if (!running) nulls[1] = nulls[4] = true;
     if (c.reason[0] == '\0') nulls[3] = true;

@@ -236,10 +236,44 @@ void answer(ServiceShared* ctl, Taken& t) {
   if (wake) SetLatch(wake);
 }
 
+// Adds to one of the shipping counters.
+void count_shipped(int64 ServiceShared::*counter, int64 n) {
+  SpinLockAcquire(&shared()->mutex);
+  shared()->*counter += n;
+  SpinLockRelease(&shared()->mutex);
+}
+
+// A delta request (service_delta.cpp). kDeltaBegin: kOk to ship the pieces,
+// or with `resident` set when the target generation is already held;
+// kNeedImage when the base is not (ship the whole image). kDeltaEnd: kOk
+// once applied, kNeedImage when it could not be.
+void run_delta(Taken& t) {
+  RequestSlot* s = t.s;
+  switch (s->kind) {
+    case kDeltaBegin: {
+      auto start = images->begin_delta(t.slot, resident_key(s->key), s->delta.base, s->delta.changes,
+                                       s->delta.entries, s->delta.vectors, s->delta.kept);
+      s->resident = start == ResidentImages::DeltaStart::Resident;
+      if (start == ResidentImages::DeltaStart::NeedImage) s->reply = kNeedImage;
+      break;
+    }
+    case kDeltaChunk:
+      images->delta_piece(t.slot, s->section, s->section_offset, t.payload, s->payload_bytes);
+      count_shipped(&ServiceShared::delta_bytes, s->payload_bytes);
+      break;
+    case kDeltaEnd:
+      if (images->finish_delta(t.slot, now_us()))
+        count_shipped(&ServiceShared::deltas, 1);
+      else
+        s->reply = kNeedImage;
+      break;
+  }
+}
+
 void run_load(Taken& t) {
   RequestSlot* s = t.s;
   s->reply = kOk;
-  if (!t.payload && s->kind == kLoadChunk) {
+  if (!t.payload && (s->kind == kLoadChunk || s->kind == kDeltaChunk)) {
     set_error(s, ERRCODE_INTERNAL_ERROR, "the gknn service could not map a shipped image piece");
     images->abandon(t.slot);
     return;
@@ -255,18 +289,19 @@ void run_load(Taken& t) {
         p.metric = static_cast<gknn::Metric>(s->shape.metric);
         p.kmeans_iters = s->shape.kmeans_iters;
         p.seed = s->shape.seed;
-        images->begin(t.slot, resident_key(s->key), p, s->shape.entries, s->shape.vectors);
+        images->begin(t.slot, resident_key(s->key), p, s->shape.entries, s->shape.vectors, s->shape.pages);
         break;
       }
       case kLoadChunk:
         images->piece(t.slot, s->section, s->section_offset, t.payload, s->payload_bytes);
+        count_shipped(&ServiceShared::load_bytes, s->payload_bytes);
         break;
       case kLoadEnd:
         images->finish(t.slot, now_us());
-        SpinLockAcquire(&shared()->mutex);
-        shared()->loads++;
-        SpinLockRelease(&shared()->mutex);
+        count_shipped(&ServiceShared::loads, 1);
         break;
+      default:
+        run_delta(t);
     }
   });
   if (!ok) images->abandon(t.slot);
@@ -342,10 +377,14 @@ uint64 next_batch_id = 0;
 
 void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   RequestSlot* first = taken[group[0]].s;
-  std::shared_ptr<Resident> r = images->find(resident_key(first->key), now_us());
+  std::shared_ptr<Resident> r = images->find_for_search(resident_key(first->key), now_us());
   if (!r) {
+    uint64 held = 0;
+    const bool resident = images->resident_generation(resident_key(first->key), &held);
     for (int slot : group) {
       taken[slot].s->reply = kNeedImage;
+      taken[slot].s->resident = resident;  // the backend may ship what changed since
+      taken[slot].s->resident_generation = held;
       answer(ctl, taken[slot]);
     }
     return;
@@ -528,6 +567,7 @@ void announce_start(ServiceShared* ctl) {
   ctl->started_us = now_us();
   ctl->requests = ctl->searches = ctl->batches = ctl->batched_queries = 0;
   ctl->loads = ctl->evictions = ctl->errors = ctl->busy_us = 0;
+  ctl->load_bytes = ctl->deltas = ctl->delta_bytes = 0;
   ctl->nimages = 0;
   ctl->memory_used = 0;
   SpinLockRelease(&ctl->mutex);

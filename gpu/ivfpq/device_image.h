@@ -35,9 +35,16 @@ struct ScanArgs {
   float* cand;      // rows x ld
 };
 
+struct CopyRun;
+struct DeltaPlan;
+
 struct DeviceImage::Impl {
   Impl(const Image& image, int dev);
   void upload_vectors(const Image& image);
+  // The image of `base` after `delta`, as `plan` lays it out (delta_cuda.cu).
+  Impl(const Impl& base, const DeltaPlan& plan, const ImageDelta& delta);
+  void update_rows(const Impl& base, const DeltaPlan& plan, const ImageDelta& delta,
+                   const AsyncBuffer<CopyRun>& list_runs, cudaStream_t s);
 
   // The PQ stage of a batch of `rows` queries (host, raw): the k best
   // columns of each query's candidate row by PQ distance, and what maps a

@@ -157,6 +157,8 @@ void search_refined_cpu(const Image& image, const float* queries, std::int64_t n
 void search_exact_cpu(const Image& image, const float* queries, std::int64_t nq, int k, std::int64_t* ids,
                       double* distances);
 
+struct ImageDelta;  // gknn/ivfpq_delta.h
+
 // A GPU-resident copy of an Image (centroids, codebooks, list codes and ids,
 // and the vectors where the image has them, kept in id order so that the
 // exact kNN code's ties by row are ties by id), made once and searched many
@@ -185,12 +187,22 @@ class DeviceImage {
   // precision changes the speed, never the results).
   void search_exact(const float* queries, std::int64_t nq, int k, std::int64_t* ids, double* distances,
                     GemmPrecision precision = GemmPrecision::Fp32) const;
+  // A new DeviceImage of this one's image after `delta` (gknn/ivfpq_delta.h),
+  // on the same device: the arrays are gathered on the GPU from this
+  // image's plus the delta's new entries, so only those cross the bus. This
+  // image is left as it was (searches may run on it meanwhile). Throws as
+  // apply_delta does when the delta does not fit, and as the constructor.
+  DeviceImage updated(const ImageDelta& delta) const;
+  // Copies the ids of entries [first, first + count) (list order) to `out`
+  // (host); Error(InvalidArgument) past the entries.
+  void copy_ids(std::int64_t first, std::int64_t count, std::int64_t* out) const;
   std::size_t device_bytes() const;  // memory held on the GPU, vectors included
   bool fp16_lut() const;             // LUTs fall back to fp16 (too large for shared memory)
   bool has_vectors() const;          // the image's vectors are resident (exact searches work)
 
  private:
   struct Impl;
+  explicit DeviceImage(Impl* impl) : impl_(impl) {}
   Impl* impl_ = nullptr;
 };
 
