@@ -2,6 +2,7 @@
 // (so -0 equals 0), then a shorter halfvec before a longer one with the same
 // prefix, as pgvector (and PostgreSQL's arrays) order them.
 #include "halfvec.h"
+#include "btree_funcs.h"
 
 namespace {
 
@@ -16,32 +17,6 @@ int compare(const HalfVector* a, const HalfVector* b) {
   return (a->dim > b->dim) - (a->dim < b->dim);
 }
 
-int compare_args(FunctionCallInfo fcinfo) {
-  HalfVector* a = PG_GETARG_HALFVEC_P(0);
-  HalfVector* b = PG_GETARG_HALFVEC_P(1);
-  int c = compare(a, b);
-  PG_FREE_IF_COPY(a, 0);
-  PG_FREE_IF_COPY(b, 1);
-  return c;
-}
-
 }  // namespace
 
-extern "C" {
-
-PG_FUNCTION_INFO_V1(halfvec_cmp);
-Datum halfvec_cmp(PG_FUNCTION_ARGS) { PG_RETURN_INT32(compare_args(fcinfo)); }
-PG_FUNCTION_INFO_V1(halfvec_lt);
-Datum halfvec_lt(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) < 0); }
-PG_FUNCTION_INFO_V1(halfvec_le);
-Datum halfvec_le(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) <= 0); }
-PG_FUNCTION_INFO_V1(halfvec_eq);
-Datum halfvec_eq(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) == 0); }
-PG_FUNCTION_INFO_V1(halfvec_ne);
-Datum halfvec_ne(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) != 0); }
-PG_FUNCTION_INFO_V1(halfvec_ge);
-Datum halfvec_ge(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) >= 0); }
-PG_FUNCTION_INFO_V1(halfvec_gt);
-Datum halfvec_gt(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) > 0); }
-
-}  // extern "C"
+GKNN_BTREE_FUNCS(halfvec, HalfVector, compare)

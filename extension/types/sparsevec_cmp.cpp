@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "sparsevec.h"
+#include "btree_funcs.h"
 
 namespace {
 
@@ -29,32 +30,6 @@ int compare(const SparseVector* a, const SparseVector* b) {
   return (a->dim > b->dim) - (a->dim < b->dim);
 }
 
-int compare_args(FunctionCallInfo fcinfo) {
-  SparseVector* a = PG_GETARG_SPARSEVEC_P(0);
-  SparseVector* b = PG_GETARG_SPARSEVEC_P(1);
-  int c = compare(a, b);
-  PG_FREE_IF_COPY(a, 0);
-  PG_FREE_IF_COPY(b, 1);
-  return c;
-}
-
 }  // namespace
 
-extern "C" {
-
-PG_FUNCTION_INFO_V1(sparsevec_cmp);
-Datum sparsevec_cmp(PG_FUNCTION_ARGS) { PG_RETURN_INT32(compare_args(fcinfo)); }
-PG_FUNCTION_INFO_V1(sparsevec_lt);
-Datum sparsevec_lt(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) < 0); }
-PG_FUNCTION_INFO_V1(sparsevec_le);
-Datum sparsevec_le(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) <= 0); }
-PG_FUNCTION_INFO_V1(sparsevec_eq);
-Datum sparsevec_eq(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) == 0); }
-PG_FUNCTION_INFO_V1(sparsevec_ne);
-Datum sparsevec_ne(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) != 0); }
-PG_FUNCTION_INFO_V1(sparsevec_ge);
-Datum sparsevec_ge(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) >= 0); }
-PG_FUNCTION_INFO_V1(sparsevec_gt);
-Datum sparsevec_gt(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(compare_args(fcinfo) > 0); }
-
-}  // extern "C"
+GKNN_BTREE_FUNCS(sparsevec, SparseVector, compare)
