@@ -3,14 +3,20 @@
 // host threads calling at once, on a Fashion-MNIST-shaped image (60,000 x
 // 784, 256 lists, m 49; clustered synthetic data, so no dataset is needed).
 //
-//   gknn_bench_service_batch [n=60000] [dim=784] [lists=256] [m=49] [results.md]
+//   gknn_bench_service_batch [n=60000] [dim=784] [lists=256] [m=49] [results.md] [profile]
+//
+// With "profile" it only makes three calls of each search with one query
+// (after three warm-up calls), for a kernel profiler (ncu) to list the
+// launches of one call and their durations.
 //
 // Rows: the PQ search (k 10), the refined search as a scan asks for it
 // (probes 16, refine 16 x LIMIT 10: 160 candidates re-ranked, all returned)
 // and the exact search (k 10), per batch size: mean milliseconds per call and
-// queries per second; then the refined search from 1, 2, 4 and 8 threads at
-// once (each with batches of 8), total queries per second: what overlapping
-// batches in the service can buy.
+// queries per second; then the refined search (batches of 8) and the exact
+// search (batches of 4) from 1, 2, 4 and 8 threads at once, total queries
+// per second: what overlapping batches in the service can buy.
+#include <cuda_profiler_api.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -74,6 +80,7 @@ int main(int argc, char** argv) {
   const int lists = argc > 3 ? std::atoi(argv[3]) : 256;
   const int m = argc > 4 ? std::atoi(argv[4]) : 49;
   const std::string out = argc > 5 ? argv[5] : "";
+  const bool profile = argc > 6 && std::string(argv[6]) == "profile";
   if (gknn::list_devices().empty()) {
     std::fprintf(stderr, "no GPU\n");
     return 2;
@@ -109,12 +116,21 @@ int main(int argc, char** argv) {
   std::printf("image %lld x %d, %d lists, m %d: built in %.1f s\n", (long long)n, dim, lists, m,
               seconds_since(t));
 
-  std::string table =
-      "| search | batch | ms per call | queries/s |\n"
-      "| --- | ---: | ---: | ---: |\n";
   std::vector<std::int64_t> ids(nq * 160);
   std::vector<double> dist(nq * 160);
   std::vector<float> fdist(nq * 160);
+  if (profile) {  // ncu --profile-from-start off: only the calls after warm-up
+    for (Kind kind : {Kind::Pq, Kind::Refined, Kind::Exact})
+      for (int i = 0; i < 3; ++i) call(img, kind, queries.data() + i * dim, 1, ids, dist, fdist);
+    cudaProfilerStart();
+    for (Kind kind : {Kind::Pq, Kind::Refined, Kind::Exact})
+      for (int i = 3; i < 6; ++i) call(img, kind, queries.data() + i * dim, 1, ids, dist, fdist);
+    cudaProfilerStop();
+    return 0;
+  }
+  std::string table =
+      "| search | batch | ms per call | queries/s |\n"
+      "| --- | ---: | ---: | ---: |\n";
   for (Kind kind : {Kind::Pq, Kind::Refined, Kind::Exact}) {
     for (std::int64_t b : {1, 2, 4, 8, 16, 32, 64}) {
       for (int w = 0; w < 3; ++w) call(img, kind, queries.data(), b, ids, dist, fdist);
@@ -133,31 +149,35 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  table +=
-      "\n| refined 160, batches of 8 | threads | queries/s |\n"
-      "| --- | ---: | ---: |\n";
-  for (int threads : {1, 2, 4, 8}) {
-    std::atomic<long> done{0};
-    std::vector<std::thread> pool;
-    t = Clock::now();
-    for (int i = 0; i < threads; ++i)
-      pool.emplace_back([&, i] {
-        std::vector<std::int64_t> tid(8 * 160);
-        std::vector<double> td(8 * 160);
-        std::vector<float> tf(8 * 160);
-        long calls = 0;
-        while (seconds_since(t) < 1.0) {
-          call(img, Kind::Refined, queries.data() + ((i * 37 + calls * 8) % (nq - 8)) * dim, 8, tid, td, tf);
-          ++calls;
-        }
-        done += calls * 8;
-      });
-    for (auto& th : pool) th.join();
-    char line[160];
-    std::snprintf(line, sizeof line, "| | %d | %.0f |\n", threads, done / seconds_since(t));
-    table += line;
-    std::fputs(line, stdout);
-    std::fflush(stdout);
+  // Batches from several threads at once, as the service's executors run
+  // them: refined batches of 8, exact batches of 4.
+  for (Kind kind : {Kind::Refined, Kind::Exact}) {
+    const std::int64_t b = kind == Kind::Exact ? 4 : 8;
+    table += std::string("\n| ") + name(kind) + ", batches of " + std::to_string(b) +
+             " | threads | queries/s |\n| --- | ---: | ---: |\n";
+    for (int threads : {1, 2, 4, 8}) {
+      std::atomic<long> done{0};
+      std::vector<std::thread> pool;
+      t = Clock::now();
+      for (int i = 0; i < threads; ++i)
+        pool.emplace_back([&, i] {
+          std::vector<std::int64_t> tid(b * 160);
+          std::vector<double> td(b * 160);
+          std::vector<float> tf(b * 160);
+          long calls = 0;
+          while (seconds_since(t) < 1.0) {
+            call(img, kind, queries.data() + ((i * 37 + calls * b) % (nq - b)) * dim, b, tid, td, tf);
+            ++calls;
+          }
+          done += calls * b;
+        });
+      for (auto& th : pool) th.join();
+      char line[160];
+      std::snprintf(line, sizeof line, "| | %d | %.0f |\n", threads, done / seconds_since(t));
+      table += line;
+      std::fputs(line, stdout);
+      std::fflush(stdout);
+    }
   }
   if (!out.empty()) {
     FILE* f = std::fopen(out.c_str(), "w");

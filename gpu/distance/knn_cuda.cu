@@ -12,6 +12,7 @@
 #include "distance/knn_resident.h"
 #include "gknn/knn.h"
 #include "runtime/cuda_check.h"
+#include "runtime/stream_tools.h"
 
 namespace gknn {
 namespace {
@@ -48,7 +49,8 @@ void exact_knn_gpu_bruteforce(const KnnRequest& req, int device, std::int64_t* i
                      [&](const KnnRequest& r) { exact_knn_resident_bruteforce(r, device, ids, distances); });
 }
 
-void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                                   const std::int64_t* row_ids) {
   validate(req);
   if (req.n >= INT_MAX) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu: base too large");
   GKNN_CUDA(cudaSetDevice(device));
@@ -59,38 +61,52 @@ void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64
   }
   if (take == 0 || req.nq == 0) return;
 
-  DeviceBuffer<float> d_queries(req.nq * req.dim);
-  GKNN_CUDA(
-      cudaMemcpy(d_queries.get(), req.queries, sizeof(float) * req.nq * req.dim, cudaMemcpyHostToDevice));
+  // Stream-ordered on the calling thread's stream (threads of the GPU
+  // service search at once; see exact_knn_resident_fused).
+  const cudaStream_t s = thread_stream(device);
+  AsyncBuffer<float> d_queries(req.nq * req.dim, s);
+  GKNN_CUDA(cudaMemcpyAsync(d_queries.get(), req.queries, sizeof(float) * req.nq * req.dim,
+                            cudaMemcpyHostToDevice, s));
 
   const std::int64_t tile = tile_queries(req.n, req.nq);
   const std::size_t pairs = tile * req.n;
-  DeviceBuffer<double> keys_in(pairs), keys_out(pairs);
-  DeviceBuffer<std::int64_t> vals_in(pairs), vals_out(pairs);
-  DeviceBuffer<int> offsets(tile + 1);
+  AsyncBuffer<double> keys_in(pairs, s), keys_out(pairs, s);
+  AsyncBuffer<std::int64_t> vals_in(pairs, s), vals_out(pairs, s);
+  AsyncBuffer<int> offsets(tile + 1, s);
+  AsyncBuffer<double> top_keys(tile * take, s);
+  AsyncBuffer<std::int64_t> top_ids(tile * take, s);
 
   std::size_t temp_bytes = 0;
   GKNN_CUDA(cub::DeviceSegmentedSort::StableSortPairs(nullptr, temp_bytes, keys_in.get(), keys_out.get(),
                                                       vals_in.get(), vals_out.get(), int(pairs), int(tile),
-                                                      offsets.get(), offsets.get() + 1));
-  DeviceBuffer<unsigned char> temp(temp_bytes);
+                                                      offsets.get(), offsets.get() + 1, s));
+  AsyncBuffer<unsigned char> temp(temp_bytes, s);
 
   for (std::int64_t q0 = 0; q0 < req.nq; q0 += tile) {
     const int rows = static_cast<int>(std::min(tile, req.nq - q0));
     dim3 grid(static_cast<unsigned>((req.n + 255) / 256), rows);
-    score_tile<<<grid, 256>>>(req.base, req.n, d_queries.get() + q0 * req.dim, req.dim, req.metric,
-                              keys_in.get(), vals_in.get());
+    score_tile<<<grid, 256, 0, s>>>(req.base, req.n, d_queries.get() + q0 * req.dim, req.dim, req.metric,
+                                    keys_in.get(), vals_in.get());
     GKNN_CUDA(cudaGetLastError());
-    segment_offsets<<<(rows + 256) / 256, 256>>>(offsets.get(), rows, req.n);
+    segment_offsets<<<(rows + 256) / 256, 256, 0, s>>>(offsets.get(), rows, req.n);
     GKNN_CUDA(cudaGetLastError());
     GKNN_CUDA(cub::DeviceSegmentedSort::StableSortPairs(temp.get(), temp_bytes, keys_in.get(), keys_out.get(),
                                                         vals_in.get(), vals_out.get(), int(rows * req.n),
-                                                        rows, offsets.get(), offsets.get() + 1));
-    GKNN_CUDA(cudaMemcpy2D(distances + q0 * req.k, sizeof(double) * req.k, keys_out.get(),
-                           sizeof(double) * req.n, sizeof(double) * take, rows, cudaMemcpyDeviceToHost));
-    GKNN_CUDA(cudaMemcpy2D(ids + q0 * req.k, sizeof(std::int64_t) * req.k, vals_out.get(),
-                           sizeof(std::int64_t) * req.n, sizeof(std::int64_t) * take, rows,
-                           cudaMemcpyDeviceToHost));
+                                                        rows, offsets.get(), offsets.get() + 1, s));
+    // Each query's first `take` pairs, packed, then rows -> ids.
+    GKNN_CUDA(cudaMemcpy2DAsync(top_keys.get(), sizeof(double) * take, keys_out.get(), sizeof(double) * req.n,
+                                sizeof(double) * take, rows, cudaMemcpyDeviceToDevice, s));
+    GKNN_CUDA(cudaMemcpy2DAsync(top_ids.get(), sizeof(std::int64_t) * take, vals_out.get(),
+                                sizeof(std::int64_t) * req.n, sizeof(std::int64_t) * take, rows,
+                                cudaMemcpyDeviceToDevice, s));
+    if (row_ids) map_rows_async(top_ids.get(), rows * take, row_ids, s);
+    GKNN_CUDA(cudaMemcpy2DAsync(distances + q0 * req.k, sizeof(double) * req.k, top_keys.get(),
+                                sizeof(double) * take, sizeof(double) * take, rows, cudaMemcpyDeviceToHost,
+                                s));
+    GKNN_CUDA(cudaMemcpy2DAsync(ids + q0 * req.k, sizeof(std::int64_t) * req.k, top_ids.get(),
+                                sizeof(std::int64_t) * take, sizeof(std::int64_t) * take, rows,
+                                cudaMemcpyDeviceToHost, s));
+    GKNN_CUDA(cudaStreamSynchronize(s));
   }
 }
 

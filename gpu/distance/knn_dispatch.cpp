@@ -13,17 +13,17 @@ void exact_knn_gpu(const KnnRequest& req, int device, std::int64_t* ids, double*
 }
 
 void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
-                        const GemmBase* prepared) {
+                        const GemmBaseSource& prepared, const std::int64_t* row_ids) {
   validate(req);
   const KnnChoice c = choose_knn(req.n, req.nq, req.dim, req.k, req.metric, load_cublas() != nullptr,
                                  exact_knn_gpu_fused_fits(req.dim, req.k, device));
   switch (c.algo) {
     case KnnAlgo::Fused:
-      return exact_knn_resident_fused(req, device, ids, distances);
+      return exact_knn_resident_fused(req, device, ids, distances, row_ids);
     case KnnAlgo::Gemm:
-      return exact_knn_resident_gemm(req, device, ids, distances, prepared);
+      return exact_knn_resident_gemm(req, device, ids, distances, prepared ? prepared() : nullptr, row_ids);
     case KnnAlgo::BruteForce:
-      return exact_knn_resident_bruteforce(req, device, ids, distances);
+      return exact_knn_resident_bruteforce(req, device, ids, distances, row_ids);
   }
 }
 

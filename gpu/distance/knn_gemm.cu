@@ -205,12 +205,12 @@ GemmBase::GemmBase(const float* base_, std::int64_t n_, int dim_, Metric metric_
 std::size_t GemmBase::bytes() const { return aug.size() * sizeof(float) + sq.size() * sizeof(double); }
 
 void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
-                             const GemmBase* prepared) {
+                             const GemmBase* prepared, const std::int64_t* row_ids) {
   validate(req);
   const Cublas* blas = load_cublas();
   const std::int64_t kk = candidates_for(req.k);
   if (!blas || !exact_knn_gpu_gemm_fits(req.n, req.k, req.metric) || req.k == 0 || req.nq == 0)
-    return exact_knn_resident_bruteforce(req, device, ids, distances);
+    return exact_knn_resident_bruteforce(req, device, ids, distances, row_ids);
   GKNN_CUDA(cudaSetDevice(device));
 
   const int dim = req.dim, dp = augmented_dim(dim);
@@ -302,6 +302,7 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
         int(kk), int(k), q_sq.get() + q0, y_max_sq, gemm.input_rounding(), out_ids.get(), out_dist.get(),
         uncertified.get());
     GKNN_CUDA(cudaGetLastError());
+    if (row_ids) map_rows_async(out_ids.get(), rows * k, row_ids, streams[0]);
     GKNN_CUDA(cudaMemcpyAsync(ids + q0 * k, out_ids.get(), sizeof(std::int64_t) * rows * k,
                               cudaMemcpyDeviceToHost, streams[0]));
     GKNN_CUDA(cudaMemcpyAsync(distances + q0 * k, out_dist.get(), sizeof(double) * rows * k,
@@ -316,7 +317,8 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
   if (redo.empty()) return;
   // Queries the bound could not certify: again through an fp32 GEMM when the
   // first pass was reduced precision (its error band is far narrower), else
-  // exact brute force, for just those queries.
+  // exact distances to every row (the fused kernel where it holds the
+  // dimension, brute force otherwise), for just those queries.
   std::vector<float> sub(redo.size() * dim);
   for (std::size_t i = 0; i < redo.size(); ++i)
     std::copy(req.queries + redo[i] * dim, req.queries + (redo[i] + 1) * dim, sub.begin() + i * dim);
@@ -327,9 +329,11 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
   std::vector<double> sub_dist(again.nq * k);
   if (req.precision != GemmPrecision::Fp32) {
     again.precision = GemmPrecision::Fp32;
-    exact_knn_resident_gemm(again, device, sub_ids.data(), sub_dist.data(), prepared);
+    exact_knn_resident_gemm(again, device, sub_ids.data(), sub_dist.data(), prepared, row_ids);
+  } else if (exact_knn_gpu_fused_fits(dim, int(k), device)) {  // one pass over the base, no sort
+    exact_knn_resident_fused(again, device, sub_ids.data(), sub_dist.data(), row_ids);
   } else {
-    exact_knn_resident_bruteforce(again, device, sub_ids.data(), sub_dist.data());
+    exact_knn_resident_bruteforce(again, device, sub_ids.data(), sub_dist.data(), row_ids);
   }
   for (std::size_t i = 0; i < redo.size(); ++i) {
     std::copy(sub_ids.begin() + i * k, sub_ids.begin() + (i + 1) * k, ids + redo[i] * k);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "gknn/knn.h"
 #include "runtime/cuda_check.h"
@@ -31,14 +32,26 @@ struct GemmBase {
   double y_max_sq = 0.0;
 };
 
+// The GEMM path's base half, made only when the GEMM path is taken (a
+// resident image makes its GemmBase on first use and keeps it).
+using GemmBaseSource = std::function<const GemmBase*()>;
+
 // The algorithm choose_knn (gknn/plan.h) picks for the shape; the GEMM path
-// uses `prepared` when it was made from req.base for req.metric.
+// uses what `prepared` gives when it was made from req.base for req.metric.
+// Results are row numbers, or with `row_ids` (a device array on `device`,
+// one id per base row) those rows' ids, mapped on the device.
 void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
-                        const GemmBase* prepared = nullptr);
+                        const GemmBaseSource& prepared = {}, const std::int64_t* row_ids = nullptr);
 void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
-                             const GemmBase* prepared = nullptr);
-void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
-void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+                             const GemmBase* prepared = nullptr, const std::int64_t* row_ids = nullptr);
+void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                              const std::int64_t* row_ids = nullptr);
+void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                                   const std::int64_t* row_ids = nullptr);
+
+// ids[i] = row_ids[ids[i]] for the n entries of a device array on `s`
+// (padding, -1, stays).
+void map_rows_async(std::int64_t* ids, std::int64_t n, const std::int64_t* row_ids, cudaStream_t s);
 
 // The public functions: req.base (host) uploaded to `device`, then
 // `resident` over it. Where there is no work (no base row, query or k) the

@@ -59,6 +59,18 @@ struct OwnedStream {
 // `which` (0 or 1) picks one of the thread's two streams there.
 cudaStream_t thread_stream(int device, int which = 0);
 
+// Pinned host memory of at least `bytes`, the calling thread's own (slot 0
+// to 3), kept for the thread's life and grown when a call needs more:
+// device-to-host copies into it run without the driver's staging buffers,
+// which threads copying at once would share. The memory stays valid until
+// the same thread asks for the same slot again, so a function must not hand
+// it to a callee that may take the same slot.
+void* pinned_scratch_bytes(int slot, std::size_t bytes);
+template <typename T>
+T* pinned_scratch(int slot, std::size_t count) {
+  return static_cast<T*>(pinned_scratch_bytes(slot, count * sizeof(T)));
+}
+
 // Work queued on `waiter` from now on waits for what is queued on `on`.
 inline void stream_wait(cudaStream_t waiter, cudaStream_t on) {
   cudaEvent_t e;

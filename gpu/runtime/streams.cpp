@@ -1,6 +1,7 @@
 // Per-thread streams and the stream-ordered pool's setting (stream_tools.h).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <mutex>
@@ -24,6 +25,28 @@ cudaStream_t thread_stream(int device, int which) {
   cudaStream_t& s = streams[device][which];
   if (!s) GKNN_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return s;
+}
+
+void* pinned_scratch_bytes(int slot, std::size_t bytes) {
+  constexpr int kSlots = 4;
+  constexpr std::size_t kLeast = std::size_t(1) << 20;
+  if (slot < 0 || slot >= kSlots) throw Error(ErrorCode::InvalidArgument, "pinned_scratch: no such slot");
+  struct Block {
+    void* p = nullptr;
+    std::size_t size = 0;
+  };
+  // Never freed at thread exit, as thread_stream's streams are not.
+  thread_local Block blocks[kSlots];
+  Block& b = blocks[slot];
+  if (b.size < bytes) {
+    const std::size_t size = std::max(kLeast, std::max(bytes, 2 * b.size));
+    void* p = nullptr;
+    GKNN_CUDA(cudaHostAlloc(&p, size, cudaHostAllocPortable));
+    if (b.p) cudaFreeHost(b.p);
+    b.p = p;
+    b.size = size;
+  }
+  return b.p;
 }
 
 void keep_pool_memory(int device) {

@@ -129,6 +129,7 @@ TEST(IvfpqDeltaGpu, TrainedIndexGrowsAndShrinks) {
   // The base: rows < n; the delta appends the others to their lists.
   gknn::test::Lists lists = gknn::test::lists_of(all), base_lists(p.lists);
   ImageDelta grow;
+  std::vector<std::uint8_t> grow_rows;  // the new entries' vectors as bytes (Entry::vector)
   for (int l = 0; l < p.lists; ++l) {
     gknn::ivfpq::Splice s;
     s.list = l;
@@ -140,12 +141,13 @@ TEST(IvfpqDeltaGpu, TrainedIndexGrowsAndShrinks) {
       }
       grow.ids.push_back(e.id);
       grow.codes.insert(grow.codes.end(), e.code.begin(), e.code.end());
-      grow.vectors.insert(grow.vectors.end(), e.vector.begin(), e.vector.end());
+      grow_rows.insert(grow_rows.end(), e.vector.begin(), e.vector.end());
     }
     s.count = std::int64_t(grow.ids.size()) - s.first;
     s.at = std::int64_t(base_lists[l].size());
     grow.splices.push_back(s);
   }
+  gknn::test::put_rows(grow, gknn::ivfpq::VectorElement::Float32, grow_rows);
   const Image base = gknn::test::image_of(all, base_lists, true);
   const Image grown = gknn::ivfpq::apply_delta(base, grow);
   const DeviceImage dev = DeviceImage(base, 0).updated(grow);

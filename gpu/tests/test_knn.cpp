@@ -158,6 +158,23 @@ TEST_P(KnnCases, FusedMatchesCpu) {
   }
 }
 
+// Dimensions too large for 128-row tiles (Fashion-MNIST's 784 and more) take
+// 32-row tiles: still the fused kernel, still the CPU's answer, bit for bit.
+TEST(Knn, FusedNarrowTiles) {
+  GKNN_NEED_GPU();
+  for (int dim : {784, 1000})
+    for (int k : {1, 10, 100})
+      for (auto metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
+        ASSERT_TRUE(gknn::exact_knn_gpu_fused_fits(dim, k, 0)) << "dim " << dim << " k " << k;
+        Data d = make_data(4003, 6, dim, unsigned(dim + k));
+        auto r = request(d, k, metric);
+        SCOPED_TRACE("dim=" + std::to_string(dim) + " k=" + std::to_string(k));
+        expect_matches_cpu(r, gknn::exact_knn_gpu_fused);
+        r.nq = 1;  // one query: the base split over many parts
+        expect_matches_cpu(r, gknn::exact_knn_gpu_fused);
+      }
+}
+
 TEST(Knn, FusedLargeK) {
   GKNN_NEED_GPU();
   std::mt19937 rng(5);
