@@ -3,6 +3,7 @@
 // double precision[] and numeric[] -> halfvec (assignment).
 #include <cmath>
 
+#include "array_cast.h"
 #include "halfvec.h"
 #include "vector.h"
 
@@ -12,55 +13,22 @@ extern "C" {
 #include "utils/lsyscache.h"
 }
 
-namespace {
-
-// An array element as the float4 pgvector rounds to a half: integers and
-// float8 through a C cast, numeric through numeric_float4 (its own range
-// error beyond float4).
-float element_to_float(Datum d, Oid type) {
-  switch (type) {
-    case INT4OID:
-      return static_cast<float>(DatumGetInt32(d));
-    case FLOAT4OID:
-      return DatumGetFloat4(d);
-    case FLOAT8OID:
-      return static_cast<float>(DatumGetFloat8(d));
-    case NUMERICOID:
-      return DatumGetFloat4(DirectFunctionCall1(numeric_float4, d));
-    default:
-      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("unsupported array type")));
-  }
-  pg_unreachable();
-}
-
-}  // namespace
-
 extern "C" {
 
 PG_FUNCTION_INFO_V1(array_to_halfvec);
 Datum array_to_halfvec(PG_FUNCTION_ARGS) {
   ArrayType* array = PG_GETARG_ARRAYTYPE_P(0);
   int32 typmod = PG_GETARG_INT32(1);
-  if (ARR_NDIM(array) > 1) ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("array must be 1-D")));
-  if (array_contains_nulls(array))
-    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("array must not contain nulls")));
-
-  Oid type = ARR_ELEMTYPE(array);
-  int16 typlen;
-  bool typbyval;
-  char typalign;
-  get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
-  Datum* elems;
-  int n;
-  deconstruct_array(array, type, typlen, typbyval, typalign, &elems, nullptr, &n);
+  const ArrayElements a = array_elements(array);
+  const int n = a.n;
   HalfvecCheckDim(n);
   CheckExpectedDim(typmod, n);
 
   // Every element is converted (range errors first), then checked for NaN
   // and infinity, as pgvector orders its errors.
   HalfVector* result = InitHalfVector(n);
-  for (int i = 0; i < n; ++i) result->x[i] = FloatToHalf(element_to_float(elems[i], type));
-  pfree(elems);
+  for (int i = 0; i < n; ++i) result->x[i] = FloatToHalf(array_element_to_float(a.elems[i], a.type));
+  pfree(a.elems);
   for (int i = 0; i < n; ++i) HalfvecCheckElement(result->x[i]);
   PG_RETURN_HALFVEC_P(result);
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "typmod.h"
 #include "halfvec.h"
 #include "vector.h"
 
@@ -157,17 +158,7 @@ Datum halfvec_out(PG_FUNCTION_ARGS) {
 
 PG_FUNCTION_INFO_V1(halfvec_typmod_in);
 Datum halfvec_typmod_in(PG_FUNCTION_ARGS) {
-  ArrayType* ta = PG_GETARG_ARRAYTYPE_P(0);
-  int n;
-  int32* tl = ArrayGetIntegerTypmods(ta, &n);
-  if (n != 1) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid type modifier")));
-  if (*tl < 1)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("dimensions for type halfvec must be at least 1")));
-  if (*tl > HALFVEC_MAX_DIM)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("dimensions for type halfvec cannot exceed %d", HALFVEC_MAX_DIM)));
-  PG_RETURN_INT32(*tl);
+  PG_RETURN_INT32(dims_typmod_in(PG_GETARG_ARRAYTYPE_P(0), "halfvec", HALFVEC_MAX_DIM));
 }
 
 // Binary format (pgvector's): uint16 dim, uint16 unused (0), then each

@@ -3,6 +3,7 @@
 // double precision[], numeric[] -> sparsevec (assignment). Zeros are dropped
 // on the way in; the dimensions are checked against the target's limits and
 // typmod.
+#include "array_cast.h"
 #include "sparsevec.h"
 #include "vector.h"
 
@@ -13,22 +14,6 @@ extern "C" {
 }
 
 namespace {
-
-float element_to_float(Datum d, Oid type) {
-  switch (type) {
-    case INT4OID:
-      return static_cast<float>(DatumGetInt32(d));
-    case FLOAT4OID:
-      return DatumGetFloat4(d);
-    case FLOAT8OID:
-      return static_cast<float>(DatumGetFloat8(d));
-    case NUMERICOID:
-      return DatumGetFloat4(DirectFunctionCall1(numeric_float4, d));
-    default:
-      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("unsupported array type")));
-  }
-  pg_unreachable();
-}
 
 // A sparse vector of `dim` dimensions holding the non-zero ones of x[0..dim).
 // NaN counts as non-zero here, so the element checks that follow see it.
@@ -77,24 +62,14 @@ PG_FUNCTION_INFO_V1(array_to_sparsevec);
 Datum array_to_sparsevec(PG_FUNCTION_ARGS) {
   ArrayType* array = PG_GETARG_ARRAYTYPE_P(0);
   int32 typmod = PG_GETARG_INT32(1);
-  if (ARR_NDIM(array) > 1) ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("array must be 1-D")));
-  if (array_contains_nulls(array))
-    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("array must not contain nulls")));
-
-  Oid type = ARR_ELEMTYPE(array);
-  int16 typlen;
-  bool typbyval;
-  char typalign;
-  get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
-  Datum* elems;
-  int n;
-  deconstruct_array(array, type, typlen, typbyval, typalign, &elems, nullptr, &n);
+  const ArrayElements a = array_elements(array);
+  const int n = a.n;
   svec::check_dim(n);
   CheckExpectedDim(typmod, n);
 
   float* x = static_cast<float*>(palloc(sizeof(float) * n));
-  for (int i = 0; i < n; ++i) x[i] = element_to_float(elems[i], type);
-  pfree(elems);
+  for (int i = 0; i < n; ++i) x[i] = array_element_to_float(a.elems[i], a.type);
+  pfree(a.elems);
   SparseVector* result = from_dense(x, n);
   pfree(x);
   const float* values = SparsevecValues(result);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "typmod.h"
 #include "sparsevec.h"
 #include "vector.h"
 
@@ -235,17 +236,7 @@ Datum sparsevec_out(PG_FUNCTION_ARGS) {
 
 PG_FUNCTION_INFO_V1(sparsevec_typmod_in);
 Datum sparsevec_typmod_in(PG_FUNCTION_ARGS) {
-  ArrayType* ta = PG_GETARG_ARRAYTYPE_P(0);
-  int n;
-  int32* tl = ArrayGetIntegerTypmods(ta, &n);
-  if (n != 1) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid type modifier")));
-  if (*tl < 1)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("dimensions for type sparsevec must be at least 1")));
-  if (*tl > SPARSEVEC_MAX_DIM)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("dimensions for type sparsevec cannot exceed %d", SPARSEVEC_MAX_DIM)));
-  PG_RETURN_INT32(*tl);
+  PG_RETURN_INT32(dims_typmod_in(PG_GETARG_ARRAYTYPE_P(0), "sparsevec", SPARSEVEC_MAX_DIM));
 }
 
 // Binary format (network order): int32 dim, int32 nnz, int32 unused (0),

@@ -1,5 +1,6 @@
 // Casts between vector and SQL arrays: integer[], real[], double precision[]
 // and numeric[] to vector (assignment), vector to real[] (implicit).
+#include "array_cast.h"
 #include "vector.h"
 
 extern "C" {
@@ -8,54 +9,23 @@ extern "C" {
 #include "utils/lsyscache.h"
 }
 
-namespace {
-
-float element_to_float(Datum d, Oid type) {
-  switch (type) {
-    case INT4OID:
-      return static_cast<float>(DatumGetInt32(d));
-    case FLOAT4OID:
-      return DatumGetFloat4(d);
-    case FLOAT8OID:
-      return static_cast<float>(DatumGetFloat8(d));
-    case NUMERICOID:
-      return DatumGetFloat4(DirectFunctionCall1(numeric_float4, d));
-    default:
-      ereport(ERROR,
-              (errcode(ERRCODE_DATA_EXCEPTION), errmsg("unsupported array type %s", format_type_be(type))));
-  }
-  pg_unreachable();
-}
-
-}  // namespace
-
 extern "C" {
 
 PG_FUNCTION_INFO_V1(array_to_vector);
 Datum array_to_vector(PG_FUNCTION_ARGS) {
   ArrayType* array = PG_GETARG_ARRAYTYPE_P(0);
   int32 typmod = PG_GETARG_INT32(1);
-  if (ARR_NDIM(array) > 1) ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION), errmsg("array must be 1-D")));
-  if (array_contains_nulls(array))
-    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("array must not contain nulls")));
-
-  Oid type = ARR_ELEMTYPE(array);
-  int16 typlen;
-  bool typbyval;
-  char typalign;
-  get_typlenbyvalalign(type, &typlen, &typbyval, &typalign);
-  Datum* elems;
-  int n;
-  deconstruct_array(array, type, typlen, typbyval, typalign, &elems, nullptr, &n);
+  const ArrayElements a = array_elements(array);
+  const int n = a.n;
   CheckDim(n);
   CheckExpectedDim(typmod, n);
 
   Vector* result = InitVector(n);
   for (int i = 0; i < n; ++i) {
-    result->x[i] = element_to_float(elems[i], type);
+    result->x[i] = array_element_to_float(a.elems[i], a.type);
     CheckElement(result->x[i]);
   }
-  pfree(elems);
+  pfree(a.elems);
   PG_RETURN_VECTOR_P(result);
 }
 

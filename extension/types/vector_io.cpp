@@ -2,6 +2,7 @@
 // vector(n) length coercion.
 #include <cmath>
 
+#include "typmod.h"
 #include "vector.h"
 #include "vector_parse.h"
 
@@ -137,17 +138,7 @@ Datum vector_out(PG_FUNCTION_ARGS) {
 
 PG_FUNCTION_INFO_V1(vector_typmod_in);
 Datum vector_typmod_in(PG_FUNCTION_ARGS) {
-  ArrayType* ta = PG_GETARG_ARRAYTYPE_P(0);
-  int n;
-  int32* tl = ArrayGetIntegerTypmods(ta, &n);
-  if (n != 1) ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid type modifier")));
-  if (*tl < 1)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("dimensions for type vector must be at least 1")));
-  if (*tl > VECTOR_MAX_DIM)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("dimensions for type vector cannot exceed %d", VECTOR_MAX_DIM)));
-  PG_RETURN_INT32(*tl);
+  PG_RETURN_INT32(dims_typmod_in(PG_GETARG_ARRAYTYPE_P(0), "vector", VECTOR_MAX_DIM));
 }
 
 // Binary format: int16 dim, int16 unused (0), float4[dim], network order.
