@@ -119,9 +119,13 @@ void search_cpu(const Graph& g, const float* vectors, int dim, Metric metric, co
 // The graph and its vectors resident on one GPU; search() is batched and
 // thread-safe (the GPU service calls it from several executor threads at
 // once, each on its own thread_stream), one host wait per call. Same contract
-// as search_cpu, same distances bit for bit. Movable, not copyable; frees
+// as search_cpu and the same algorithm (one CTA per query), so the same rows
+// and the same distances bit for bit. ef (after raising it to k) is at most
+// kMaxDeviceEf here, else Error(InvalidArgument): search_cpu takes any. Movable, not copyable; frees
 // its device memory when destroyed. Throws Error(NoDevice/OutOfMemory/
 // DeviceFault/InvalidArgument).
+constexpr int kMaxDeviceEf = 1024;
+
 class DeviceGraph {
  public:
   DeviceGraph(const Graph& g, const float* vectors, int dim, Metric metric, int device);
