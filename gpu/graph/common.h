@@ -62,8 +62,19 @@ Graph optimise(const std::vector<std::uint32_t>& knn, std::int64_t n, int kdeg, 
                const BuildParams& p, const Progress& progress);
 
 // Links every part of g that its first live node does not reach to the
-// nearest reached node, both ways (connect.cpp). deleted: n flags or null.
-void connect(Graph& g, const float* vectors, const BuildParams& p, const std::uint8_t* deleted = nullptr);
+// nearest reached node, both ways, and sets g.entries to the first node of
+// every part of at least kMinEntryPart nodes (connect.cpp). deleted: n
+// flags or null.
+void connect(Graph& g, const float* vectors, const BuildParams& p, const std::uint8_t* deleted = nullptr,
+             const Progress& progress = {});
+
+// The search_cpu of one query with k = 1 over the nodes that `exclude`
+// (n flags) leaves in (excluded ones are neither listed nor expanded),
+// started from `entries`: the nearest node found, or -1 when no entry was
+// left in; *distance its distance.
+std::int64_t search_within(const Graph& g, const float* vectors, int dim, Metric metric, const float* query,
+                           int ef, const std::vector<std::uint32_t>& entries, const std::uint8_t* exclude,
+                           double* distance);
 
 // The kNN graph on the CPU (device < 0) or a GPU: exact for small n,
 // IVF-PQ with refinement above. n x kdeg ids, rows in (distance, id) order,
