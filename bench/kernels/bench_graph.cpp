@@ -9,7 +9,10 @@
 // callback), or also build_cpu when "cpu" is given; ground truth with the
 // exact GPU kNN; then DeviceGraph::search per ef and batch size (1, 8, 64,
 // 1000 queries per call): recall@10 and queries per second; and search_cpu
-// at the same ef on 200 queries (recall only), the CPU path's check.
+// at the same ef on 200 queries (recall only), the CPU path's check. Also:
+// the recall of the build's initial kNN graph (knn_graph, internal) on
+// 1,000 sampled nodes against their exact kNN, and the GPU search's recall
+// without the graph's entries (the seeded sample alone).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +24,7 @@
 
 #include "gknn/graph.h"
 #include "gknn/knn.h"
+#include "graph/common.h"
 
 namespace {
 
@@ -67,6 +71,46 @@ double recall(const std::vector<std::int64_t>& truth, const std::vector<std::int
   return double(hits) / double(nq * k);
 }
 
+// Recall of the build's initial kNN graph (the GPU's, as build_gpu makes
+// it) on 1,000 evenly spaced nodes against their exact kNN (self left out).
+void knn_graph_recall(const float* base, std::int64_t n, const gknn::graph::BuildParams& p) {
+  const int kdeg = gknn::graph::effective_intermediate_degree(p, n);
+  const auto t0 = Clock::now();
+  const std::vector<std::uint32_t> knn = gknn::graph::knn_graph(base, n, kdeg, p, 0, {});
+  const double took = since(t0);
+  const std::int64_t ns = std::min<std::int64_t>(n, 1000);
+  std::vector<float> sample(std::size_t(ns) * p.dim);
+  std::vector<std::int64_t> rows(ns);
+  for (std::int64_t i = 0; i < ns; ++i) {
+    rows[i] = i * n / ns;
+    std::copy_n(base + rows[i] * p.dim, p.dim, sample.data() + i * p.dim);
+  }
+  gknn::KnnRequest r;
+  r.base = base;
+  r.n = n;
+  r.queries = sample.data();
+  r.nq = ns;
+  r.dim = p.dim;
+  r.k = kdeg + 1;
+  std::vector<std::int64_t> ids(std::size_t(ns) * r.k);
+  std::vector<double> d(ids.size());
+  gknn::exact_knn_gpu(r, 0, ids.data(), d.data());
+  std::int64_t hits = 0, first = 0;
+  for (std::int64_t i = 0; i < ns; ++i) {
+    std::set<std::int64_t> truth;
+    for (int j = 0; j < r.k && int(truth.size()) < kdeg; ++j)
+      if (ids[i * r.k + j] != rows[i]) truth.insert(ids[i * r.k + j]);
+    const std::uint32_t* row = knn.data() + rows[i] * kdeg;
+    for (int j = 0; j < kdeg; ++j) hits += truth.count(row[j]);
+    std::int64_t nearest = -1;
+    for (int j = 0; j < r.k && nearest < 0; ++j)
+      if (ids[i * r.k + j] != rows[i]) nearest = ids[i * r.k + j];
+    first += row[0] == nearest;
+  }
+  std::printf("kNN graph (%.2f s): recall@%d %.4f on %lld nodes, nearest neighbour first %.4f\n", took, kdeg,
+              double(hits) / double(ns * kdeg), (long long)ns, double(first) / double(ns));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,7 +150,7 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   const gknn::graph::Graph g = gknn::graph::build_gpu(base, n, p, 0, progress);
   std::printf("#   %-24s %8.2f s\n", last, since(phase_start));
-  std::printf("build_gpu: %.2f s\n", since(t0));
+  std::printf("build_gpu: %.2f s, %zu entries\n", since(t0), g.entries.size());
   if (with_cpu) {
     last = nullptr;
     t0 = Clock::now();
@@ -124,13 +168,18 @@ int main(int argc, char** argv) {
   std::vector<std::int64_t> truth(nq * k), ids(nq * k);
   std::vector<double> td(nq * k), dist(nq * k);
   gknn::exact_knn_gpu(r, 0, truth.data(), td.data());
+  knn_graph_recall(base, n, p);
   t0 = Clock::now();
   const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
+  gknn::graph::Graph bare = g;
+  bare.entries.clear();
+  const gknn::graph::DeviceGraph dg_bare(bare, base, dim, gknn::Metric::L2, 0);
   std::printf("DeviceGraph upload: %.3f s, %.1f MiB\n\n", since(t0), dg.bytes() / 1048576.0);
   std::printf(
-      "| ef | recall@10 GPU | recall@10 CPU (200 q) | QPS batch 1 | QPS batch 8 | QPS batch 64 | QPS batch "
-      "1000 |\n");
-  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "| ef | recall@10 GPU | recall@10 CPU (200 q) | recall@10 GPU, no entries | QPS batch 1 | QPS batch 8 "
+      "| "
+      "QPS batch 64 | QPS batch 1000 |\n");
+  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (int ef : {16, 32, 64, 128, 256, 512}) {
     gknn::graph::SearchParams sp;
     sp.k = k;
@@ -141,6 +190,8 @@ int main(int argc, char** argv) {
     std::vector<double> cd(200 * k);
     gknn::graph::search_cpu(g, base, dim, gknn::Metric::L2, queries, 200, sp, cids.data(), cd.data());
     const double rc = recall(truth, cids, k, 200);
+    dg_bare.search(queries, nq, sp, ids.data(), dist.data());
+    const double rb = recall(truth, ids, k, nq);
     double qps[4];
     int bi = 0;
     for (std::int64_t batch : {1, 8, 64, 1000}) {
@@ -150,8 +201,8 @@ int main(int argc, char** argv) {
         dg.search(queries + q * dim, std::min(batch, total - q), sp, ids.data() + q * k, dist.data() + q * k);
       qps[bi++] = double(total) / since(t0);
     }
-    std::printf("| %d | %.4f | %.4f | %.0f | %.0f | %.0f | %.0f |\n", ef, rg, rc, qps[0], qps[1], qps[2],
-                qps[3]);
+    std::printf("| %d | %.4f | %.4f | %.4f | %.0f | %.0f | %.0f | %.0f |\n", ef, rg, rc, rb, qps[0], qps[1],
+                qps[2], qps[3]);
   }
   return 0;
 }

@@ -95,7 +95,7 @@ void connect(Graph& g, const float* vectors, const BuildParams& p, const std::ui
     link(g, vectors, p, std::uint32_t(u), v);
     const std::int64_t part = walk(g, std::uint32_t(u), absent, q);
     reached += part;
-    if (part >= kMinEntryPart) g.entries.push_back(std::uint32_t(u));
+    if (part >= kMinEntryPart && g.entries.size() < kMaxEntries) g.entries.push_back(std::uint32_t(u));
     if (reached - reported >= kReportEvery) check_progress(progress, kPhaseConnect, reported = reached, g.n);
   }
   check_progress(progress, kPhaseConnect, g.n, g.n);

@@ -1,9 +1,11 @@
 // DeviceGraph: the graph and its vectors on one GPU, searched in batches.
 // One CTA per query runs the CPU search's algorithm (search_cpu.cpp): a
 // sorted candidate list of ef (shared memory), the first unexpanded entry
-// expanded each step, its row's unvisited nodes scored, one per thread,
-// with gknn::distance (the library is built without FMA contraction, so
-// the distances equal the CPU's bit for bit), then merged into the list.
+// expanded each step (found by one warp's ballot over the list's flags),
+// its row's unvisited nodes scored by groups of eight threads with
+// group_distance (gknn::distance's lanes and combining tree, the query in
+// shared memory; the library is built without FMA contraction, so the
+// distances equal the CPU's bit for bit), then merged into the list.
 // The merge places every element by its rank (list and new batch each
 // sorted; an element's place is its index plus how many of the other side
 // precede it), so one pass of the CTA merges any batch. The visited set is
@@ -12,6 +14,7 @@
 // scored again, never listed twice.
 #include <algorithm>
 
+#include "distance/group_distance.cuh"
 #include "graph/common.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
@@ -19,10 +22,11 @@
 namespace gknn::graph {
 namespace {
 
-constexpr int kThreads = 128;           // per CTA; also the merge batch
-constexpr int kMaxEf = kMaxDeviceEf;    // the list in shared memory
-constexpr int kHashSlots = 4096;        // visited set, power of 2
-constexpr std::uint32_t kExpanded = 1;  // list flag bits
+constexpr int kThreads = 128;                    // per CTA; also the merge batch
+constexpr int kGroups = kThreads / kGroupLanes;  // distances computed at once
+constexpr int kMaxEf = kMaxDeviceEf;             // the list in shared memory
+constexpr int kHashSlots = 4096;                 // visited set, power of 2
+constexpr std::uint32_t kExpanded = 1;           // list flag bits
 
 struct Lists {
   double d[kMaxEf];
@@ -40,7 +44,13 @@ struct Shared {
   int cur;    // which list is current
   int pick;   // the first unexpanded entry, or -1
   int batch;  // new candidates in bd/bid
+  int reset;  // the hash is half full: clear it before the next batch
+  // The query follows (dim floats, dynamic shared memory).
 };
+
+__device__ __forceinline__ const float* shared_query(Shared& sh) {
+  return reinterpret_cast<const float*>(&sh + 1);
+}
 
 __device__ __forceinline__ bool less(double da, std::uint32_t ia, double db, std::uint32_t ib) {
   return score_less(da, ia, db, ib);
@@ -108,19 +118,34 @@ __device__ void merge_batch(Shared& sh, int ef) {
     sh.size = min(ef, size + nb);
     sh.cur ^= 1;
     sh.batch = 0;
+    // Decided here, between barriers: every thread reads the same value.
+    sh.reset = sh.hash_count > kHashSlots / 2;
   }
   __syncthreads();
 }
 
-// Scores node id into the batch when it is new and may enter the list.
-__device__ void offer(Shared& sh, const float* vectors, const float* q, int dim, Metric metric,
-                      const std::uint32_t* edges, int degree, const std::uint8_t* skip, std::uint32_t id) {
-  if (skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode) return;  // deleted: see search_cpu
-  if (!hash_insert(sh, id)) return;
-  const double d = canonical_score(distance(metric, vectors + std::int64_t(id) * dim, q, dim));
-  const int slot = atomicAdd(&sh.batch, 1);
-  sh.bd[slot] = d;
-  sh.bid[slot] = id;
+// Offers nodes ids[0..count) (count <= kThreads; kNoNode entries ignored):
+// the new ones (not visited, not deleted) are scored by the CTA's groups
+// into the batch bd/bid, then merged into the list. Call with the CTA.
+__device__ void offer_batch(Shared& sh, const float* vectors, int dim, Metric metric,
+                            const std::uint32_t* edges, int degree, const std::uint8_t* skip,
+                            const std::uint32_t* ids, int count, int ef) {
+  if (int(threadIdx.x) < count) {
+    const std::uint32_t id = ids[threadIdx.x];
+    // A deleted node (skipped, empty row) takes no place: see search_cpu.
+    const bool dead = id == kNoNode || (skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
+    if (!dead && hash_insert(sh, id)) sh.bid[atomicAdd(&sh.batch, 1)] = id;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % kGroupLanes;
+  const float* q = shared_query(sh);
+  for (int i = threadIdx.x / kGroupLanes; i < sh.batch; i += kGroups) {
+    const std::uint32_t id = sh.bid[i];
+    const double d = canonical_score(group_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane));
+    if (lane == 0) sh.bd[i] = d;
+  }
+  __syncthreads();
+  merge_batch(sh, ef);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -132,35 +157,40 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   const float* q = queries + std::int64_t(blockIdx.x) * dim;
+  float* qs = reinterpret_cast<float*>(&sh + 1);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) qs[i] = q[i];
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
-  if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0;
+  if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0, sh.reset = 0;
   __syncthreads();
   // The entry sample, a batch of kThreads at a time.
   for (int b = 0; b < n_entries; b += kThreads) {
-    if (b + int(threadIdx.x) < n_entries)
-      offer(sh, vectors, q, dim, metric, edges, degree, skip, entries[b + threadIdx.x]);
-    __syncthreads();
-    merge_batch(sh, ef);
+    if (sh.reset) hash_reset(sh);
+    offer_batch(sh, vectors, dim, metric, edges, degree, skip, entries + b, min(kThreads, n_entries - b), ef);
   }
   for (;;) {
-    if (sh.hash_count > kHashSlots / 2) hash_reset(sh);
-    if (threadIdx.x == 0) {
+    if (sh.reset) hash_reset(sh);
+    if (threadIdx.x < 32) {  // the first unexpanded entry: one warp, 32 flags a step
       const Lists& l = sh.list[sh.cur];
-      int at = 0;
-      while (at < sh.size && (l.flag[at] & kExpanded)) ++at;
-      sh.pick = at < sh.size ? at : -1;
-      if (at < sh.size) sh.list[sh.cur].flag[at] |= kExpanded;
+      const int size = sh.size;
+      int at = -1;
+      for (int base = 0; base < size; base += 32) {
+        const int i = base + int(threadIdx.x);
+        const unsigned open = __ballot_sync(0xffffffffu, i < size && !(l.flag[i] & kExpanded));
+        if (open) {
+          at = base + __ffs(open) - 1;
+          break;
+        }
+      }
+      if (threadIdx.x == 0) {
+        sh.pick = at;
+        if (at >= 0) sh.list[sh.cur].flag[at] |= kExpanded;
+      }
     }
     __syncthreads();
     if (sh.pick < 0) break;
     const std::uint32_t node = sh.list[sh.cur].id[sh.pick];
-    const std::uint32_t* row = edges + std::int64_t(node) * degree;
-    for (int s = threadIdx.x; s < degree; s += blockDim.x) {
-      const std::uint32_t id = row[s];
-      if (id != kNoNode) offer(sh, vectors, q, dim, metric, edges, degree, skip, id);
-    }
-    __syncthreads();
-    merge_batch(sh, ef);
+    offer_batch(sh, vectors, dim, metric, edges, degree, skip, edges + std::int64_t(node) * degree, degree,
+                ef);
   }
   if (threadIdx.x == 0) {
     const Lists& l = sh.list[sh.cur];
@@ -255,12 +285,12 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
                             cudaMemcpyHostToDevice, s));
   if (sp.skip)
     GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
-  static_assert(sizeof(Shared) < 227 * 1024, "shared memory of the search kernel");
-  GKNN_CUDA(
-      cudaFuncSetAttribute(search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Shared))));
+  static_assert(sizeof(Shared) + kMaxDim * sizeof(float) < 227 * 1024, "shared memory of the search kernel");
+  const std::size_t smem = sizeof(Shared) + std::size_t(im.dim) * sizeof(float);
+  GKNN_CUDA(cudaFuncSetAttribute(search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {
     const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
-    search_kernel<<<unsigned(rows), kThreads, sizeof(Shared), s>>>(
+    search_kernel<<<unsigned(rows), kThreads, smem, s>>>(
         im.vectors.get(), im.edges.get(), im.host.n, im.host.degree, im.dim, im.metric,
         dq.get() + q0 * im.dim, de.get(), int(entries.size()), sp.skip ? dskip.get() : nullptr, ef, sp.k,
         dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);

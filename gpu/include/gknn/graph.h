@@ -71,7 +71,7 @@ using Progress = std::function<bool(const char* phase, std::int64_t done, std::i
 constexpr const char* kPhaseKnn = "building kNN graph";         // units: nodes
 constexpr const char* kPhasePrune = "pruning edges";            // units: nodes
 constexpr const char* kPhaseReverse = "merging reverse edges";  // units: nodes
-constexpr const char* kPhaseConnect = "linking graph parts";     // units: nodes reached
+constexpr const char* kPhaseConnect = "linking graph parts";    // units: nodes reached
 
 // A fixed-degree directed graph over nodes 0..n-1 (row layout: see above).
 struct Graph {
@@ -122,6 +122,7 @@ int entry_samples(std::int64_t n);
 // Parts of at least this many nodes get an entry (smaller ones, a node
 // that lost its in-edges say, are reached through their links).
 constexpr std::int64_t kMinEntryPart = 16;
+constexpr std::size_t kMaxEntries = 4096;  // the first parts found, when there are more
 
 // nq x k results, ordered by (distance, id); rows padded with id -1 / NaN
 // when fewer than k nodes are reachable and not skipped. Distances are the
