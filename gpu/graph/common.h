@@ -86,10 +86,21 @@ std::vector<std::uint32_t> knn_graph(const float* vectors, std::int64_t n, int k
 // Largest n for which the kNN graph is exact.
 constexpr std::int64_t kExactKnnMaxN = 20000;
 
+// Scratch of the prune, reused across calls by one thread.
+struct PruneScratch {
+  std::vector<std::uint32_t> keys;
+  std::vector<int> ranks, count, order;
+};
+
 // The prune with kept candidates in priority order (detours, rank); the
-// public prune_list is this followed by a sort into rank order. `count` is
-// scratch of m ints. Returns the number kept.
+// public prune_list is this followed by a sort into rank order. Returns the
+// number kept.
 int prune_priority(const std::uint32_t* candidates, int m, const std::uint32_t* candidate_rows, int row_len,
-                   int degree, std::uint32_t* out, std::vector<int>& count);
+                   int degree, std::uint32_t* out, PruneScratch& scratch);
+
+// The same for node x of a kNN graph (n x kdeg, kNoNode-padded rows): its
+// row's candidates, their rows read in place.
+int prune_knn_row(const std::uint32_t* knn, int kdeg, std::int64_t x, int degree, std::uint32_t* out,
+                  PruneScratch& scratch);
 
 }  // namespace gknn::graph

@@ -13,6 +13,9 @@
 // the list's ids (as CAGRA does): a node outside the list may then be
 // scored again, never listed twice.
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "distance/group_distance.cuh"
 #include "graph/common.h"
@@ -22,11 +25,15 @@
 namespace gknn::graph {
 namespace {
 
-constexpr int kThreads = 128;                    // per CTA; also the merge batch
-constexpr int kGroups = kThreads / kGroupLanes;  // distances computed at once
-constexpr int kMaxEf = kMaxDeviceEf;             // the list in shared memory
-constexpr int kHashSlots = 4096;                 // visited set, power of 2
-constexpr std::uint32_t kExpanded = 1;           // list flag bits
+// Threads per CTA (also the merge batch): 256 for small batches, where one
+// CTA per query leaves most of the GPU idle and a row of 32 nodes is scored
+// by 32 groups at once; 128 for large ones, where more CTAs fit an SM.
+constexpr int kMaxThreads = 256;
+constexpr std::int64_t kWideUpTo = 128;  // queries per call that get 256 threads
+constexpr int kPrefetch = 32;            // elements per lane held in registers: dim <= 256
+constexpr int kMaxEf = kMaxDeviceEf;     // the list in shared memory
+constexpr int kHashSlots = 4096;         // visited set, power of 2
+constexpr std::uint32_t kExpanded = 1;   // list flag bits
 
 struct Lists {
   double d[kMaxEf];
@@ -36,8 +43,8 @@ struct Lists {
 
 struct Shared {
   Lists list[2];  // current and next (the merge writes the other)
-  double bd[kThreads];
-  std::uint32_t bid[kThreads];
+  double bd[kMaxThreads];
+  std::uint32_t bid[kMaxThreads];
   std::uint32_t hash[kHashSlots];
   int hash_count;
   int size;   // list entries in use
@@ -47,10 +54,6 @@ struct Shared {
   int reset;  // the hash is half full: clear it before the next batch
   // The query follows (dim floats, dynamic shared memory).
 };
-
-__device__ __forceinline__ const float* shared_query(Shared& sh) {
-  return reinterpret_cast<const float*>(&sh + 1);
-}
 
 __device__ __forceinline__ bool less(double da, std::uint32_t ia, double db, std::uint32_t ib) {
   return score_less(da, ia, db, ib);
@@ -124,10 +127,73 @@ __device__ void merge_batch(Shared& sh, int ef) {
   __syncthreads();
 }
 
-// Offers nodes ids[0..count) (count <= kThreads; kNoNode entries ignored):
+// group_lane_sum (distance/group_distance.cuh) with the lane's elements of
+// a loaded before any arithmetic: one memory round trip per row instead of
+// one per few elements. The same operations in the same order: same bits.
+template <typename Op>
+__device__ __forceinline__ float prefetched_lane_sum(const float (&x)[kPrefetch], const float* b, int n,
+                                                     Op op, int lane) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j) {
+    const int i = lane + j * kGroupLanes;
+    if (i < n) acc += op(x[j], b[i]);
+  }
+  const unsigned mask = group_mask();
+  acc += __shfl_xor_sync(mask, acc, 4, kGroupLanes);
+  acc += __shfl_xor_sync(mask, acc, 1, kGroupLanes);
+  acc += __shfl_xor_sync(mask, acc, 2, kGroupLanes);
+  return acc;
+}
+
+// The same, of a . a.
+__device__ __forceinline__ float prefetched_self_product(const float (&x)[kPrefetch], int n, int lane) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j)
+    if (lane + j * kGroupLanes < n) acc += detail::Product{}(x[j], x[j]);
+  const unsigned mask = group_mask();
+  acc += __shfl_xor_sync(mask, acc, 4, kGroupLanes);
+  acc += __shfl_xor_sync(mask, acc, 1, kGroupLanes);
+  acc += __shfl_xor_sync(mask, acc, 2, kGroupLanes);
+  return acc;
+}
+
+// group_distance(metric, a, q, n, lane), term for term: a row of the
+// vectors against the query.
+__device__ __forceinline__ double row_distance(Metric metric, const float* a, const float* q, int n,
+                                               int lane) {
+  if (n > kPrefetch * kGroupLanes) return group_distance(metric, a, q, n, lane);
+  float x[kPrefetch];
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j) {
+    const int i = lane + j * kGroupLanes;
+    x[j] = i < n ? __ldg(a + i) : 0.0f;
+  }
+  switch (metric) {
+    case Metric::L2:
+      return sqrt(static_cast<double>(prefetched_lane_sum(x, q, n, detail::SquaredDiff{}, lane)));
+    case Metric::InnerProduct:
+      return -static_cast<double>(prefetched_lane_sum(x, q, n, detail::Product{}, lane));
+    case Metric::Cosine: {
+      const float dot = prefetched_lane_sum(x, q, n, detail::Product{}, lane);
+      const float na = prefetched_self_product(x, n, lane);
+      const float nb = group_inner_product(q, q, n, lane);
+      if (na == 0.0f || nb == 0.0f) return __longlong_as_double(0x7ff8000000000000LL);
+      double similarity = static_cast<double>(dot) / sqrt(static_cast<double>(na) * nb);
+      if (similarity > 1.0) similarity = 1.0;
+      if (similarity < -1.0) similarity = -1.0;
+      return 1.0 - similarity;
+    }
+    default:
+      return group_distance(metric, a, q, n, lane);
+  }
+}
+
+// Offers nodes ids[0..count) (count <= blockDim.x; kNoNode entries ignored):
 // the new ones (not visited, not deleted) are scored by the CTA's groups
 // into the batch bd/bid, then merged into the list. Call with the CTA.
-__device__ void offer_batch(Shared& sh, const float* vectors, int dim, Metric metric,
+__device__ void offer_batch(Shared& sh, const float* q, const float* vectors, int dim, Metric metric,
                             const std::uint32_t* edges, int degree, const std::uint8_t* skip,
                             const std::uint32_t* ids, int count, int ef) {
   if (int(threadIdx.x) < count) {
@@ -138,34 +204,37 @@ __device__ void offer_batch(Shared& sh, const float* vectors, int dim, Metric me
   }
   __syncthreads();
   const int lane = threadIdx.x % kGroupLanes;
-  const float* q = shared_query(sh);
-  for (int i = threadIdx.x / kGroupLanes; i < sh.batch; i += kGroups) {
+  for (int i = threadIdx.x / kGroupLanes; i < sh.batch; i += blockDim.x / kGroupLanes) {
     const std::uint32_t id = sh.bid[i];
-    const double d = canonical_score(group_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane));
+    const double d = canonical_score(row_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane));
     if (lane == 0) sh.bd[i] = d;
   }
   __syncthreads();
   merge_batch(sh, ef);
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kMaxThreads)
     search_kernel(const float* __restrict__ vectors, const std::uint32_t* __restrict__ edges, std::int64_t n,
                   int degree, int dim, Metric metric, const float* __restrict__ queries,
                   const std::uint32_t* __restrict__ entries, int n_entries,
-                  const std::uint8_t* __restrict__ skip, int ef, int k, std::int64_t* __restrict__ ids,
-                  double* __restrict__ distances) {
+                  const std::uint8_t* __restrict__ skip, int ef, int k, bool query_in_shared,
+                  std::int64_t* __restrict__ ids, double* __restrict__ distances) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   const float* q = queries + std::int64_t(blockIdx.x) * dim;
-  float* qs = reinterpret_cast<float*>(&sh + 1);
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) qs[i] = q[i];
+  if (query_in_shared) {  // after Shared, when the device's shared memory holds it
+    float* qs = reinterpret_cast<float*>(&sh + 1);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) qs[i] = q[i];
+    q = qs;
+  }
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
   if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0, sh.reset = 0;
   __syncthreads();
-  // The entry sample, a batch of kThreads at a time.
-  for (int b = 0; b < n_entries; b += kThreads) {
+  // The entry sample, a batch of blockDim.x at a time.
+  const int nt = blockDim.x;
+  for (int b = 0; b < n_entries; b += nt) {
     if (sh.reset) hash_reset(sh);
-    offer_batch(sh, vectors, dim, metric, edges, degree, skip, entries + b, min(kThreads, n_entries - b), ef);
+    offer_batch(sh, q, vectors, dim, metric, edges, degree, skip, entries + b, min(nt, n_entries - b), ef);
   }
   for (;;) {
     if (sh.reset) hash_reset(sh);
@@ -189,7 +258,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     if (sh.pick < 0) break;
     const std::uint32_t node = sh.list[sh.cur].id[sh.pick];
-    offer_batch(sh, vectors, dim, metric, edges, degree, skip, edges + std::int64_t(node) * degree, degree,
+    offer_batch(sh, q, vectors, dim, metric, edges, degree, skip, edges + std::int64_t(node) * degree, degree,
                 ef);
   }
   if (threadIdx.x == 0) {
@@ -216,6 +285,13 @@ struct DeviceGraph::Impl {
   Graph host;  // sizes and rows: the entry sample is chosen on the host per call
   DeviceBuffer<float> vectors;
   DeviceBuffer<std::uint32_t> edges;
+  bool query_in_shared = false;
+  std::size_t smem = sizeof(Shared);
+  // Entry lists of searches without skip flags, by seed, resident (at most
+  // kCachedSeeds): a single query then uploads only itself.
+  static constexpr std::size_t kCachedSeeds = 8;
+  mutable std::mutex mu;
+  mutable std::map<std::uint64_t, std::unique_ptr<DeviceBuffer<std::uint32_t>>> cached;
 
   Impl(const Graph& g, const float* v, int d, Metric m, int dev)
       : device(dev), dim(d), metric(m), host(g), vectors(std::size_t(g.n) * d), edges(g.edges.size()) {
@@ -225,6 +301,34 @@ struct DeviceGraph::Impl {
       GKNN_CUDA(cudaMemcpy(edges.get(), g.edges.data(), g.edges.size() * sizeof(std::uint32_t),
                            cudaMemcpyHostToDevice));
     }
+    int optin = 0;
+    GKNN_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    query_in_shared = sizeof(Shared) + std::size_t(d) * sizeof(float) <= std::size_t(optin);
+    if (query_in_shared) smem += std::size_t(d) * sizeof(float);
+    GKNN_CUDA(cudaFuncSetAttribute(search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+
+  // The device copy of the entry list for sp (cached when sp has no skip
+  // flags), its length; `upload` holds a per-call copy otherwise.
+  std::pair<const std::uint32_t*, int> entries(const SearchParams& sp, cudaStream_t s,
+                                               std::unique_ptr<AsyncBuffer<std::uint32_t>>& upload,
+                                               std::vector<std::uint32_t>& host_copy) const {
+    if (!sp.skip) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = cached.find(sp.seed);
+      if (it == cached.end() && cached.size() < kCachedSeeds) {
+        const std::vector<std::uint32_t> e = entry_points(host, sp.seed, nullptr);
+        auto buf = std::make_unique<DeviceBuffer<std::uint32_t>>(e.size());
+        GKNN_CUDA(cudaMemcpy(buf->get(), e.data(), e.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+        it = cached.emplace(sp.seed, std::move(buf)).first;
+      }
+      if (it != cached.end()) return {it->second->get(), int(it->second->size())};
+    }
+    host_copy = entry_points(host, sp.seed, sp.skip);
+    upload = std::make_unique<AsyncBuffer<std::uint32_t>>(host_copy.size(), s);
+    GKNN_CUDA(cudaMemcpyAsync(upload->get(), host_copy.data(), host_copy.size() * sizeof(std::uint32_t),
+                              cudaMemcpyHostToDevice, s));
+    return {upload->get(), int(host_copy.size())};
   }
 };
 
@@ -273,27 +377,25 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   }
   GKNN_CUDA(cudaSetDevice(im.device));
   const cudaStream_t s = thread_stream(im.device);
-  const std::vector<std::uint32_t> entries = entry_points(im.host, sp.seed, sp.skip);
   AsyncBuffer<float> dq(std::size_t(nq) * im.dim, s);
-  AsyncBuffer<std::uint32_t> de(entries.size(), s);
   AsyncBuffer<std::uint8_t> dskip(sp.skip ? std::size_t(im.host.n) : 0, s);
   AsyncBuffer<std::int64_t> dids(std::size_t(nq) * sp.k, s);
   AsyncBuffer<double> dd(std::size_t(nq) * sp.k, s);
+  std::unique_ptr<AsyncBuffer<std::uint32_t>> upload;
+  std::vector<std::uint32_t> host_entries;  // kept alive until the wait below
+  const auto [entries, n_entries] = im.entries(sp, s, upload, host_entries);
   GKNN_CUDA(cudaMemcpyAsync(dq.get(), queries, std::size_t(nq) * im.dim * sizeof(float),
-                            cudaMemcpyHostToDevice, s));
-  GKNN_CUDA(cudaMemcpyAsync(de.get(), entries.data(), entries.size() * sizeof(std::uint32_t),
                             cudaMemcpyHostToDevice, s));
   if (sp.skip)
     GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
-  static_assert(sizeof(Shared) + kMaxDim * sizeof(float) < 227 * 1024, "shared memory of the search kernel");
-  const std::size_t smem = sizeof(Shared) + std::size_t(im.dim) * sizeof(float);
-  GKNN_CUDA(cudaFuncSetAttribute(search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
+  const int threads = nq <= kWideUpTo ? kMaxThreads : kMaxThreads / 2;
   for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {
     const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
-    search_kernel<<<unsigned(rows), kThreads, smem, s>>>(
+    search_kernel<<<unsigned(rows), threads, im.smem, s>>>(
         im.vectors.get(), im.edges.get(), im.host.n, im.host.degree, im.dim, im.metric,
-        dq.get() + q0 * im.dim, de.get(), int(entries.size()), sp.skip ? dskip.get() : nullptr, ef, sp.k,
-        dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
+        dq.get() + q0 * im.dim, entries, n_entries, sp.skip ? dskip.get() : nullptr, ef, sp.k,
+        im.query_in_shared, dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }
   GKNN_CUDA(cudaMemcpyAsync(ids, dids.get(), std::size_t(nq) * sp.k * sizeof(std::int64_t),
