@@ -120,9 +120,9 @@ std::vector<std::uint32_t> entry_points(const Graph& g, std::uint64_t seed, cons
   out.reserve(std::max<std::size_t>(count, g.entries.size()));
   const bool usable = std::is_sorted(g.entries.begin(), g.entries.end()) &&
                       (g.entries.empty() || g.entries.back() < std::uint64_t(n));
-  const std::uint32_t* hubs = g.entries.data();
-  const std::uint32_t* hubs_end = usable ? hubs + g.entries.size() : hubs;
-  for (const std::uint32_t* h = hubs; h != hubs_end; ++h)
+  const auto hubs = g.entries.begin();
+  const auto hubs_end = usable ? g.entries.end() : hubs;
+  for (auto h = hubs; h != hubs_end; ++h)
     if (!dead(*h)) out.push_back(*h);
   const std::uint64_t un = std::uint64_t(n);
   const std::uint64_t start = mix64(seed ^ 0x67726170686b6e6eull) % un;
