@@ -261,8 +261,10 @@ void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* i
     const std::int64_t words_per_launch = per_launch * parts * kk;
     AsyncBuffer<W96> d_words(words_per_launch, s);
     AsyncBuffer<std::int64_t> d_ids(words_per_launch, s);
-    W96* words = pinned_scratch<W96>(0, words_per_launch);
-    std::int64_t* word_ids = pinned_scratch<std::int64_t>(1, words_per_launch);
+    std::vector<W96> words_heap;
+    std::vector<std::int64_t> ids_heap;
+    W96* words = pinned_or(0, words_per_launch, words_heap);
+    std::int64_t* word_ids = pinned_or(1, words_per_launch, ids_heap);
     std::vector<std::int64_t> order(std::size_t(parts) * kk);
     for (std::int64_t q0 = 0; q0 < req.nq; q0 += per_launch) {
       const std::int64_t rows = std::min(per_launch, req.nq - q0);

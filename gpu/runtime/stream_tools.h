@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gknn/runtime.h"
 #include "runtime/cuda_check.h"
@@ -62,13 +63,24 @@ cudaStream_t thread_stream(int device, int which = 0);
 // Pinned host memory of at least `bytes`, the calling thread's own (slot 0
 // to 3), kept for the thread's life and grown when a call needs more:
 // device-to-host copies into it run without the driver's staging buffers,
-// which threads copying at once would share. The memory stays valid until
+// which threads copying at once would share. Null above kMaxPinnedScratch
+// (a rare large result is not worth pinned memory kept for the thread's
+// life: the caller uses pageable memory then). The memory stays valid until
 // the same thread asks for the same slot again, so a function must not hand
 // it to a callee that may take the same slot.
+constexpr std::size_t kMaxPinnedScratch = std::size_t(16) << 20;
 void* pinned_scratch_bytes(int slot, std::size_t bytes);
 template <typename T>
 T* pinned_scratch(int slot, std::size_t count) {
   return static_cast<T*>(pinned_scratch_bytes(slot, count * sizeof(T)));
+}
+
+// pinned_scratch, or `fallback` (resized) where that gives none.
+template <typename T>
+T* pinned_or(int slot, std::size_t count, std::vector<T>& fallback) {
+  if (T* p = pinned_scratch<T>(slot, count)) return p;
+  fallback.resize(count);
+  return fallback.data();
 }
 
 // Work queued on `waiter` from now on waits for what is queued on `on`.

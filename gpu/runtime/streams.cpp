@@ -31,6 +31,7 @@ void* pinned_scratch_bytes(int slot, std::size_t bytes) {
   constexpr int kSlots = 4;
   constexpr std::size_t kLeast = std::size_t(1) << 20;
   if (slot < 0 || slot >= kSlots) throw Error(ErrorCode::InvalidArgument, "pinned_scratch: no such slot");
+  if (bytes > kMaxPinnedScratch) return nullptr;
   struct Block {
     void* p = nullptr;
     std::size_t size = 0;
@@ -39,7 +40,7 @@ void* pinned_scratch_bytes(int slot, std::size_t bytes) {
   thread_local Block blocks[kSlots];
   Block& b = blocks[slot];
   if (b.size < bytes) {
-    const std::size_t size = std::max(kLeast, std::max(bytes, 2 * b.size));
+    const std::size_t size = std::min(kMaxPinnedScratch, std::max(kLeast, std::max(bytes, 2 * b.size)));
     void* p = nullptr;
     GKNN_CUDA(cudaHostAlloc(&p, size, cudaHostAllocPortable));
     if (b.p) cudaFreeHost(b.p);
