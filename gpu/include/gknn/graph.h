@@ -1,0 +1,227 @@
+// A fixed-degree proximity graph (CAGRA, Ootomo et al., ICDE 2024) built and
+// searched on the CPU or the GPU, free of PostgreSQL. The gpu_graph index
+// access method keeps the graph's rows and the full vectors in its pages and
+// calls these functions: the build, the searches, and the maintenance rules
+// (insert, VACUUM) on rows it has read from pages.
+//
+// The graph: node i is row i of the vectors (n x dim float32). Row i of the
+// adjacency holds `degree` out-neighbours of node i, ordered by (distance to
+// node i, id) ascending with NaN last, the entries distinct and never node i
+// itself; kNoNode slots only at the end of a row (when n - 1 < degree, or
+// after a repair found fewer live neighbours). Every function here keeps that
+// order, so "rank" below means position in a row, closest first.
+//
+// The build: an initial kNN graph of intermediate_degree (exact kNN for small
+// n, approximate above), then CAGRA's optimisation: for every node, its kNN
+// list pruned by counting detourable routes (rank-based, prune_list below),
+// then the reverse edges of the pruned graph merged in, to `degree` edges per
+// node. Every random choice derives from the seed: the same vectors, params
+// and seed give the same graph (build_cpu twice: the same edges; build_gpu
+// twice: the same edges; the two need not be equal, both reach the same
+// recall).
+//
+// Distances everywhere are gknn::distance (gknn/distance.h), the SQL
+// operator's value, canonical (one NaN, -0 as +0), ordered by score_less:
+// (distance, id) with NaN last. Cosine of a zero vector is NaN: such a node
+// is in the graph, sorts last, and breaks nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "gknn/distance.h"
+#include "gknn/error.h"
+
+namespace gknn::graph {
+
+constexpr std::uint32_t kNoNode = 0xFFFFFFFFu;  // an empty adjacency slot
+constexpr int kMaxDegree = 128;                 // degree in [2, kMaxDegree], even
+constexpr int kMaxIntermediateDegree = 256;     // the initial kNN graph's degree, at most
+constexpr int kMaxDim = 16000;                  // the vector type's limit
+
+struct BuildParams {
+  int dim = 0;
+  Metric metric = Metric::L2;   // L2, InnerProduct or Cosine (distances = SQL operator values)
+  int degree = 32;              // out-degree of the final graph: even, 2..kMaxDegree
+  int intermediate_degree = 0;  // the initial kNN graph's degree; 0 = 2 * degree; >= degree
+  std::uint64_t seed = 0;       // every random choice derives from it: same input + seed = same graph
+};
+
+// Throws Error(InvalidArgument) naming the offending parameter.
+void validate(const BuildParams& p);
+
+// The initial kNN graph's degree that a build with `p` over n nodes uses:
+// intermediate_degree (or 2 * degree), at least degree, clamped to
+// kMaxIntermediateDegree and to n - 1.
+int effective_intermediate_degree(const BuildParams& p, std::int64_t n);
+
+// Called between chunks of work; returning false stops the build with
+// Error(Cancelled). `phase` is one of the fixed strings below (pointer
+// equality is not promised; compare with strcmp); `done` of `total` units of
+// that phase. Never called from a GPU thread or concurrently.
+using Progress = std::function<bool(const char* phase, std::int64_t done, std::int64_t total)>;
+
+constexpr const char* kPhaseKnn = "building kNN graph";         // units: nodes
+constexpr const char* kPhasePrune = "pruning edges";            // units: nodes
+constexpr const char* kPhaseReverse = "merging reverse edges";  // units: nodes
+
+// A fixed-degree directed graph over nodes 0..n-1 (row layout: see above).
+struct Graph {
+  std::int64_t n = 0;
+  int degree = 0;
+  std::vector<std::uint32_t> edges;  // n * degree
+
+  const std::uint32_t* row(std::int64_t i) const { return edges.data() + i * degree; }
+  std::uint32_t* row(std::int64_t i) { return edges.data() + i * degree; }
+};
+
+// Throws Error(InvalidArgument) when `g` is not a well-formed graph of the
+// shape above (sizes, ids in range, no self edges, no duplicates, kNoNode
+// only at the end of a row). Does not check the distance order (it needs the
+// vectors; see check_row_order).
+void validate(const Graph& g);
+
+// vectors: n x dim float32 row-major, host memory. Node i = row i. n may be
+// 0 (an empty graph) or 1 (one row of kNoNode). Throws Error(InvalidArgument,
+// Cancelled, OutOfMemory); build_gpu also NoDevice and DeviceFault.
+Graph build_cpu(const float* vectors, std::int64_t n, const BuildParams& p, const Progress& progress = {});
+Graph build_gpu(const float* vectors, std::int64_t n, const BuildParams& p, int device,
+                const Progress& progress = {});
+
+struct SearchParams {
+  int k = 10;
+  int ef = 64;                         // candidate list size; ef < k is raised to k
+  std::uint64_t seed = 0;              // which nodes the search starts from
+  const std::uint8_t* skip = nullptr;  // optional n flags (host): nonzero = traversed but never returned
+};
+
+// Entry points a search starts from (the same on the CPU and the GPU):
+// kEntryPoints nodes chosen from the seed, at most n.
+constexpr int kEntryPoints = 8;
+
+// nq x k results, ordered by (distance, id); rows padded with id -1 / NaN
+// when fewer than k nodes are reachable and not skipped. Distances are the
+// SQL operator's values (gknn/distance.h). queries: nq x dim, host memory.
+// A search keeps the ef best nodes seen (skipped ones included, so a search
+// through dead nodes stays as wide as ef) and returns the k best not
+// skipped; for more rows after skips, call again with a larger ef.
+void search_cpu(const Graph& g, const float* vectors, int dim, Metric metric, const float* queries,
+                std::int64_t nq, const SearchParams& sp, std::int64_t* ids, double* distances);
+
+// The graph and its vectors resident on one GPU; search() is batched and
+// thread-safe (the GPU service calls it from several executor threads at
+// once, each on its own thread_stream), one host wait per call. Same contract
+// as search_cpu, same distances bit for bit. Movable, not copyable; frees
+// its device memory when destroyed. Throws Error(NoDevice/OutOfMemory/
+// DeviceFault/InvalidArgument).
+class DeviceGraph {
+ public:
+  DeviceGraph(const Graph& g, const float* vectors, int dim, Metric metric, int device);
+  ~DeviceGraph();
+  DeviceGraph(DeviceGraph&&) noexcept;
+  DeviceGraph& operator=(DeviceGraph&&) noexcept;
+  DeviceGraph(const DeviceGraph&) = delete;
+  DeviceGraph& operator=(const DeviceGraph&) = delete;
+
+  // sp.skip: host flags (n bytes), uploaded per call.
+  void search(const float* queries, std::int64_t nq, const SearchParams& sp, std::int64_t* ids,
+              double* distances) const;
+  std::size_t bytes() const;  // device memory held
+  std::int64_t n() const;
+  int degree() const;
+  int device() const;
+
+ private:
+  struct Impl;
+  Impl* impl_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// Maintenance: pure functions on in-memory lists. The access method reads the
+// rows and vectors it needs from pages, calls these, and writes the rows they
+// return. One rule, prune_list, shapes every list: the build's, an inserted
+// node's, and a repaired one's.
+// ---------------------------------------------------------------------------
+
+// Sorts candidates (ids[i], distances[i]), i < m, by (distance, id) with NaN
+// last (distances made canonical), and removes duplicate ids and `owner`
+// (pass kNoNode for none). Returns the new count; both arrays are rewritten
+// in place.
+int order_candidates(std::uint32_t owner, std::uint32_t* ids, double* distances, int m);
+
+// CAGRA's rank-based pruning of one node's candidate list to `degree`.
+//
+// candidates: m distinct ids (not the owner) in order of (distance to owner,
+// id) (see order_candidates); candidate i has rank i. candidate_rows: m x
+// row_len ids, row i = candidate i's own out-neighbours in rank order (a
+// graph row, or a kNN list), kNoNode-padded; a row the caller does not have
+// may be all kNoNode (that candidate then offers no detours).
+//
+// A route owner -> c_i -> c_j is detourable when c_j is in c_i's row at rank
+// p with max(i, p) < j. Candidates are kept by (number of detourable routes,
+// rank) ascending: the min(m, degree) kept are written to out (degree slots)
+// in rank order, the rest kNoNode. Returns the number kept.
+int prune_list(const std::uint32_t* candidates, int m, const std::uint32_t* candidate_rows, int row_len,
+               int degree, std::uint32_t* out);
+
+// Adds the edge owner -> x (x_distance = distance(owner, x)) to owner's row,
+// the reverse edge of an inserted node x.
+//
+// row: `degree` slots in row order (kNoNode at the end); row_distances:
+// distance(owner, row[i]) for the occupied slots (the caller computes them
+// from the vectors; entries past the last occupied slot are ignored).
+// x_row: x's own out-row (x_row_len ids, kNoNode-padded), used for the
+// detour rule.
+//
+// Rule: x already in the row, or x == owner: no change. A free slot: x is
+// inserted at its (distance, id) position. A full row: an entry w farther
+// than x that x detours (w in x_row) is dropped, the farthest such, since
+// owner -> x -> w still reaches it, and x goes in at its position;
+// otherwise, with `force` and x nearer than the last entry, the last entry
+// is dropped for x (use it so an inserted node gets at least one in-edge:
+// force on its nearest neighbour when no other list took it); otherwise
+// no change. Returns true when row (and row_distances) changed.
+bool add_reverse_edge(std::uint32_t* row, double* row_distances, int degree, std::uint32_t owner,
+                      std::uint32_t x, double x_distance, const std::uint32_t* x_row, int x_row_len,
+                      bool force = false);
+
+// The candidates for repairing owner's row after some of its neighbours
+// were deleted: its live entries, then the live entries of the deleted
+// entries' rows (neighbours of the deleted neighbours, which the deletion
+// would otherwise disconnect), then the live entries of the live entries'
+// rows (when the first two give fewer than `degree`), deduplicated, owner
+// excluded, in that order (not by distance).
+//
+// row: owner's `degree` slots. rows_of_row: degree x degree ids, the rows
+// of row[0..degree) (all kNoNode for an empty slot, or for a row the caller
+// did not read). deleted(id): whether a node is deleted; it is called for
+// ids found in these rows only. Returns the candidate ids; the caller then
+// computes their distances to owner, calls order_candidates, keeps at most
+// intermediate-degree-many, reads their rows and calls prune_list: the
+// repaired row. Nothing deleted in the row: returns the row's entries.
+std::vector<std::uint32_t> repair_candidates(std::uint32_t owner, const std::uint32_t* row, int degree,
+                                             const std::uint32_t* rows_of_row,
+                                             const std::function<bool(std::uint32_t)>& deleted);
+
+// In-memory drivers of the rules above (used by tests, and by the access
+// method's docs as the reference sequence of calls):
+//
+// insert_node: node x = n (vectors must already hold n + 1 rows) is added
+// to g: a search of ef from x's vector gives its candidates, prune_list its
+// row, add_reverse_edge the reverse edges (forced on the nearest candidate
+// when no list took x). g.n grows by one.
+void insert_node(Graph& g, const float* vectors, int dim, Metric metric, int ef, std::uint64_t seed);
+
+// repair_deleted: every row with a deleted entry is repaired
+// (repair_candidates, distances, order_candidates, at most 2 * degree
+// candidates, prune_list), and deleted nodes' own rows are cleared to
+// kNoNode. `deleted`: n flags. Node ids are not renumbered.
+void repair_deleted(Graph& g, const float* vectors, int dim, Metric metric, const std::uint8_t* deleted);
+
+// Throws Error(InvalidArgument) when some row of g is not in (distance to
+// its owner, id) order. For tests and debugging.
+void check_row_order(const Graph& g, const float* vectors, int dim, Metric metric);
+
+}  // namespace gknn::graph
