@@ -158,6 +158,7 @@ struct GraphImage {
   const float* vectors;             // rows x dim
   const int64* ids;                 // heap TID of each row (graph_tid_to_id)
   const uint32* row_node;           // node number of each row
+  const uint32* node_row;           // row of each node below meta.nodes (kGraphNoNode: none)
   int64 rows;
   const int64* nulls;  // heap TIDs of the NULL nodes
   int64 nnulls;
