@@ -225,6 +225,7 @@ IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
     elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
   GraphOptions opt = graph_get_options(index);
   graph_check_options(opt);
+  graph_require_cpu_allowed("build");
   gknn::Metric metric = graph_index_metric(index);
 
   BuildState st{};
@@ -293,7 +294,10 @@ IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
 void graph_buildempty(Relation index) {
   GraphMeta built;
   graph_read_meta(index, &built);
-  GraphMeta meta = new_meta(built.dim, built.metric, graph_get_options(index));
+  GraphOptions o{};
+  o.degree = built.degree;  // as built (ALTER INDEX ... SET changes rd_options only)
+  o.intermediate_degree = built.intermediate_degree;
+  GraphMeta meta = new_meta(built.dim, built.metric, o);
   Buffer buf = ReadBufferExtended(index, INIT_FORKNUM, P_NEW, RBM_NORMAL, nullptr);
   LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
   START_CRIT_SECTION();

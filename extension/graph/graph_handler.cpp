@@ -1,4 +1,5 @@
 // gpu_graph: the access method's handler, its GUC and build phase names.
+#include "device.h"
 #include "graph.h"
 
 extern "C" {
@@ -17,6 +18,14 @@ void gknn_graph_register() {
       &gknn_graph_ef_search, kGraphDefaultEfSearch, 1, kGraphMaxEfSearch, PGC_USERSET, 0, nullptr, nullptr,
       nullptr);
   graph_register_options();
+}
+
+void graph_require_cpu_allowed(const char* what) {
+  if (gknn_device_mode == GKNN_DEVICE_GPU)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("gknn.device is \"gpu\" but gpu_graph can only %s on the CPU", what),
+                    errdetail("The GPU build and search of gpu_graph are not wired into gknn yet."),
+                    errhint("SET gknn.device = auto (or cpu).")));
 }
 
 namespace {

@@ -78,6 +78,7 @@ void start_scan(IndexScanDesc scan, GraphScan* so) {
   if (scan->numberOfOrderBys != 1 || scan->numberOfKeys != 0)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("gpu_graph supports only ordered scans (ORDER BY column <-> value)")));
+  graph_require_cpu_allowed("search");
   MemoryContext old = MemoryContextSwitchTo(so->cxt);
   ScanKey key = &scan->orderByData[0];
   so->query_null = (key->sk_flags & SK_ISNULL) != 0;
