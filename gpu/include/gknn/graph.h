@@ -11,14 +11,15 @@
 // after a repair found fewer live neighbours). Every function here keeps that
 // order, so "rank" below means position in a row, closest first.
 //
-// The build: an initial kNN graph of intermediate_degree (exact kNN for small
-// n, approximate above), then CAGRA's optimisation: for every node, its kNN
-// list pruned by counting detourable routes (rank-based, prune_list below),
-// then the reverse edges of the pruned graph merged in, to `degree` edges per
-// node. Every random choice derives from the seed: the same vectors, params
-// and seed give the same graph (build_cpu twice: the same edges; build_gpu
-// twice: the same edges; the two need not be equal, both reach the same
-// recall).
+// The build: an initial kNN graph of intermediate_degree (exact kNN for
+// n <= 20,000, IVF-PQ with exact re-ranking above), then CAGRA's
+// optimisation: for every node, its kNN list pruned by counting detourable
+// routes (rank-based, prune_list below), then the reverse edges of the
+// pruned graph merged in, to `degree` edges per node; last, parts of the
+// graph that node 0 does not reach (clusters the kNN graph left apart) are
+// linked to their nearest reached node both ways. Every random choice derives from the seed: the same
+// vectors, params and seed give the same graph (build_cpu twice: the same edges; build_gpu twice: the same
+// edges; the two need not be equal, both reach the same recall).
 //
 // Distances everywhere are gknn::distance (gknn/distance.h), the SQL
 // operator's value, canonical (one NaN, -0 as +0), ordered by score_less:
@@ -97,16 +98,21 @@ struct SearchParams {
   const std::uint8_t* skip = nullptr;  // optional n flags (host): nonzero = traversed but never returned
 };
 
-// Entry points a search starts from (the same on the CPU and the GPU):
-// kEntryPoints nodes chosen from the seed, at most n.
-constexpr int kEntryPoints = 8;
+// Where a search starts (the same on the CPU and the GPU): entry_samples(n)
+// nodes picked from the seed (deleted ones, skipped with an empty row,
+// passed over) are scored against the query and the ef best
+// form the first candidate list (HNSW's upper layers play this part; a
+// sample of ~2 sqrt(n) nodes finds a query's region even when the graph's
+// clusters are far apart, where a few random starts stay in the wrong one).
+int entry_samples(std::int64_t n);
 
 // nq x k results, ordered by (distance, id); rows padded with id -1 / NaN
 // when fewer than k nodes are reachable and not skipped. Distances are the
 // SQL operator's values (gknn/distance.h). queries: nq x dim, host memory.
 // A search keeps the ef best nodes seen (skipped ones included, so a search
-// through dead nodes stays as wide as ef) and returns the k best not
-// skipped; for more rows after skips, call again with a larger ef.
+// through dead nodes stays as wide as ef; a skipped node with an empty row,
+// a deleted one after repair_deleted, is left out) and returns the k best
+// not skipped; for more rows after skips, call again with a larger ef.
 void search_cpu(const Graph& g, const float* vectors, int dim, Metric metric, const float* queries,
                 std::int64_t nq, const SearchParams& sp, std::int64_t* ids, double* distances);
 
@@ -179,10 +185,11 @@ int prune_list(const std::uint32_t* candidates, int m, const std::uint32_t* cand
 // inserted at its (distance, id) position. A full row: an entry w farther
 // than x that x detours (w in x_row) is dropped, the farthest such, since
 // owner -> x -> w still reaches it, and x goes in at its position;
-// otherwise, with `force` and x nearer than the last entry, the last entry
-// is dropped for x (use it so an inserted node gets at least one in-edge:
-// force on its nearest neighbour when no other list took it); otherwise
-// no change. Returns true when row (and row_distances) changed.
+// otherwise, with `force`, the last (farthest) entry is dropped for x,
+// which goes in at its position (the last slot if it is the farthest): use
+// it so an inserted node gets at least one in-edge, on its nearest
+// neighbour when no other list took it; otherwise no change. Returns true
+// when row (and row_distances) changed.
 bool add_reverse_edge(std::uint32_t* row, double* row_distances, int degree, std::uint32_t owner,
                       std::uint32_t x, double x_distance, const std::uint32_t* x_row, int x_row_len,
                       bool force = false);
@@ -191,7 +198,7 @@ bool add_reverse_edge(std::uint32_t* row, double* row_distances, int degree, std
 // were deleted: its live entries, then the live entries of the deleted
 // entries' rows (neighbours of the deleted neighbours, which the deletion
 // would otherwise disconnect), then the live entries of the live entries'
-// rows (when the first two give fewer than `degree`), deduplicated, owner
+// rows (when the first two give fewer than 2 * degree), deduplicated, owner
 // excluded, in that order (not by distance).
 //
 // row: owner's `degree` slots. rows_of_row: degree x degree ids, the rows
@@ -217,7 +224,13 @@ void insert_node(Graph& g, const float* vectors, int dim, Metric metric, int ef,
 // repair_deleted: every row with a deleted entry is repaired
 // (repair_candidates, distances, order_candidates, at most 2 * degree
 // candidates, prune_list), and deleted nodes' own rows are cleared to
-// kNoNode. `deleted`: n flags. Node ids are not renumbered.
+// kNoNode; then a walk from the first live node finds live parts that no
+// longer have a way in (their in-edges all came from deleted nodes) and
+// links each to its nearest reached node both ways (add_reverse_edge with
+// force), as the build does for clusters its kNN graph left apart. The
+// access method needs the whole graph in memory for that last pass (one
+// walk over the rows; one search per part found). `deleted`: n flags.
+// Node ids are not renumbered.
 void repair_deleted(Graph& g, const float* vectors, int dim, Metric metric, const std::uint8_t* deleted);
 
 // Throws Error(InvalidArgument) when some row of g is not in (distance to

@@ -1,0 +1,84 @@
+// Helpers the graph's build, search and maintenance share (not a public
+// header): threads over rows, progress, entry points, row ordering.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "gknn/graph.h"
+
+namespace gknn::graph {
+
+// fn(begin, end) over [0, n) in contiguous blocks, one per core (at most
+// `max_threads`); the calling thread takes the first block. Each row's
+// result depends on that row only, so the split changes no result. An
+// exception in any block is rethrown after every thread has joined.
+void parallel_rows(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn,
+                   int max_threads = 0);
+
+// Reports progress; throws Error(Cancelled) when the callback says stop.
+void check_progress(const Progress& progress, const char* phase, std::int64_t done, std::int64_t total);
+
+// SplitMix64: the one source of pseudo-random numbers (seeded, portable).
+inline std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The search's entry sample for `seed` over g's nodes: entry_samples(n)
+// distinct ids, deleted ones (skipped with an empty row) passed over. The
+// CPU and the GPU search start from these.
+std::vector<std::uint32_t> entry_points(const Graph& g, std::uint64_t seed, const std::uint8_t* skip);
+
+// A node and its (canonical) distance to some owner or query.
+struct Scored {
+  double d;
+  std::uint32_t id;
+};
+inline bool operator<(const Scored& a, const Scored& b) { return score_less(a.d, a.id, b.d, b.id); }
+
+// Distance of two stored rows (or a row and a query), canonical.
+inline double dist(Metric m, const float* a, const float* b, int dim) {
+  return canonical_score(distance(m, a, b, dim));
+}
+
+// Rewrites row (degree slots, kNoNode-padded, any order) in (distance to
+// owner, id) order, kNoNode at the end.
+void sort_row(std::uint32_t* row, int degree, const float* vectors, int dim, Metric metric,
+              std::uint32_t owner);
+
+// Checks the arguments every search takes (sizes, pointers).
+void check_search(const Graph& g, const float* vectors, int dim, Metric metric, const float* queries,
+                  std::int64_t nq, const SearchParams& sp, const std::int64_t* ids, const double* distances);
+
+// CAGRA's optimisation of a kNN graph (n x kdeg ids per row in (distance,
+// id) order, kNoNode-padded) to the final graph: rank-based pruning, reverse
+// edges, merge, rows put in distance order. Runs on CPU threads.
+Graph optimise(const std::vector<std::uint32_t>& knn, std::int64_t n, int kdeg, const float* vectors,
+               const BuildParams& p, const Progress& progress);
+
+// Links every part of g that its first live node does not reach to the
+// nearest reached node, both ways (connect.cpp). deleted: n flags or null.
+void connect(Graph& g, const float* vectors, const BuildParams& p, const std::uint8_t* deleted = nullptr);
+
+// The kNN graph on the CPU (device < 0) or a GPU: exact for small n,
+// IVF-PQ with refinement above. n x kdeg ids, rows in (distance, id) order,
+// self excluded, completed with pseudo-random nodes when a row came back
+// short (so rows are full whenever n - 1 >= kdeg).
+std::vector<std::uint32_t> knn_graph(const float* vectors, std::int64_t n, int kdeg, const BuildParams& p,
+                                     int device, const Progress& progress);
+
+// Largest n for which the kNN graph is exact.
+constexpr std::int64_t kExactKnnMaxN = 20000;
+
+// The prune with kept candidates in priority order (detours, rank); the
+// public prune_list is this followed by a sort into rank order. `count` is
+// scratch of m ints. Returns the number kept.
+int prune_priority(const std::uint32_t* candidates, int m, const std::uint32_t* candidate_rows, int row_len,
+                   int degree, std::uint32_t* out, std::vector<int>& count);
+
+}  // namespace gknn::graph

@@ -1,0 +1,198 @@
+// The initial kNN graph of a build, on the CPU or a GPU. Small n: exact (CPU
+// threads, or gknn/knn.h's exact kNN on the GPU). Larger n: IVF-PQ from
+// gknn/ivfpq.h (train, encode, search refined with exact distances), every
+// node a query; its lists are approximate, which CAGRA's optimisation
+// tolerates (the paper builds from NN-descent's approximate graph).
+#include <cmath>
+#include <memory>
+
+#include "gknn/ivfpq.h"
+#include "gknn/knn.h"
+#include "graph/common.h"
+
+namespace gknn::graph {
+namespace {
+
+constexpr std::int64_t kQueryChunk = 1 << 14;  // queries between progress calls
+
+// Writes row x of the kNN graph from a search's result row (k ids, self and
+// padding included): self dropped, at most kdeg kept.
+void take_row(std::int64_t x, const std::int64_t* ids, int k, int kdeg, std::uint32_t* out) {
+  int used = 0;
+  for (int j = 0; j < k && used < kdeg; ++j)
+    if (ids[j] >= 0 && ids[j] != x) out[used++] = std::uint32_t(ids[j]);
+  for (; used < kdeg; ++used) out[used] = kNoNode;
+}
+
+// Exact kNN graph on CPU threads: every node against every node.
+void exact_cpu(const float* v, std::int64_t n, int kdeg, const BuildParams& p, const Progress& progress,
+               std::vector<std::uint32_t>& knn) {
+  const int k = kdeg + 1;
+  check_progress(progress, kPhaseKnn, 0, n);
+  for (std::int64_t b = 0; b < n; b += kQueryChunk) {
+    const std::int64_t e = std::min(n, b + kQueryChunk);
+    parallel_rows(e - b, [&](std::int64_t lo, std::int64_t hi) {
+      std::vector<Scored> s(n);
+      std::vector<std::int64_t> ids(k);
+      for (std::int64_t x = b + lo; x < b + hi; ++x) {
+        for (std::int64_t y = 0; y < n; ++y)
+          s[y] = {dist(p.metric, v + y * p.dim, v + x * p.dim, p.dim), std::uint32_t(y)};
+        std::partial_sort(s.begin(), s.begin() + k, s.end());
+        for (int j = 0; j < k; ++j) ids[j] = s[j].id;
+        take_row(x, ids.data(), k, kdeg, knn.data() + x * kdeg);
+      }
+    });
+    check_progress(progress, kPhaseKnn, e, n);
+  }
+}
+
+// Exact kNN graph on the GPU, chunks of nodes as query batches.
+void exact_gpu(const float* v, std::int64_t n, int kdeg, const BuildParams& p, int device,
+               const Progress& progress, std::vector<std::uint32_t>& knn) {
+  const int k = kdeg + 1;
+  check_progress(progress, kPhaseKnn, 0, n);
+  std::vector<std::int64_t> ids(std::size_t(kQueryChunk) * k);
+  std::vector<double> d(ids.size());
+  for (std::int64_t b = 0; b < n; b += kQueryChunk) {
+    const std::int64_t e = std::min(n, b + kQueryChunk);
+    KnnRequest r;
+    r.base = v;
+    r.n = n;
+    r.queries = v + b * p.dim;
+    r.nq = e - b;
+    r.dim = p.dim;
+    r.k = k;
+    r.metric = p.metric;
+    exact_knn_gpu(r, device, ids.data(), d.data());
+    for (std::int64_t x = b; x < e; ++x)
+      take_row(x, ids.data() + (x - b) * k, k, kdeg, knn.data() + x * kdeg);
+    check_progress(progress, kPhaseKnn, e, n);
+  }
+}
+
+// PQ sub-quantizers: a divisor of dim with sub-vectors of 2..8 elements
+// (the finer, the better the candidates), at most 128.
+int pq_m(int dim) {
+  for (int sub = 2; sub <= 8; ++sub)
+    if (dim % sub == 0 && dim / sub <= 128) return dim / sub;
+  for (int m = std::min(dim, 128); m >= 1; --m)
+    if (dim % m == 0) return m;
+  return 1;
+}
+
+// IVF-PQ kNN graph: train on a strided sample, encode everything, search
+// every node with refine (exact distances of the best PQ candidates).
+void ivfpq_knn(const float* v, std::int64_t n, int kdeg, const BuildParams& p, int device,
+               const Progress& progress, std::vector<std::uint32_t>& knn) {
+  ivfpq::Params ip;
+  ip.dim = p.dim;
+  ip.metric = p.metric;
+  ip.lists = int(std::clamp<std::int64_t>(std::int64_t(std::sqrt(double(n))), 1, 1 << 16));
+  ip.m = pq_m(p.dim);
+  ip.nbits = 8;
+  ip.kmeans_iters = 10;
+  ip.seed = mix64(p.seed);
+  const std::int64_t sample_n =
+      std::min<std::int64_t>(n, std::max<std::int64_t>(std::int64_t(ip.lists) * 64, 1 << 16));
+  std::vector<float> sample(std::size_t(sample_n) * p.dim);
+  for (std::int64_t i = 0; i < sample_n; ++i) {
+    const std::int64_t row = i * n / sample_n;
+    std::copy_n(v + row * p.dim, p.dim, sample.data() + i * p.dim);
+  }
+  check_progress(progress, kPhaseKnn, 0, n);
+  ivfpq::Image im;
+  im.quantizer = ivfpq::train(ip, sample.data(), sample_n, device);
+  sample = {};
+  const int cs = ivfpq::code_size(im.quantizer.params);
+  std::vector<std::int32_t> list_of(n);
+  std::vector<std::uint8_t> codes(std::size_t(n) * cs);
+  ivfpq::encode(im.quantizer, v, n, device, list_of.data(), codes.data());
+  const int lists = im.quantizer.params.lists;
+  im.offsets.assign(lists + 1, 0);
+  for (auto l : list_of) ++im.offsets[l + 1];
+  for (int l = 0; l < lists; ++l) im.offsets[l + 1] += im.offsets[l];
+  im.codes.resize(codes.size());
+  im.ids.resize(n);
+  im.vectors.resize(std::size_t(n) * p.dim);
+  {
+    std::vector<std::int64_t> fill(im.offsets.begin(), im.offsets.end() - 1);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t at = fill[list_of[i]]++;
+      im.ids[at] = i;
+      std::copy_n(codes.data() + i * cs, cs, im.codes.data() + at * cs);
+      std::copy_n(v + i * p.dim, p.dim, im.vectors.data() + at * p.dim);
+    }
+  }
+  codes = {};
+  list_of = {};
+  ivfpq::SearchParams sp;
+  sp.k = kdeg + 1;
+  sp.probes = std::min(lists, 24);
+  sp.refine = 3;
+  std::vector<std::int64_t> ids(std::size_t(kQueryChunk) * sp.k);
+  std::vector<double> d(ids.size());
+  std::unique_ptr<ivfpq::DeviceImage> dev;
+  if (device >= 0) dev = std::make_unique<ivfpq::DeviceImage>(im, device);
+  for (std::int64_t b = 0; b < n; b += kQueryChunk) {
+    const std::int64_t e = std::min(n, b + kQueryChunk);
+    if (dev) {
+      dev->search_refined(v + b * p.dim, e - b, sp, ids.data(), d.data());
+    } else {
+      parallel_rows(e - b, [&](std::int64_t lo, std::int64_t hi) {
+        ivfpq::search_refined_cpu(im, v + (b + lo) * p.dim, hi - lo, sp, ids.data() + lo * sp.k,
+                                  d.data() + lo * sp.k);
+      });
+    }
+    for (std::int64_t x = b; x < e; ++x)
+      take_row(x, ids.data() + (x - b) * sp.k, sp.k, kdeg, knn.data() + x * kdeg);
+    check_progress(progress, kPhaseKnn, e, n);
+  }
+}
+
+// Rows that came back short (a probe's lists held too few nodes) are
+// completed with pseudo-random nodes and put back in distance order, so
+// every row is full when n - 1 >= kdeg.
+void complete_rows(const float* v, std::int64_t n, int kdeg, const BuildParams& p,
+                   std::vector<std::uint32_t>& knn) {
+  if (n - 1 < kdeg) return;
+  parallel_rows(n, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t x = b; x < e; ++x) {
+      std::uint32_t* row = knn.data() + x * kdeg;
+      int used = 0;
+      while (used < kdeg && row[used] != kNoNode) ++used;
+      if (used == kdeg) continue;
+      std::uint64_t state = mix64(p.seed ^ std::uint64_t(x));
+      while (used < kdeg) {
+        state = mix64(state);
+        const auto y = std::uint32_t(state % std::uint64_t(n));
+        if (y == x || std::find(row, row + used, y) != row + used) continue;
+        row[used++] = y;
+      }
+      std::vector<Scored> s(kdeg);
+      for (int j = 0; j < kdeg; ++j)
+        s[j] = {dist(p.metric, v + std::int64_t(row[j]) * p.dim, v + x * p.dim, p.dim), row[j]};
+      std::sort(s.begin(), s.end());
+      for (int j = 0; j < kdeg; ++j) row[j] = s[j].id;
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> knn_graph(const float* vectors, std::int64_t n, int kdeg, const BuildParams& p,
+                                     int device, const Progress& progress) {
+  std::vector<std::uint32_t> knn(std::size_t(n) * kdeg, kNoNode);
+  if (n == 0 || kdeg == 0) return knn;
+  if (n <= kExactKnnMaxN) {
+    if (device >= 0)
+      exact_gpu(vectors, n, kdeg, p, device, progress, knn);
+    else
+      exact_cpu(vectors, n, kdeg, p, progress, knn);
+  } else {
+    ivfpq_knn(vectors, n, kdeg, p, device, progress, knn);
+  }
+  complete_rows(vectors, n, kdeg, p, knn);
+  return knn;
+}
+
+}  // namespace gknn::graph
