@@ -46,7 +46,7 @@ CREATE UNIQUE INDEX ON g_t USING gpu_graph (emb);
 CREATE INDEX ON g_t USING gpu_graph ((emb::halfvec(8)));
 
 -- dimensions: a node (vector and list) must fit a page
-CREATE TABLE g_wide (id int, emb vector(2100));
+CREATE TABLE g_wide (id int, emb vector(2020));
 CREATE INDEX ON g_wide USING gpu_graph (emb);
 CREATE INDEX g_wide_idx ON g_wide USING gpu_graph (emb) WITH (degree = 8);
 SELECT dims, degree, nodes FROM gknn_graph_info('g_wide_idx');

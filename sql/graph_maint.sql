@@ -49,7 +49,7 @@ SELECT count(*) FILTER (WHERE gm_index(emb, 10) = gm_exact(emb, 10)) AS same, co
 FROM gm WHERE id % 100 = 7;
 -- rows inserted after the VACUUM (TIDs of deleted rows reused)
 INSERT INTO gm SELECT i, ARRAY[i, 1, 1, 1, 1, 1, 1, 1]::float8[]::vector FROM generate_series(3000, 3099) i;
-SELECT bool_and((gm_index(emb, 1))[1] = id) FROM gm WHERE id >= 3000;
+SELECT bool_and((gm_index(emb, 1))[1] = id) FROM gm WHERE id BETWEEN 3000 AND 3099;
 -- UPDATE: a new version, the old one dead after VACUUM
 UPDATE gm SET emb = '[100,100,100,100,100,100,100,100]' WHERE id = 1;
 SELECT gm_index('[100,100,100,100,100,100,100,100]', 1);

@@ -82,8 +82,20 @@ SELECT metric FROM gknn_graph_info('gip_ip') UNION ALL SELECT metric FROM gknn_g
 SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM gip ORDER BY emb <#> '[1,0,0]' LIMIT 3;
 SELECT id, round((emb <#> '[1,0,0]')::numeric, 4) FROM gip ORDER BY emb <#> '[1,0,0]' LIMIT 3;
+SELECT array_agg(id) FROM (SELECT id FROM gip ORDER BY emb <#> '[1,0,0]' LIMIT 10) s;
+SET enable_indexscan = off;
+SET enable_seqscan = on;
+SELECT array_agg(id) AS exact FROM (SELECT id FROM gip ORDER BY emb <#> '[1,0,0]', id LIMIT 10) s;
+RESET enable_indexscan;
+SET enable_seqscan = off;
 EXPLAIN (COSTS OFF) SELECT id FROM gip ORDER BY emb <=> '[1,0,0]' LIMIT 3;
 SELECT id, round((emb <=> '[1,0,0]')::numeric, 4) FROM gip ORDER BY emb <=> '[1,0,0]' LIMIT 3;
+SELECT array_agg(id) FROM (SELECT id FROM gip ORDER BY emb <=> '[1,0,0]' LIMIT 10) s;
+SET enable_indexscan = off;
+SET enable_seqscan = on;
+SELECT array_agg(id) AS exact FROM (SELECT id FROM gip ORDER BY emb <=> '[1,0,0]', id LIMIT 10) s;
+RESET enable_indexscan;
+SET enable_seqscan = off;
 -- the zero vector's cosine distance is NaN: last
 SELECT id, emb <=> '[1,0,0]' FROM (SELECT id, emb FROM gip ORDER BY emb <=> '[1,0,0]' LIMIT 1000) s
 ORDER BY 2 DESC LIMIT 1;

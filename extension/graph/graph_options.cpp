@@ -60,6 +60,5 @@ void graph_check_dim(int dim, int degree) {
              errmsg("gpu_graph cannot index vectors of %d dimensions at degree %d", dim, degree),
              errdetail("A node (its vector and its %d neighbours) takes %zu bytes; a page holds %zu.", degree,
                        graph_node_bytes(Min(dim, kGraphMaxDim + 1), degree), kGraphContentBytes),
-             errhint("Use a lower degree, or index fewer dimensions (e.g. an expression with halfvec "
-                     "or a subvector with gpu_ivfpq).")));
+             errhint("Use a lower degree, or a gpu_ivfpq index for vectors this wide.")));
 }
