@@ -8,7 +8,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(24);
+SELECT plan(23);
 
 -- catalog
 SELECT ok(EXISTS (SELECT 1 FROM pg_am WHERE amname = 'gpu_graph' AND amtype = 'i'), 'access method gpu_graph exists');
