@@ -108,8 +108,8 @@ bool build_progress(const char* phase, std::int64_t done, std::int64_t total) {
   // Shared-memory counters only: nothing here can raise an error.
   const int index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
                        PROGRESS_CREATEIDX_TUPLES_DONE};
-  const int64 val[] = {strcmp(phase, gknn::graph::kPhaseKnn) == 0 ? kGraphPhaseKnn : kGraphPhaseOptimize, total,
-                       done};
+  const int64 val[] = {strcmp(phase, gknn::graph::kPhaseKnn) == 0 ? kGraphPhaseKnn : kGraphPhaseOptimize,
+                       total, done};
   pgstat_progress_update_multi_param(3, index, val);
   return !ivfpq_interrupt_pending();
 }
@@ -240,10 +240,11 @@ IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
   pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kGraphPhaseLoad);
   table_index_build_scan(heap, index, info, false, true, build_callback, &st, nullptr);
   if (st.dim == 0)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("gpu_graph index \"%s\" needs the vectors' dimension", RelationGetRelationName(index)),
-                    errdetail("The column has no dimension (vector(n)) and the table no vector."),
-                    errhint("Declare the column as vector(n), or build the index once the table has rows.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+             errmsg("gpu_graph index \"%s\" needs the vectors' dimension", RelationGetRelationName(index)),
+             errdetail("The column has no dimension (vector(n)) and the table no vector."),
+             errhint("Declare the column as vector(n), or build the index once the table has rows.")));
 
   // 2. The graph.
   GraphHolder* holder = static_cast<GraphHolder*>(palloc0(sizeof(GraphHolder)));

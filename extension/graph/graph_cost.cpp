@@ -115,7 +115,8 @@ void graph_costestimate(PlannerInfo* root, IndexPath* path, double loop_count, C
   bool done = false;
   double startup = round_cost(rows, k, ef0, meta.degree, distance, 0, &done);
   double total = startup;
-  for (int r = 1; !done && r < kMaxRounds; ++r) total += round_cost(rows, k, ef0, meta.degree, distance, r, &done);
+  for (int r = 1; !done && r < kMaxRounds; ++r)
+    total += round_cost(rows, k, ef0, meta.degree, distance, r, &done);
 
   *startup_cost = generic.indexStartupCost + startup;
   *total_cost = generic.indexStartupCost + total;

@@ -87,7 +87,8 @@ const char* graph_node_page_problem(const unsigned char* page, const GraphMeta& 
       std::uint32_t to;
       __builtin_memcpy(&to, slot + adjacency + 4 * std::size_t(j), 4);
       if (to == kGraphNoNode) continue;
-      if (static_cast<std::int64_t>(to) >= nodes) return "node page has an edge to a node that does not exist";
+      if (static_cast<std::int64_t>(to) >= nodes)
+        return "node page has an edge to a node that does not exist";
       if (flags & kGraphNodeNull) return "node page has a NULL node with edges";
     }
   }

@@ -49,18 +49,18 @@ struct GraphPageOpaque {
 struct GraphMeta {
   std::uint32_t magic;
   std::uint32_t version;
-  std::int32_t dim;  // fixed at the build (the column's typmod or the first vector)
-  std::int32_t metric;  // gknn::Metric
-  std::int32_t degree;  // out-degree of every node's list
+  std::int32_t dim;                  // fixed at the build (the column's typmod or the first vector)
+  std::int32_t metric;               // gknn::Metric
+  std::int32_t degree;               // out-degree of every node's list
   std::int32_t intermediate_degree;  // the build's initial kNN graph (0: 2 x degree)
-  std::uint64_t seed;        // the build's and searches' randomness
-  std::uint64_t generation;  // bumped by every change after the build
-  std::int64_t nodes;        // node numbers in use: 0..nodes-1
-  std::int64_t dead;         // nodes VACUUM marked dead
-  std::int64_t nulls;        // nodes of NULL vectors
-  std::int64_t build_rows;   // non-NULL vectors the build indexed
-  std::uint32_t entry;       // a node near the centre of the data (kGraphNoNode: none yet)
-  std::uint32_t node_bytes;  // bytes of one node slot
+  std::uint64_t seed;                // the build's and searches' randomness
+  std::uint64_t generation;          // bumped by every change after the build
+  std::int64_t nodes;                // node numbers in use: 0..nodes-1
+  std::int64_t dead;                 // nodes VACUUM marked dead
+  std::int64_t nulls;                // nodes of NULL vectors
+  std::int64_t build_rows;           // non-NULL vectors the build indexed
+  std::uint32_t entry;               // a node near the centre of the data (kGraphNoNode: none yet)
+  std::uint32_t node_bytes;          // bytes of one node slot
   std::uint32_t nodes_per_page;
   std::uint32_t unused;
 };
@@ -90,7 +90,7 @@ constexpr std::size_t kGraphPageHeaderSize = 24;  // SizeOfPageHeaderData
 constexpr std::size_t kGraphContentOffset = graph_maxalign(kGraphPageHeaderSize);
 constexpr std::size_t kGraphSpecialOffset = kGraphBlockSize - graph_maxalign(sizeof(GraphPageOpaque));
 constexpr std::size_t kGraphContentBytes = kGraphSpecialOffset - kGraphContentOffset;
-constexpr std::size_t kGraphTidBytes = 6;  // ItemPointerData
+constexpr std::size_t kGraphTidBytes = 6;      // ItemPointerData
 constexpr std::size_t kGraphVectorOffset = 8;  // TID, flags, then the vector
 
 // A node slot's size and where its adjacency starts.

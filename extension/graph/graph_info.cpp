@@ -29,9 +29,9 @@ void check_can_read(Oid indexoid) {
 
 struct Counts {
   int64 live, dead, nulls;
-  int64 edges;          // edges between live nodes
-  int64 dead_edges;     // edges from live nodes to dead ones (none after VACUUM)
-  int64 no_in_edges;    // live nodes no live node points to
+  int64 edges;        // edges between live nodes
+  int64 dead_edges;   // edges from live nodes to dead ones (none after VACUUM)
+  int64 no_in_edges;  // live nodes no live node points to
 };
 
 // Calls fn(node, slot) for every node, the pages read under the metapage

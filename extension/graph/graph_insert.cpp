@@ -116,7 +116,8 @@ void choose_neighbours(const GraphImage* im, const float* v, uint32* row) {
     n = gknn::graph::order_candidates(gknn::graph::kNoNode, cand, d, n);
     for (int i = 0; i < n; ++i) {
       const uint32* r = im->graph->row(im->node_row[cand[i]]);
-      for (int j = 0; j < degree; ++j) rows[i * degree + j] = r[j] == kGraphNoNode ? r[j] : im->row_node[r[j]];
+      for (int j = 0; j < degree; ++j)
+        rows[i * degree + j] = r[j] == kGraphNoNode ? r[j] : im->row_node[r[j]];
     }
     gknn::graph::prune_list(cand, n, rows, degree, degree, row);
   });
@@ -143,7 +144,8 @@ bool reverse_edge(InsertState* st, uint32 owner, uint32 x, const float* xv, cons
   memcpy(new_row, graph_slot_adjacency(slot, st->meta), sizeof(uint32) * degree);
   const float* ov = graph_slot_vector(slot);
   double row_d[kGraphMaxDegree];
-  for (int j = 0; j < degree && new_row[j] != kGraphNoNode; ++j) row_d[j] = dist(st, ov, node_vector(st, new_row[j]));
+  for (int j = 0; j < degree && new_row[j] != kGraphNoNode; ++j)
+    row_d[j] = dist(st, ov, node_vector(st, new_row[j]));
   double xd = dist(st, ov, xv);
   bool changed = false;
   gknn_pg::core_call([&] {
@@ -188,8 +190,10 @@ void write_node(InsertState* st, Buffer mbuf, const ItemPointerData* tid, const 
   // A page first used here (or left past the last node by a crash) starts over.
   const bool init = fresh || node % meta.nodes_per_page == 0;
   Page page = GenericXLogRegisterBuffer(xs, buf, init ? GENERIC_XLOG_FULL_IMAGE : 0);
-  if (init) graph_init_page(page, kGraphPageNodes);
-  else graph_check_node_page(st->index, meta, blk, page);
+  if (init)
+    graph_init_page(page, kGraphPageNodes);
+  else
+    graph_check_node_page(st->index, meta, blk, page);
   char* slot = graph_slot(page, meta, node);
   memset(slot, 0, meta.node_bytes);
   *graph_slot_tid(slot) = *tid;
@@ -331,8 +335,8 @@ void insert_null(Relation index, const ItemPointerData* tid) {
 
 }  // namespace
 
-bool graph_insert(Relation index, Datum* values, bool* isnull, ItemPointer heap_tid, Relation, IndexUniqueCheck,
-                  bool, IndexInfo*) {
+bool graph_insert(Relation index, Datum* values, bool* isnull, ItemPointer heap_tid, Relation,
+                  IndexUniqueCheck, bool, IndexInfo*) {
   MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "gpu_graph insert", ALLOCSET_DEFAULT_SIZES);
   MemoryContext old = MemoryContextSwitchTo(tmp);
   if (isnull[0]) {

@@ -19,9 +19,10 @@ void graph_register_options() {
 
 void graph_check_options(const GraphOptions& o) {
   if (o.degree % 2 != 0)
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("gpu_graph option degree must be even, not %d", o.degree),
-                    errdetail("Half of each list comes from the nearest neighbours, half from reverse edges.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+             errmsg("gpu_graph option degree must be even, not %d", o.degree),
+             errdetail("Half of each list comes from the nearest neighbours, half from reverse edges.")));
   if (o.intermediate_degree != 0 && o.intermediate_degree < o.degree)
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                     errmsg("gpu_graph option intermediate_degree (%d) must be at least degree (%d), or 0",

@@ -73,7 +73,8 @@ void graph_check_meta(Relation index, const GraphMeta* meta) {
                     errhint("REINDEX the index.")));
   // Read after the metapage, so every block it names is inside.
   BlockNumber nblocks = RelationGetNumberOfBlocks(index);
-  if (const char* problem = graph_meta_problem(*meta, nblocks)) graph_corrupted(index, kGraphMetaBlock, problem);
+  if (const char* problem = graph_meta_problem(*meta, nblocks))
+    graph_corrupted(index, kGraphMetaBlock, problem);
 }
 
 Buffer graph_lock_meta(Relation index, int mode, GraphMeta* out) {

@@ -49,8 +49,8 @@ struct GraphScan {
   int qdim;
   IvfpqScanStats stats;  // for EXPLAIN ANALYZE: kept across rescans
   int64 k;
-  int64 want;  // rows the next round asks for
-  int64 ef;    // its candidate list
+  int64 want;       // rows the next round asks for
+  int64 ef;         // its candidate list
   bool exhaustive;  // the next round ranks every row
   bool index_done;
   bool nulls_done;
@@ -149,8 +149,8 @@ void exhaustive_round(GraphScan* so, const GraphImage* image) {
 
 // Every row (and NULL) with a NULL distance: ORDER BY column <-> NULL.
 void null_query_round(GraphScan* so, const GraphImage* image) {
-  so->batch = static_cast<Candidate*>(MemoryContextAllocHuge(
-      so->round_cxt, sizeof(Candidate) * Max(image->rows + image->nnulls, int64{1})));
+  so->batch = static_cast<Candidate*>(
+      MemoryContextAllocHuge(so->round_cxt, sizeof(Candidate) * Max(image->rows + image->nnulls, int64{1})));
   for (int64 i = 0; i < image->rows + image->nnulls; ++i) {
     Candidate c;
     graph_id_to_tid(i < image->rows ? image->ids[i] : image->nulls[i - image->rows], &c.tid);

@@ -40,8 +40,8 @@ void free_graph(void* arg) {
 }
 
 // Pass 1 on one page: marks the nodes whose TIDs the callback calls dead.
-int64 mark_page(Relation index, BlockNumber blk, BufferAccessStrategy strategy, IndexBulkDeleteCallback callback,
-                void* state, int64* remaining) {
+int64 mark_page(Relation index, BlockNumber blk, BufferAccessStrategy strategy,
+                IndexBulkDeleteCallback callback, void* state, int64* remaining) {
   GraphMeta meta;
   Buffer mbuf = graph_lock_meta(index, BUFFER_LOCK_EXCLUSIVE, &meta);
   int64 marked = 0;
@@ -199,7 +199,8 @@ IndexBulkDeleteResult* graph_bulkdelete(IndexVacuumInfo* info, IndexBulkDeleteRe
   int64 marked = 0, remaining = 0;
   for (uint32 p = 0; p < pages; ++p) {
     vacuum_delay_point();
-    marked += mark_page(index, kGraphFirstNodeBlock + p, info->strategy, callback, callback_state, &remaining);
+    marked +=
+        mark_page(index, kGraphFirstNodeBlock + p, info->strategy, callback, callback_state, &remaining);
   }
   if (marked > 0) repair(index, info->strategy);
   stats->tuples_removed += marked;

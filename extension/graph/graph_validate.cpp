@@ -54,8 +54,9 @@ bool graph_validate(Oid opclassoid) {
     if (op->amoplefttype != type || op->amoprighttype != type) continue;
     if (op->amopstrategy != 1 || op->amoppurpose != AMOP_ORDER ||
         !check_amop_signature(op->amopopr, FLOAT8OID, type, type)) {
-      problem(name, psprintf("has operator %s, which is not strategy 1 FOR ORDER BY returning double precision",
-                             format_operator(op->amopopr)));
+      problem(name,
+              psprintf("has operator %s, which is not strategy 1 FOR ORDER BY returning double precision",
+                       format_operator(op->amopopr)));
       ok = false;
       continue;
     }

@@ -80,7 +80,7 @@ bool is_ivfpq_scan(PlanState* ps) {
 
 const IvfpqScanStats* scan_stats(IndexScanDesc scan) {
   return scan->indexRelation->rd_indam->amgettuple == graph_gettuple ? graph_scan_stats(scan)
-                                                                      : ivfpq_scan_stats(scan);
+                                                                     : ivfpq_scan_stats(scan);
 }
 
 bool collect_walker(PlanState* ps, void* context) {
