@@ -122,6 +122,7 @@ void build_graph(const BuildState& st, const gknn::graph::BuildParams& p, GraphH
   ivfpq_core_call_cancellable([&] {
     gknn::graph::validate(p);
     holder->g = new gknn::graph::Graph(gknn::graph::build_cpu(vectors, n, p, build_progress));
+    gknn::graph::validate(*holder->g);  // what the pages will hold: ids in range, rows well formed
   });
   const gknn::graph::Graph* g = holder->g;
   if (g->n != n || g->degree != p.degree || g->edges.size() != static_cast<size_t>(n) * p.degree)

@@ -86,6 +86,11 @@ void start_scan(IndexScanDesc scan, GraphScan* so) {
   so->qdim = 0;
   if (!so->query_null) {
     const Vector* v = DatumGetVector(key->sk_argument);
+    // A stored value of an impossible dimension (older gknn versions' avg
+    // made them) must not size a copy.
+    if (v->dim < 1 || v->dim > kGraphMaxDim)
+      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                      errmsg("gpu_graph cannot search for a vector of %d dimensions", v->dim)));
     so->qdim = v->dim;
     so->query = static_cast<float*>(palloc(sizeof(float) * Max(v->dim, 1)));
     memcpy(so->query, v->x, sizeof(float) * v->dim);
