@@ -13,7 +13,8 @@
 #
 # The ivfpq-live stage (regress/ivfpq-live.sh, TAP, last since it crashes
 # the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
-# backend against the gpu_ivfpq index.
+# backend against the gpu_ivfpq index; graph-live (regress/graph-live.sh,
+# after it) the same against gpu_graph.
 #
 # The sql-fuzz stage (regress/sql-fuzz.sh, TAP; under a minute) calls every
 # SQL-callable function and operator with hostile arguments and builds,
@@ -423,6 +424,16 @@ run_ivfpq_recall() {
   fi
 }
 
+# gpu_graph under concurrent sessions and a backend crash (as run_ivfpq_live).
+run_graph_live() {
+  local rc=0 p f
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged graph-live regress/graph-live.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path graph-live)")"
+  tally graph-live "$rc" "$p" "$f"
+}
+
 # gpu_graph's recall on Fashion-MNIST (as run_ivfpq_recall).
 run_graph_recall() {
   local rc=0 p f
@@ -483,6 +494,7 @@ run_sql_suites() {
     skip_stage dump 'no server'
     skip_stage ivfpq-recall 'no server'
     skip_stage graph-recall 'no server'
+    skip_stage graph-live 'no server'
     skip_stage ivfpq-live 'no server'
     run_bench_tests 0
     return 0
@@ -495,6 +507,7 @@ run_sql_suites() {
   run_ivfpq_recall
   timed graph-recall run_graph_recall
   run_ivfpq_live
+  run_graph_live
   cluster_stop
   run_service_live
 }
