@@ -185,15 +185,14 @@ void write_node(InsertState* st, Buffer mbuf, const ItemPointerData* tid, const 
   const BlockNumber blk = graph_node_block(node, meta.nodes_per_page);
   bool fresh;
   Buffer buf = node_page_buffer(st->index, blk, &fresh);
+  // A page first used here (or left past the last node by a crash) starts
+  // over; one with nodes is checked before anything is written to it.
+  const bool init = fresh || node % meta.nodes_per_page == 0;
+  if (!init) graph_check_node_page(st->index, meta, blk, BufferGetPage(buf));
   GenericXLogState* xs = GenericXLogStart(st->index);
   Page mpage = GenericXLogRegisterBuffer(xs, mbuf, 0);
-  // A page first used here (or left past the last node by a crash) starts over.
-  const bool init = fresh || node % meta.nodes_per_page == 0;
   Page page = GenericXLogRegisterBuffer(xs, buf, init ? GENERIC_XLOG_FULL_IMAGE : 0);
-  if (init)
-    graph_init_page(page, kGraphPageNodes);
-  else
-    graph_check_node_page(st->index, meta, blk, page);
+  if (init) graph_init_page(page, kGraphPageNodes);
   char* slot = graph_slot(page, meta, node);
   memset(slot, 0, meta.node_bytes);
   *graph_slot_tid(slot) = *tid;
