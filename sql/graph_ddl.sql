@@ -33,7 +33,7 @@ CREATE INDEX ON g_t USING gpu_graph (emb) WITH (degree = 31);
 CREATE INDEX ON g_t USING gpu_graph (emb) WITH (degree = 0);
 CREATE INDEX ON g_t USING gpu_graph (emb) WITH (degree = 130);
 CREATE INDEX ON g_t USING gpu_graph (emb) WITH (degree = 16, intermediate_degree = 8);
-CREATE INDEX ON g_t USING gpu_graph (emb) WITH (intermediate_degree = 600);
+CREATE INDEX ON g_t USING gpu_graph (emb) WITH (intermediate_degree = 300);
 CREATE INDEX ON g_t USING gpu_graph (emb) WITH (lists = 3);
 CREATE INDEX g_t_idx ON g_t USING gpu_graph (emb) WITH (degree = 4);
 ALTER INDEX g_t_idx SET (degree = 5);

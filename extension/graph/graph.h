@@ -49,7 +49,6 @@ struct GraphOptions {
   int intermediate_degree;  // the initial kNN graph's degree (0: 2 x degree)
 };
 constexpr int kGraphDefaultDegree = 32;
-constexpr int kGraphMaxIntermediateDegree = 4 * kGraphMaxDegree;
 
 void graph_register_options();
 bytea* graph_options(Datum reloptions, bool validate);

@@ -41,7 +41,7 @@ const char* graph_meta_problem(const GraphMeta& meta, std::uint32_t nblocks) {
   if (meta.degree < 2 || meta.degree > kGraphMaxDegree || meta.degree % 2 != 0)
     return "metapage has an impossible degree";
   if (meta.intermediate_degree != 0 &&
-      (meta.intermediate_degree < meta.degree || meta.intermediate_degree > 4 * kGraphMaxDegree))
+      (meta.intermediate_degree < meta.degree || meta.intermediate_degree > kGraphMaxIntermediateDegree))
     return "metapage has an impossible intermediate degree";
   if (meta.node_bytes != graph_node_bytes(meta.dim, meta.degree) ||
       meta.nodes_per_page != graph_nodes_per_page(meta.dim, meta.degree) || meta.nodes_per_page == 0)

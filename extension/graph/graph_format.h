@@ -30,7 +30,8 @@ constexpr std::uint32_t kGraphFirstNodeBlock = 1;
 constexpr std::uint16_t kGraphPageId = 0xFF8B;       // in every page's special space
 constexpr std::uint32_t kGraphNoNode = 0xFFFFFFFFu;  // an empty adjacency slot (gknn::graph::kNoNode)
 constexpr std::uint32_t kGraphNoBlock = 0xFFFFFFFFu;
-constexpr int kGraphMaxDegree = 128;  // gknn::graph::kMaxDegree
+constexpr int kGraphMaxDegree = 128;              // gknn::graph::kMaxDegree
+constexpr int kGraphMaxIntermediateDegree = 256;  // gknn::graph::kMaxIntermediateDegree
 constexpr int kGraphMaxDim = 16000;
 constexpr int kGraphMetricCount = 3;  // L2, inner product, cosine
 

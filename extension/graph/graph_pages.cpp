@@ -18,7 +18,8 @@ static_assert(offsetof(PageHeaderData, pd_lower) == offsetof(GraphPageHeader, lo
               PG_PAGE_LAYOUT_VERSION == 4);
 static_assert(sizeof(ItemPointerData) == kGraphTidBytes && offsetof(ItemPointerData, ip_posid) == 4 &&
               InvalidBlockNumber == kGraphNoBlock && MaxOffsetNumber == kGraphBlockSize / 4);
-static_assert(kGraphNoNode == gknn::graph::kNoNode && kGraphMaxDegree == gknn::graph::kMaxDegree);
+static_assert(kGraphNoNode == gknn::graph::kNoNode && kGraphMaxDegree == gknn::graph::kMaxDegree &&
+              kGraphMaxIntermediateDegree == gknn::graph::kMaxIntermediateDegree);
 static_assert(kGraphMaxDim == 16000);
 
 void graph_init_page(Page page, GraphPageKind kind) {
