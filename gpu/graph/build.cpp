@@ -19,7 +19,7 @@ Graph build(const float* vectors, std::int64_t n, const BuildParams& p, int devi
   const int kdeg = effective_intermediate_degree(p, n);
   const std::vector<std::uint32_t> knn = knn_graph(vectors, n, kdeg, p, device, progress);
   Graph g = optimise(knn, n, kdeg, vectors, p, progress);
-  connect(g, vectors, p);
+  connect(g, vectors, p, nullptr, progress);
   return g;
 }
 

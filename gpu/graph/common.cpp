@@ -49,6 +49,9 @@ void validate(const Graph& g) {
         if (r[t] == r[s]) throw Error(ErrorCode::InvalidArgument, "graph: a repeated edge");
     }
   }
+  for (std::size_t i = 0; i < g.entries.size(); ++i)
+    if (g.entries[i] >= g.n || (i > 0 && g.entries[i] <= g.entries[i - 1]))
+      throw Error(ErrorCode::InvalidArgument, "graph: entries not ascending node ids");
 }
 
 void check_row_order(const Graph& g, const float* vectors, int dim, Metric metric) {
@@ -105,21 +108,29 @@ int entry_samples(std::int64_t n) {
 }
 
 std::vector<std::uint32_t> entry_points(const Graph& g, std::uint64_t seed, const std::uint8_t* skip) {
-  // A seeded start and a stride coprime to n: distinct ids, no dedup pass.
-  // Deleted nodes (skipped, empty row) are passed over, so deletions do not
-  // thin the sample.
+  // The graph's entries, then a seeded start and a stride coprime to n:
+  // distinct ids without a dedup pass over n (entries are ascending: a
+  // binary search leaves them out of the sample). Deleted nodes (skipped,
+  // empty row) are passed over, so deletions do not thin the sample.
   const std::int64_t n = g.n;
   const int count = entry_samples(n);
   std::vector<std::uint32_t> out;
-  if (count == 0) return out;
-  out.reserve(count);
+  if (n == 0) return out;
+  auto dead = [&](std::uint32_t id) { return skip && skip[id] && g.row(id)[0] == kNoNode; };
+  out.reserve(std::max<std::size_t>(count, g.entries.size()));
+  const bool usable = std::is_sorted(g.entries.begin(), g.entries.end()) &&
+                      (g.entries.empty() || g.entries.back() < std::uint64_t(n));
+  const auto hubs = g.entries.begin();
+  const auto hubs_end = usable ? g.entries.end() : hubs;
+  for (auto h = hubs; h != hubs_end; ++h)
+    if (!dead(*h)) out.push_back(*h);
   const std::uint64_t un = std::uint64_t(n);
   const std::uint64_t start = mix64(seed ^ 0x67726170686b6e6eull) % un;
   std::uint64_t step = (mix64(seed + 1) % un) | 1;
   while (std::gcd(step, un) != 1) step += 1;
   for (std::uint64_t i = 0, at = start; i < un && int(out.size()) < count; ++i, at = (at + step) % un) {
     const auto id = std::uint32_t(at);
-    if (skip && skip[id] && g.row(id)[0] == kNoNode) continue;
+    if (dead(id) || std::binary_search(hubs, hubs_end, id)) continue;
     out.push_back(id);
   }
   return out;

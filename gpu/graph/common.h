@@ -62,8 +62,19 @@ Graph optimise(const std::vector<std::uint32_t>& knn, std::int64_t n, int kdeg, 
                const BuildParams& p, const Progress& progress);
 
 // Links every part of g that its first live node does not reach to the
-// nearest reached node, both ways (connect.cpp). deleted: n flags or null.
-void connect(Graph& g, const float* vectors, const BuildParams& p, const std::uint8_t* deleted = nullptr);
+// nearest reached node, both ways, and sets g.entries to the first node of
+// every part of at least kMinEntryPart nodes (connect.cpp). deleted: n
+// flags or null.
+void connect(Graph& g, const float* vectors, const BuildParams& p, const std::uint8_t* deleted = nullptr,
+             const Progress& progress = {});
+
+// The search_cpu of one query with k = 1 over the nodes that `exclude`
+// (n flags) leaves in (excluded ones are neither listed nor expanded),
+// started from `entries`: the nearest node found, or -1 when no entry was
+// left in; *distance its distance.
+std::int64_t search_within(const Graph& g, const float* vectors, int dim, Metric metric, const float* query,
+                           int ef, const std::vector<std::uint32_t>& entries, const std::uint8_t* exclude,
+                           double* distance);
 
 // The kNN graph on the CPU (device < 0) or a GPU: exact for small n,
 // IVF-PQ with refinement above. n x kdeg ids, rows in (distance, id) order,
@@ -75,10 +86,21 @@ std::vector<std::uint32_t> knn_graph(const float* vectors, std::int64_t n, int k
 // Largest n for which the kNN graph is exact.
 constexpr std::int64_t kExactKnnMaxN = 20000;
 
+// Scratch of the prune, reused across calls by one thread.
+struct PruneScratch {
+  std::vector<std::uint32_t> keys;
+  std::vector<int> ranks, count, order;
+};
+
 // The prune with kept candidates in priority order (detours, rank); the
-// public prune_list is this followed by a sort into rank order. `count` is
-// scratch of m ints. Returns the number kept.
+// public prune_list is this followed by a sort into rank order. Returns the
+// number kept.
 int prune_priority(const std::uint32_t* candidates, int m, const std::uint32_t* candidate_rows, int row_len,
-                   int degree, std::uint32_t* out, std::vector<int>& count);
+                   int degree, std::uint32_t* out, PruneScratch& scratch);
+
+// The same for node x of a kNN graph (n x kdeg, kNoNode-padded rows): its
+// row's candidates, their rows read in place.
+int prune_knn_row(const std::uint32_t* knn, int kdeg, std::int64_t x, int degree, std::uint32_t* out,
+                  PruneScratch& scratch);
 
 }  // namespace gknn::graph

@@ -37,16 +37,9 @@ Graph optimise(const std::vector<std::uint32_t>& knn, std::int64_t n, int kdeg, 
   // 1. Prune each kNN list to d edges, in priority order (detours, rank).
   std::vector<std::uint32_t> pruned(std::size_t(n) * d, kNoNode);
   chunked(n, kPhasePrune, progress, [&](std::int64_t b, std::int64_t e) {
-    std::vector<std::uint32_t> rows(std::size_t(kdeg) * std::max(kdeg, 1));
-    std::vector<int> count;
-    for (std::int64_t x = b; x < e; ++x) {
-      const std::uint32_t* cand = knn.data() + x * kdeg;
-      int m = 0;
-      while (m < kdeg && cand[m] != kNoNode) ++m;
-      for (int i = 0; i < m; ++i)
-        std::copy_n(knn.data() + std::int64_t(cand[i]) * kdeg, kdeg, rows.data() + std::int64_t(i) * kdeg);
-      prune_priority(cand, m, rows.data(), kdeg, d, pruned.data() + x * d, count);
-    }
+    PruneScratch scratch;
+    for (std::int64_t x = b; x < e; ++x)
+      prune_knn_row(knn.data(), kdeg, x, d, pruned.data() + x * d, scratch);
   });
 
   // 2. Reverse edges: y's list of x with x -> y kept at priority r, ordered

@@ -63,37 +63,80 @@ int order_candidates(std::uint32_t owner, std::uint32_t* ids, double* distances,
   return int(s.size());
 }
 
-int prune_priority(const std::uint32_t* candidates, int m, const std::uint32_t* candidate_rows, int row_len,
-                   int degree, std::uint32_t* out, std::vector<int>& count) {
-  count.assign(std::max(m, 0), 0);
+namespace {
+
+// The prune of prune_priority with row(i) giving candidate i's row and the
+// scratch reused across calls (the build prunes every node: a table and
+// three arrays allocated per node cost as much as the counting). The rank
+// table is open addressing with a multiplicative hash; it changes nothing
+// but speed (a rank is a rank).
+template <typename RowOf>
+int prune_with(const std::uint32_t* candidates, int m, RowOf row, int row_len, int degree, std::uint32_t* out,
+               PruneScratch& sc) {
+  sc.count.assign(std::max(m, 0), 0);
   if (m > 0) {
-    RankTable rank(candidates, m);
+    int bits = 4;
+    while ((1 << bits) < 2 * m) ++bits;
+    const std::uint32_t mask = (1u << bits) - 1;
+    sc.keys.assign(std::size_t(1) << bits, kNoNode);
+    sc.ranks.resize(std::size_t(1) << bits);
+    auto slot = [&](std::uint32_t id) { return (id * 2654435761u) >> (32 - bits); };
+    for (int r = 0; r < m; ++r) {
+      std::uint32_t h = slot(candidates[r]);
+      while (sc.keys[h] != kNoNode && sc.keys[h] != candidates[r]) h = (h + 1) & mask;
+      if (sc.keys[h] == kNoNode) sc.keys[h] = candidates[r], sc.ranks[h] = r;
+    }
+    auto rank = [&](std::uint32_t id) {
+      for (std::uint32_t h = slot(id);; h = (h + 1) & mask) {
+        if (sc.keys[h] == id) return sc.ranks[h];
+        if (sc.keys[h] == kNoNode) return -1;
+      }
+    };
     const int reach = std::min(row_len, m - 1);  // a rank p >= m - 1 detours nothing
     for (int i = 0; i + 1 < m; ++i) {
-      const std::uint32_t* r = candidate_rows + std::int64_t(i) * row_len;
+      const std::uint32_t* r = row(i);
       for (int p = 0; p < reach; ++p) {
         if (r[p] == kNoNode) break;
-        const int j = rank.rank(r[p]);
-        if (j > i && j > p) ++count[j];
+        const int j = rank(r[p]);
+        if (j > i && j > p) ++sc.count[j];
       }
     }
   }
-  std::vector<int> order(std::max(m, 0));
-  std::iota(order.begin(), order.end(), 0);
+  sc.order.resize(std::max(m, 0));
+  std::iota(sc.order.begin(), sc.order.end(), 0);
   const int kept = std::min(m, degree);
-  std::partial_sort(order.begin(), order.begin() + kept, order.end(),
+  const std::vector<int>& count = sc.count;
+  std::partial_sort(sc.order.begin(), sc.order.begin() + kept, sc.order.end(),
                     [&](int a, int b) { return count[a] != count[b] ? count[a] < count[b] : a < b; });
-  for (int s = 0; s < degree; ++s) out[s] = s < kept ? candidates[order[s]] : kNoNode;
+  for (int s = 0; s < degree; ++s) out[s] = s < kept ? candidates[sc.order[s]] : kNoNode;
   return kept;
+}
+
+}  // namespace
+
+int prune_priority(const std::uint32_t* candidates, int m, const std::uint32_t* candidate_rows, int row_len,
+                   int degree, std::uint32_t* out, PruneScratch& scratch) {
+  return prune_with(
+      candidates, m, [&](int i) { return candidate_rows + std::int64_t(i) * row_len; }, row_len, degree, out,
+      scratch);
+}
+
+int prune_knn_row(const std::uint32_t* knn, int kdeg, std::int64_t x, int degree, std::uint32_t* out,
+                  PruneScratch& scratch) {
+  const std::uint32_t* cand = knn + x * kdeg;
+  int m = 0;
+  while (m < kdeg && cand[m] != kNoNode) ++m;
+  return prune_with(
+      cand, m, [&](int i) { return knn + std::int64_t(cand[i]) * kdeg; }, kdeg, degree, out, scratch);
 }
 
 int prune_list(const std::uint32_t* candidates, int m, const std::uint32_t* candidate_rows, int row_len,
                int degree, std::uint32_t* out) {
   if (m < 0 || row_len < 0 || degree < 1 || (m > 0 && (!candidates || (row_len > 0 && !candidate_rows))))
     throw Error(ErrorCode::InvalidArgument, "graph prune_list: bad sizes");
-  std::vector<int> count;
+  PruneScratch scratch;
   std::vector<std::uint32_t> picked(degree);
-  const int kept = prune_priority(candidates, m, candidate_rows, row_len, degree, picked.data(), count);
+  const int kept = prune_priority(candidates, m, candidate_rows, row_len, degree, picked.data(), scratch);
   // Back into rank order: the order of `candidates`.
   RankTable rank(candidates, m);
   std::sort(picked.begin(), picked.begin() + kept,

@@ -53,6 +53,7 @@ struct Searcher {
   Metric metric;
   const SearchParams& sp;
   const std::vector<std::uint32_t>& entries;
+  const std::uint8_t* exclude;  // null, or n flags: nodes taken as absent (connect.cpp)
   VisitedSet visited;
   std::vector<Entry> list;
 
@@ -61,6 +62,7 @@ struct Searcher {
   // nor lead anywhere: it takes no place in the list.
   void offer(double d, std::uint32_t id, int ef) {
     if (sp.skip && sp.skip[id] && g.row(id)[0] == kNoNode) return;
+    if (exclude && exclude[id]) return;
     const Scored s{d, id};
     if (int(list.size()) == ef && !(s < list.back().s)) return;
     auto at = std::upper_bound(list.begin(), list.end(), s,
@@ -107,10 +109,22 @@ void search_cpu(const Graph& g, const float* vectors, int dim, Metric metric, co
   parallel_rows(
       nq,
       [&](std::int64_t b, std::int64_t e) {
-        Searcher s{g, vectors, dim, metric, sp, entries, {}, {}};
+        Searcher s{g, vectors, dim, metric, sp, entries, nullptr, {}, {}};
         for (std::int64_t q = b; q < e; ++q) s.run(queries + q * dim, ids + q * sp.k, distances + q * sp.k);
       },
       nq < 16 ? 1 : 0);
+}
+
+std::int64_t search_within(const Graph& g, const float* vectors, int dim, Metric metric, const float* query,
+                           int ef, const std::vector<std::uint32_t>& entries, const std::uint8_t* exclude,
+                           double* distance) {
+  SearchParams sp;
+  sp.k = 1;
+  sp.ef = ef;
+  Searcher s{g, vectors, dim, metric, sp, entries, exclude, {}, {}};
+  std::int64_t id = -1;
+  s.run(query, &id, distance);
+  return id;
 }
 
 }  // namespace gknn::graph

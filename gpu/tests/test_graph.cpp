@@ -135,8 +135,8 @@ TEST(GraphBuildCpu, ProgressPhasesAndCancellation) {
     if (phases.empty() || phases.back() != phase) phases.push_back(phase);
     return true;
   });
-  EXPECT_EQ(phases, (std::vector<std::string>{kPhaseKnn, kPhasePrune, kPhaseReverse}));
-  for (const char* stop_in : {kPhaseKnn, kPhasePrune, kPhaseReverse}) {
+  EXPECT_EQ(phases, (std::vector<std::string>{kPhaseKnn, kPhasePrune, kPhaseReverse, kPhaseConnect}));
+  for (const char* stop_in : {kPhaseKnn, kPhasePrune, kPhaseReverse, kPhaseConnect}) {
     try {
       build_cpu(d.base.data(), 2000, params(16), [&](const char* phase, std::int64_t, std::int64_t) {
         return std::strcmp(phase, stop_in) != 0;

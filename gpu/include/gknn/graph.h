@@ -17,7 +17,11 @@
 // routes (rank-based, prune_list below), then the reverse edges of the
 // pruned graph merged in, to `degree` edges per node; last, parts of the
 // graph that node 0 does not reach (clusters the kNN graph left apart) are
-// linked to their nearest reached node both ways. Every random choice derives from the seed: the same
+// linked to their nearest reached node both ways, and the first node of
+// every part of at least kMinEntryPart nodes becomes one of the graph's
+// entries (Graph::entries), so a search starts in every such part: on
+// well-separated clusters the links alone do not lead a search into the
+// query's cluster. Every random choice derives from the seed: the same
 // vectors, params and seed give the same graph (build_cpu twice: the same edges; build_gpu twice: the same
 // edges; the two need not be equal, both reach the same recall).
 //
@@ -67,12 +71,20 @@ using Progress = std::function<bool(const char* phase, std::int64_t done, std::i
 constexpr const char* kPhaseKnn = "building kNN graph";         // units: nodes
 constexpr const char* kPhasePrune = "pruning edges";            // units: nodes
 constexpr const char* kPhaseReverse = "merging reverse edges";  // units: nodes
+constexpr const char* kPhaseConnect = "linking graph parts";    // units: nodes reached
 
 // A fixed-degree directed graph over nodes 0..n-1 (row layout: see above).
 struct Graph {
   std::int64_t n = 0;
   int degree = 0;
   std::vector<std::uint32_t> edges;  // n * degree
+  // Where every search starts, besides a seeded sample (see entry_points
+  // below): ascending distinct node ids, one per part of the graph that the
+  // build (or repair_deleted) found unreachable from the parts before it.
+  // Empty is valid (a graph from before this field, or from a caller that
+  // does not keep it): the search then starts from the sample alone, which
+  // may miss small well-separated clusters. Keep it with the rows.
+  std::vector<std::uint32_t> entries;
 
   const std::uint32_t* row(std::int64_t i) const { return edges.data() + i * degree; }
   std::uint32_t* row(std::int64_t i) { return edges.data() + i * degree; }
@@ -80,7 +92,7 @@ struct Graph {
 
 // Throws Error(InvalidArgument) when `g` is not a well-formed graph of the
 // shape above (sizes, ids in range, no self edges, no duplicates, kNoNode
-// only at the end of a row). Does not check the distance order (it needs the
+// only at the end of a row, entries ascending and in range). Does not check the distance order (it needs the
 // vectors; see check_row_order).
 void validate(const Graph& g);
 
@@ -98,13 +110,19 @@ struct SearchParams {
   const std::uint8_t* skip = nullptr;  // optional n flags (host): nonzero = traversed but never returned
 };
 
-// Where a search starts (the same on the CPU and the GPU): entry_samples(n)
-// nodes picked from the seed (deleted ones, skipped with an empty row,
-// passed over) are scored against the query and the ef best
-// form the first candidate list (HNSW's upper layers play this part; a
-// sample of ~2 sqrt(n) nodes finds a query's region even when the graph's
-// clusters are far apart, where a few random starts stay in the wrong one).
+// Where a search starts (the same on the CPU and the GPU): the graph's
+// entries, then nodes picked from the seed until entry_samples(n) nodes in
+// all (deleted ones, skipped with an empty row, passed over), are scored
+// against the query and the ef best form the first candidate list (HNSW's
+// upper layers play this part; a sample of ~2 sqrt(n) nodes finds a
+// query's region when the graph is one piece, and the entries add one node
+// of every separate part, so a query's cluster is never left out).
 int entry_samples(std::int64_t n);
+
+// Parts of at least this many nodes get an entry (smaller ones, a node
+// that lost its in-edges say, are reached through their links).
+constexpr std::int64_t kMinEntryPart = 16;
+constexpr std::size_t kMaxEntries = 4096;  // the first parts found, when there are more
 
 // nq x k results, ordered by (distance, id); rows padded with id -1 / NaN
 // when fewer than k nodes are reachable and not skipped. Distances are the
@@ -119,9 +137,13 @@ void search_cpu(const Graph& g, const float* vectors, int dim, Metric metric, co
 // The graph and its vectors resident on one GPU; search() is batched and
 // thread-safe (the GPU service calls it from several executor threads at
 // once, each on its own thread_stream), one host wait per call. Same contract
-// as search_cpu, same distances bit for bit. Movable, not copyable; frees
+// as search_cpu and the same algorithm (one CTA per query), so the same rows
+// and the same distances bit for bit. ef (after raising it to k) is at most
+// kMaxDeviceEf here, else Error(InvalidArgument): search_cpu takes any. Movable, not copyable; frees
 // its device memory when destroyed. Throws Error(NoDevice/OutOfMemory/
 // DeviceFault/InvalidArgument).
+constexpr int kMaxDeviceEf = 1024;
+
 class DeviceGraph {
  public:
   DeviceGraph(const Graph& g, const float* vectors, int dim, Metric metric, int device);
@@ -227,7 +249,9 @@ void insert_node(Graph& g, const float* vectors, int dim, Metric metric, int ef,
 // kNoNode; then a walk from the first live node finds live parts that no
 // longer have a way in (their in-edges all came from deleted nodes) and
 // links each to its nearest reached node both ways (add_reverse_edge with
-// force), as the build does for clusters its kNN graph left apart. The
+// force), as the build does for clusters its kNN graph left apart, and
+// g.entries is recomputed as the build computes it (a deleted entry would
+// leave its part without one). The
 // access method needs the whole graph in memory for that last pass (one
 // walk over the rows; one search per part found). `deleted`: n flags.
 // Node ids are not renumbered.

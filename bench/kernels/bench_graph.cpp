@@ -1,0 +1,208 @@
+// The gpu_graph core (issue 15): build time and search recall / QPS.
+//
+//   gknn_bench_graph [n=1000000] [dim=128] [degree=32] [file.fvecs] [cpu]
+//
+// Data: a clustered synthetic set (1,000 Gaussian centres, noise 0.35 of
+// the centres' spread) or the first n vectors of an .fvecs file; 1,000
+// queries from the same distribution (the file's last 1,000 rows held out).
+// Builds with build_gpu on device 0 (phase times from the progress
+// callback), or also build_cpu when "cpu" is given; ground truth with the
+// exact GPU kNN; then DeviceGraph::search per ef and batch size (1, 8, 64,
+// 1000 queries per call): recall@10 and queries per second; and search_cpu
+// at the same ef on 200 queries (recall only), the CPU path's check. Also:
+// the recall of the build's initial kNN graph (knn_graph, internal) on
+// 1,000 sampled nodes against their exact kNN, and the GPU search's recall
+// without the graph's entries (the seeded sample alone).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gknn/graph.h"
+#include "gknn/knn.h"
+#include "graph/common.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<float> clustered(std::int64_t n, int dim, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  constexpr int kCentres = 1000;
+  std::vector<float> c(std::size_t(kCentres) * dim), x(std::size_t(n) * dim);
+  std::mt19937_64 crng(42);
+  for (float& v : c) v = g(crng);
+  std::uniform_int_distribution<int> pick(0, kCentres - 1);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const int k = pick(rng);
+    for (int d = 0; d < dim; ++d) x[i * dim + d] = c[std::size_t(k) * dim + d] + 0.35f * g(rng);
+  }
+  return x;
+}
+
+bool read_fvecs(const char* path, std::int64_t n, int& dim, std::vector<float>& out) {
+  FILE* f = std::fopen(path, "rb");
+  if (!f) return false;
+  std::int32_t d = 0;
+  std::vector<float> row;
+  while (std::int64_t(out.size()) < n * std::max(dim, 1) && std::fread(&d, 4, 1, f) == 1) {
+    if (!dim) dim = d;
+    row.resize(d);
+    if (std::fread(row.data(), 4, d, f) != std::size_t(d)) break;
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  std::fclose(f);
+  return dim > 0;
+}
+
+double recall(const std::vector<std::int64_t>& truth, const std::vector<std::int64_t>& got, int k,
+              std::int64_t nq) {
+  std::int64_t hits = 0;
+  for (std::int64_t q = 0; q < nq; ++q) {
+    std::set<std::int64_t> t(truth.begin() + q * k, truth.begin() + (q + 1) * k);
+    for (int j = 0; j < k; ++j) hits += t.count(got[q * k + j]);
+  }
+  return double(hits) / double(nq * k);
+}
+
+// Recall of the build's initial kNN graph (the GPU's, as build_gpu makes
+// it) on 1,000 evenly spaced nodes against their exact kNN (self left out).
+void knn_graph_recall(const float* base, std::int64_t n, const gknn::graph::BuildParams& p) {
+  const int kdeg = gknn::graph::effective_intermediate_degree(p, n);
+  const auto t0 = Clock::now();
+  const std::vector<std::uint32_t> knn = gknn::graph::knn_graph(base, n, kdeg, p, 0, {});
+  const double took = since(t0);
+  const std::int64_t ns = std::min<std::int64_t>(n, 1000);
+  std::vector<float> sample(std::size_t(ns) * p.dim);
+  std::vector<std::int64_t> rows(ns);
+  for (std::int64_t i = 0; i < ns; ++i) {
+    rows[i] = i * n / ns;
+    std::copy_n(base + rows[i] * p.dim, p.dim, sample.data() + i * p.dim);
+  }
+  gknn::KnnRequest r;
+  r.base = base;
+  r.n = n;
+  r.queries = sample.data();
+  r.nq = ns;
+  r.dim = p.dim;
+  r.k = kdeg + 1;
+  std::vector<std::int64_t> ids(std::size_t(ns) * r.k);
+  std::vector<double> d(ids.size());
+  gknn::exact_knn_gpu(r, 0, ids.data(), d.data());
+  std::int64_t hits = 0, first = 0;
+  for (std::int64_t i = 0; i < ns; ++i) {
+    std::set<std::int64_t> truth;
+    for (int j = 0; j < r.k && int(truth.size()) < kdeg; ++j)
+      if (ids[i * r.k + j] != rows[i]) truth.insert(ids[i * r.k + j]);
+    const std::uint32_t* row = knn.data() + rows[i] * kdeg;
+    for (int j = 0; j < kdeg; ++j) hits += truth.count(row[j]);
+    std::int64_t nearest = -1;
+    for (int j = 0; j < r.k && nearest < 0; ++j)
+      if (ids[i * r.k + j] != rows[i]) nearest = ids[i * r.k + j];
+    first += row[0] == nearest;
+  }
+  std::printf("kNN graph (%.2f s): recall@%d %.4f on %lld nodes, nearest neighbour first %.4f\n", took, kdeg,
+              double(hits) / double(ns * kdeg), (long long)ns, double(first) / double(ns));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
+  int dim = argc > 2 ? std::atoi(argv[2]) : 128;
+  const int degree = argc > 3 ? std::atoi(argv[3]) : 32;
+  const char* file = argc > 4 && std::strcmp(argv[4], "-") != 0 ? argv[4] : nullptr;
+  const bool with_cpu = argc > 5 && std::strcmp(argv[5], "cpu") == 0;
+  constexpr std::int64_t nq = 1000;
+  constexpr int k = 10;
+  std::vector<float> all;
+  if (file) {
+    dim = 0;
+    if (!read_fvecs(file, n + nq, dim, all)) return std::fprintf(stderr, "cannot read %s\n", file), 1;
+    n = std::int64_t(all.size()) / dim - nq;
+  } else {
+    all = clustered(n + nq, dim, 7);
+  }
+  const float* base = all.data();
+  const float* queries = all.data() + n * dim;
+  gknn::graph::BuildParams p;
+  p.dim = dim;
+  p.degree = degree;
+  p.seed = 1;
+  std::printf("# gknn_bench_graph n=%lld dim=%d degree=%d intermediate=%d data=%s\n", (long long)n, dim,
+              degree, gknn::graph::effective_intermediate_degree(p, n), file ? file : "clustered synthetic");
+  const char* last = nullptr;
+  Clock::time_point phase_start = Clock::now();
+  auto progress = [&](const char* phase, std::int64_t, std::int64_t) {
+    if (!last || std::strcmp(last, phase) != 0) {
+      if (last) std::printf("#   %-24s %8.2f s\n", last, since(phase_start));
+      last = phase;
+      phase_start = Clock::now();
+    }
+    return true;
+  };
+  auto t0 = Clock::now();
+  const gknn::graph::Graph g = gknn::graph::build_gpu(base, n, p, 0, progress);
+  std::printf("#   %-24s %8.2f s\n", last, since(phase_start));
+  std::printf("build_gpu: %.2f s, %zu entries\n", since(t0), g.entries.size());
+  if (with_cpu) {
+    last = nullptr;
+    t0 = Clock::now();
+    gknn::graph::build_cpu(base, n, p, progress);
+    std::printf("#   %-24s %8.2f s\n", last, since(phase_start));
+    std::printf("build_cpu: %.2f s\n", since(t0));
+  }
+  gknn::KnnRequest r;
+  r.base = base;
+  r.n = n;
+  r.queries = queries;
+  r.nq = nq;
+  r.dim = dim;
+  r.k = k;
+  std::vector<std::int64_t> truth(nq * k), ids(nq * k);
+  std::vector<double> td(nq * k), dist(nq * k);
+  gknn::exact_knn_gpu(r, 0, truth.data(), td.data());
+  knn_graph_recall(base, n, p);
+  t0 = Clock::now();
+  const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
+  gknn::graph::Graph bare = g;
+  bare.entries.clear();
+  const gknn::graph::DeviceGraph dg_bare(bare, base, dim, gknn::Metric::L2, 0);
+  std::printf("DeviceGraph upload: %.3f s, %.1f MiB\n\n", since(t0), dg.bytes() / 1048576.0);
+  std::printf(
+      "| ef | recall@10 GPU | recall@10 CPU (200 q) | recall@10 GPU, no entries | QPS batch 1 | QPS batch 8 "
+      "| "
+      "QPS batch 64 | QPS batch 1000 |\n");
+  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (int ef : {16, 32, 64, 128, 256, 512}) {
+    gknn::graph::SearchParams sp;
+    sp.k = k;
+    sp.ef = ef;
+    dg.search(queries, nq, sp, ids.data(), dist.data());  // warm-up and recall
+    const double rg = recall(truth, ids, k, nq);
+    std::vector<std::int64_t> cids(200 * k);
+    std::vector<double> cd(200 * k);
+    gknn::graph::search_cpu(g, base, dim, gknn::Metric::L2, queries, 200, sp, cids.data(), cd.data());
+    const double rc = recall(truth, cids, k, 200);
+    dg_bare.search(queries, nq, sp, ids.data(), dist.data());
+    const double rb = recall(truth, ids, k, nq);
+    double qps[4];
+    int bi = 0;
+    for (std::int64_t batch : {1, 8, 64, 1000}) {
+      const std::int64_t total = batch == 1 ? 200 : nq;
+      t0 = Clock::now();
+      for (std::int64_t q = 0; q < total; q += batch)
+        dg.search(queries + q * dim, std::min(batch, total - q), sp, ids.data() + q * k, dist.data() + q * k);
+      qps[bi++] = double(total) / since(t0);
+    }
+    std::printf("| %d | %.4f | %.4f | %.4f | %.0f | %.0f | %.0f | %.0f |\n", ef, rg, rc, rb, qps[0], qps[1],
+                qps[2], qps[3]);
+  }
+  return 0;
+}

@@ -1,0 +1,159 @@
+// The graph on the GPU (gknn/graph.h): DeviceGraph::search against
+// search_cpu (same rows, same bits), from several threads at once, and
+// build_gpu against the CPU build's recall floors. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "gknn/graph.h"
+#include "tests/gpu_env.h"
+#include "tests/graph_data.h"
+
+namespace gknn::graph {
+namespace {
+
+constexpr int kDim = 24;
+
+struct Data {
+  std::vector<float> base, queries;
+};
+
+Data make_data(std::int64_t n, std::int64_t nq, int dim, unsigned seed) {
+  std::vector<float> all = test::clustered(n + nq, dim, 50, 0.35f, seed);
+  Data d;
+  d.base.assign(all.begin(), all.begin() + n * dim);
+  d.queries.assign(all.begin() + n * dim, all.end());
+  return d;
+}
+
+BuildParams params(int degree, Metric metric = Metric::L2) {
+  BuildParams p;
+  p.dim = kDim;
+  p.metric = metric;
+  p.degree = degree;
+  p.seed = 42;
+  return p;
+}
+
+void expect_same(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b,
+                 const std::vector<double>& da, const std::vector<double>& db) {
+  ASSERT_EQ(a.size(), b.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const bool same = a[i] == b[i] && (da[i] == db[i] || (std::isnan(da[i]) && std::isnan(db[i])));
+    differ += !same;
+  }
+  EXPECT_EQ(differ, 0u) << "of " << a.size();
+}
+
+TEST(GraphGpu, SearchEqualsCpuSearch) {
+  GKNN_NEED_GPU();
+  const Data d = make_data(4000, 300, kDim, 1);
+  for (Metric m : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
+    SCOPED_TRACE(int(m));
+    const Graph g = build_cpu(d.base.data(), 4000, params(24, m));
+    const DeviceGraph dg(g, d.base.data(), kDim, m, 0);
+    std::vector<std::uint8_t> skip(4000, 0);
+    for (int i = 0; i < 4000; i += 3) skip[i] = 1;
+    for (int ef : {10, 32, 64, 200}) {
+      for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
+        SearchParams sp;
+        sp.k = 10;
+        sp.ef = ef;
+        sp.seed = 7;
+        sp.skip = sk;
+        std::vector<std::int64_t> ci(300 * 10), gi(300 * 10);
+        std::vector<double> cd(ci.size()), gd(ci.size());
+        search_cpu(g, d.base.data(), kDim, m, d.queries.data(), 300, sp, ci.data(), cd.data());
+        dg.search(d.queries.data(), 300, sp, gi.data(), gd.data());
+        expect_same(ci, gi, cd, gd);
+        if (!sk) {
+          const auto truth = test::exact_ids(d.base, d.queries, kDim, 10, m);
+          EXPECT_NEAR(test::recall(truth, gi, 10), test::recall(truth, ci, 10), 0.01);
+        }
+      }
+    }
+  }
+}
+
+TEST(GraphGpu, SmallGraphsAndPadding) {
+  GKNN_NEED_GPU();
+  for (std::int64_t n : {1, 2, 7, 9}) {
+    const Data d = make_data(n, 4, kDim, 2);
+    const Graph g = build_cpu(d.base.data(), n, params(8));
+    const DeviceGraph dg(g, d.base.data(), kDim, Metric::L2, 0);
+    SearchParams sp;
+    std::vector<std::int64_t> ci(40), gi(40);
+    std::vector<double> cd(40), gd(40);
+    search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), 4, sp, ci.data(), cd.data());
+    dg.search(d.queries.data(), 4, sp, gi.data(), gd.data());
+    expect_same(ci, gi, cd, gd);
+  }
+  Graph empty;
+  empty.degree = 8;
+  const DeviceGraph dg(empty, nullptr, kDim, Metric::L2, 0);
+  std::vector<float> q(kDim, 1.0f);
+  std::vector<std::int64_t> ids(10);
+  std::vector<double> dist(10);
+  dg.search(q.data(), 1, SearchParams{}, ids.data(), dist.data());
+  EXPECT_EQ(ids[0], -1);
+  SearchParams big;
+  big.ef = kMaxDeviceEf + 1;
+  EXPECT_THROW(dg.search(q.data(), 1, big, ids.data(), dist.data()), Error);
+}
+
+TEST(GraphGpu, SeveralThreadsAtOnce) {
+  GKNN_NEED_GPU();
+  const Data d = make_data(3000, 256, kDim, 3);
+  const Graph g = build_cpu(d.base.data(), 3000, params(16));
+  const DeviceGraph dg(g, d.base.data(), kDim, Metric::L2, 0);
+  SearchParams sp;
+  sp.k = 10;
+  sp.ef = 48;
+  std::vector<std::int64_t> ci(256 * 10);
+  std::vector<double> cd(ci.size());
+  search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), 256, sp, ci.data(), cd.data());
+  constexpr int kThreads = 4;
+  std::vector<std::vector<std::int64_t>> gi(kThreads, std::vector<std::int64_t>(ci.size()));
+  std::vector<std::vector<double>> gd(kThreads, std::vector<double>(ci.size()));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kThreads; ++t)
+    pool.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep)  // batches of 1, 8, 64 and the rest, over and over
+        for (std::int64_t q = 0; q < 256;) {
+          const std::int64_t b = std::min<std::int64_t>(256 - q, q < 1 ? 1 : q < 9 ? 8 : 64);
+          dg.search(d.queries.data() + q * kDim, b, sp, gi[t].data() + q * 10, gd[t].data() + q * 10);
+          q += b;
+        }
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kThreads; ++t) expect_same(ci, gi[t], cd, gd[t]);
+}
+
+TEST(GraphGpu, BuildReachesTheCpuBuildsFloorsAndIsDeterministic) {
+  GKNN_NEED_GPU();
+  const Data d = make_data(4000, 200, kDim, 4);
+  for (Metric m : {Metric::L2, Metric::Cosine}) {
+    const Graph a = build_gpu(d.base.data(), 4000, params(24, m), 0);
+    const Graph b = build_gpu(d.base.data(), 4000, params(24, m), 0);
+    validate(a);
+    check_row_order(a, d.base.data(), kDim, m);
+    EXPECT_EQ(a.edges, b.edges);
+    EXPECT_GE(test::graph_recall(a, d.base, d.queries, kDim, m, 10, 64), 0.97);
+  }
+  // Past the exact limit: the kNN graph from IVF-PQ on the GPU.
+  const std::int64_t n = 25000;
+  std::vector<float> x = test::clustered(n + 200, 16, 50, 0.35f, 5);
+  std::vector<float> base(x.begin(), x.begin() + n * 16), q(x.begin() + n * 16, x.end());
+  BuildParams p = params(16);
+  p.dim = 16;
+  const Graph g = build_gpu(base.data(), n, p, 0);
+  const Graph g2 = build_gpu(base.data(), n, p, 0);
+  validate(g);
+  EXPECT_EQ(g.edges, g2.edges);
+  EXPECT_GE(test::graph_recall(g, base, q, 16, Metric::L2, 10, 64), 0.95);
+}
+
+}  // namespace
+}  // namespace gknn::graph
