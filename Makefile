@@ -20,6 +20,7 @@ OBJS = \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/types/*.cpp))) \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/topk/*.cpp))) \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/ivfpq/*.cpp))) \
+	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/graph/*.cpp))) \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/service/*.cpp)))
 DATA = extension/gknn--$(EXTVERSION).sql
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))

@@ -447,6 +447,39 @@ CREATE FUNCTION @extschema@.gknn_ivfpq_info(index pg_catalog.regclass,
     OUT nulls pg_catalog.int8, OUT empty_lists pg_catalog.int8, OUT pages pg_catalog.int8)
   RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 
+-- gpu_graph index access method ---------------------------------------------
+-- CREATE INDEX ON t USING gpu_graph (emb vector_l2_ops) WITH (degree = 32);
+-- A fixed-degree proximity graph (CAGRA-style) over the vectors, which its
+-- pages store in full; searched with gknn.graph_ef_search candidates. Its
+-- operator classes have gpu_ivfpq's names (an operator class is named per
+-- access method).
+
+CREATE FUNCTION @extschema@.gknn_graph_handler(pg_catalog.internal)
+  RETURNS pg_catalog.index_am_handler AS 'MODULE_PATHNAME' LANGUAGE C;
+CREATE ACCESS METHOD gpu_graph TYPE INDEX HANDLER @extschema@.gknn_graph_handler;
+COMMENT ON ACCESS METHOD gpu_graph IS 'gknn graph (CAGRA-style) approximate nearest-neighbour index';
+
+CREATE OPERATOR CLASS @extschema@.vector_l2_ops
+  DEFAULT FOR TYPE @extschema@.vector USING gpu_graph AS
+  OPERATOR 1 @extschema@.<-> (@extschema@.vector, @extschema@.vector) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.l2_distance(@extschema@.vector, @extschema@.vector);
+CREATE OPERATOR CLASS @extschema@.vector_ip_ops
+  FOR TYPE @extschema@.vector USING gpu_graph AS
+  OPERATOR 1 @extschema@.<#> (@extschema@.vector, @extschema@.vector) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.vector_negative_inner_product(@extschema@.vector, @extschema@.vector);
+CREATE OPERATOR CLASS @extschema@.vector_cosine_ops
+  FOR TYPE @extschema@.vector USING gpu_graph AS
+  OPERATOR 1 @extschema@.<=> (@extschema@.vector, @extschema@.vector) FOR ORDER BY pg_catalog.float_ops,
+  FUNCTION 1 @extschema@.cosine_distance(@extschema@.vector, @extschema@.vector);
+
+CREATE FUNCTION @extschema@.gknn_graph_info(index pg_catalog.regclass,
+    OUT dims pg_catalog.int4, OUT degree pg_catalog.int4, OUT metric pg_catalog.text,
+    OUT generation pg_catalog.int8, OUT nodes pg_catalog.int8, OUT live pg_catalog.int8,
+    OUT dead pg_catalog.int8, OUT nulls pg_catalog.int8, OUT edges pg_catalog.int8,
+    OUT dead_edges pg_catalog.int8, OUT no_in_edges pg_catalog.int8, OUT entries pg_catalog.int8,
+    OUT pages pg_catalog.int8)
+  RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+
 -- || for vector, and the halfvec type (pgvector's) ----------------------------
 -- halfvec keeps each element as IEEE binary16 in pgvector's on-disk, text and
 -- binary formats, up to 16000 dimensions. float -> half rounds to nearest

@@ -4,6 +4,7 @@
 
 #include "device.h"
 #include "gknn/runtime.h"
+#include "graph/graph.h"
 #include "ivfpq/ivfpq.h"
 #include "pg.h"
 #include "service/service.h"
@@ -78,6 +79,7 @@ void _PG_init(void) {
                           nullptr);
   gknn_topk_register();
   gknn_ivfpq_register();
+  gknn_graph_register();
   gknn_service_register();
   // Last: reserving the prefix drops every placeholder not defined by now,
   // and a SET made before the library loaded lives in such a placeholder.

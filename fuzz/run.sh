@@ -22,10 +22,11 @@
 #   vector_recv   extension/types/vector_parse.cpp  vector_recv's readers
 #   expr_program  gpu/expr/program.cpp              GpuTopK's bytecode validator (+ the CPU interpreter)
 #   ivfpq_pages   extension/ivfpq/ivfpq_format.cpp  the checks of every gpu_ivfpq page reader
+#   graph_pages   extension/graph/graph_format.cpp  the checks of every gpu_graph page reader
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(vector_text vector_recv expr_program ivfpq_pages)
+ALL=(vector_text vector_recv expr_program ivfpq_pages graph_pages)
 CXX_FUZZ=${FUZZ_CXX:-clang++}
 OUT=${FUZZ_OUT:-build/fuzz}
 seconds=60
@@ -48,6 +49,7 @@ sources() {
     vector_text | vector_recv) echo "-Iextension fuzz/$1_fuzz.cpp extension/types/vector_parse.cpp" ;;
     expr_program) echo "-Igpu/include -Igpu fuzz/$1_fuzz.cpp gpu/expr/program.cpp" ;;
     ivfpq_pages) echo "-Iextension fuzz/$1_fuzz.cpp extension/ivfpq/ivfpq_format.cpp" ;;
+    graph_pages) echo "-Iextension fuzz/$1_fuzz.cpp extension/graph/graph_format.cpp" ;;
     *) return 1 ;;
   esac
 }

@@ -13,7 +13,8 @@
 #
 # The ivfpq-live stage (regress/ivfpq-live.sh, TAP, last since it crashes
 # the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
-# backend against the gpu_ivfpq index.
+# backend against the gpu_ivfpq index; graph-live (regress/graph-live.sh,
+# after it) the same against gpu_graph.
 #
 # The sql-fuzz stage (regress/sql-fuzz.sh, TAP; under a minute) calls every
 # SQL-callable function and operator with hostile arguments and builds,
@@ -28,7 +29,9 @@
 # public and in its own schema.
 #
 # The ivfpq-recall stage (regress/ivfpq-recall.sh, TAP) asserts gpu_ivfpq's
-# recall@10 on Fashion-MNIST at documented settings.
+# recall@10 on Fashion-MNIST at documented settings; the graph-recall stage
+# (regress/graph-recall.sh) gpu_graph's, fresh, after inserts and after
+# DELETE + VACUUM.
 #
 # The service stage (regress/service-live.sh, TAP, on a cluster of its own
 # with gknn preloaded) checks the GPU service: answers equal to the CPU path,
@@ -421,6 +424,29 @@ run_ivfpq_recall() {
   fi
 }
 
+# gpu_graph under concurrent sessions and a backend crash (as run_ivfpq_live).
+run_graph_live() {
+  local rc=0 p f
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged graph-live regress/graph-live.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path graph-live)")"
+  tally graph-live "$rc" "$p" "$f"
+}
+
+# gpu_graph's recall on Fashion-MNIST (as run_ivfpq_recall).
+run_graph_recall() {
+  local rc=0 p f
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    run_logged graph-recall regress/graph-recall.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path graph-recall)")"
+  if grep -q '^1\.\.0 # SKIP' "$(log_path graph-recall)"; then
+    skip_stage graph-recall "$(sed -n 's/^1\.\.0 # SKIP //p' "$(log_path graph-recall)")"
+  else
+    tally graph-recall "$rc" "$p" "$f"
+  fi
+}
+
 # The GPU service (regress/service-live.sh, TAP): on a cluster of its own with
 # gknn preloaded and the service on the CPU (gknn.service = cpu), or on the
 # server given (GKNN_USE_SERVER=1), which must preload gknn.
@@ -467,6 +493,8 @@ run_sql_suites() {
     skip_stage sql-fuzz 'no server'
     skip_stage dump 'no server'
     skip_stage ivfpq-recall 'no server'
+    skip_stage graph-recall 'no server'
+    skip_stage graph-live 'no server'
     skip_stage ivfpq-live 'no server'
     run_bench_tests 0
     return 0
@@ -477,7 +505,9 @@ run_sql_suites() {
   run_dump_restore
   run_bench_tests 1
   run_ivfpq_recall
+  timed graph-recall run_graph_recall
   run_ivfpq_live
+  run_graph_live
   cluster_stop
   run_service_live
 }

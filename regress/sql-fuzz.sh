@@ -2,7 +2,7 @@
 # SQL-level fuzzing of gknn against a running server (PGHOST/PGPORT/PGUSER, a
 # superuser), as TAP: regress/sql_fuzz_gen.py writes batches of random calls
 # of every SQL-callable gknn function, operator and aggregate with hostile
-# arguments, and gpu_ivfpq builds, inserts and scans and GpuTopK plans over
+# arguments, and gpu_ivfpq and gpu_graph builds, inserts and scans and GpuTopK plans over
 # tables of hostile rows (seeded: the same batches every run; batch-000-*
 # hold the known crashers, one group each). Errors are expected; a crash is the failure:
 #   - per batch: the server log (GKNN_SERVER_LOG, when given) gains no

@@ -10,7 +10,7 @@ pgvector rejects, NULLs, extreme integers and typmods, NaN and infinities.
 Each batch also builds a table with such rows (text, COPY BINARY files with
 hostile payloads, "legacy" rows: datums older gknn versions could store, made
 through a binary-coercible cast from bytea that only a superuser can create),
-then a gpu_ivfpq index with random options, inserts, ordered scans, VACUUM,
+then a gpu_ivfpq and a gpu_graph index with random options, inserts, ordered scans, VACUUM,
 REINDEX and GpuTopK plans over it.
 
 Deterministic: the same seed writes the same batches. The batch-000-N files
@@ -458,6 +458,39 @@ class Batch:
             self.emit(f"REINDEX INDEX {table}_idx")
         self.emit(f"SELECT * FROM gknn_ivfpq_info('{table}_idx')")
 
+    def graph(self, table, dim, ctx):
+        # gpu_graph on the column (vector operator classes only), hostile
+        # options, rows, scans, deletes, VACUUM, REINDEX.
+        opclass = self.v.pick("vector_l2_ops", "vector_ip_ops", "vector_cosine_ops")
+        opts = []
+        if self.v.chance(0.8):
+            opts.append(f"degree = {self.v.pick(2, 4, 8, 32, 128, 3, 0, 130)}")
+        if self.v.chance(0.3):
+            opts.append(f"intermediate_degree = {self.v.pick(0, 2, 8, 64, 512, 513)}")
+        with_ = f" WITH ({', '.join(opts)})" if opts else ""
+        conc = "CONCURRENTLY " if self.v.chance(0.15) else ""
+        self.emit(f"CREATE INDEX {conc}{table}_graph ON {table} USING gpu_graph (v {opclass}){with_}")
+        ctx["relations"] = [f"{table}_graph", table, f"{table}_btree"]
+        self.emit(f"SELECT * FROM gknn_graph_info('{table}_graph')")
+        self.table_rows(table, dim, self.v.chance(0.5))
+        op = {"vector_l2_ops": "<->", "vector_ip_ops": "<#>", "vector_cosine_ops": "<=>"}[opclass]
+        for _ in range(self.r.randint(2, 5)):
+            limit = self.v.pick("1", "5", "10", "0", "100000", "9223372036854775807", "NULL", "ALL", "-1")
+            offset = self.v.pick("", " OFFSET 3", " OFFSET 9223372036854775807", " OFFSET -1")
+            qual = self.v.pick("", " WHERE id % 7 = 1", " WHERE f > 0")
+            self.emit("SET enable_seqscan = off")
+            self.emit(f"SET gknn.graph_ef_search = {self.v.pick(1, 10, 40, 10000)}")
+            self.emit(f"SELECT id FROM {table}{qual} ORDER BY v {op} {self.v.vector(dim)} LIMIT {limit}{offset}")
+            self.emit("RESET enable_seqscan")
+            self.emit("RESET gknn.graph_ef_search")
+        self.emit(f"DELETE FROM {table} WHERE id % 4 = 1")
+        self.emit(f"VACUUM {table}")
+        self.table_rows(table, dim, self.v.chance(0.5))
+        if self.v.chance(0.5):
+            self.emit(f"REINDEX INDEX {table}_graph")
+        self.emit(f"SELECT * FROM gknn_graph_info('{table}_graph')")
+        self.emit(f"DROP INDEX IF EXISTS {table}_graph")
+
     def topk(self, table, dim):
         self.emit("SET gknn.topk_min_rows = 0")
         if self.v.chance(0.3):
@@ -487,6 +520,7 @@ class Batch:
         ctx["relations"] = [table, f"{table}_btree"]
         self.emit(f"SELECT avg(v), sum(v), count(*) FROM {table}")
         self.ivfpq(table, dim, ctx)
+        self.graph(table, dim, ctx)
         self.topk(table, dim)
         self.emit(f"DROP TABLE {table}")
 
@@ -505,6 +539,23 @@ class Batch:
 # Known crashers, run first, each group in a batch of its own (a crash ends
 # its psql session).
 CORPUS = [
+    # gpu_graph over the rows an older gknn stored (0 then 16001 dimensions),
+    # then an empty index given such rows and queries.
+    "CREATE TABLE z (id int, v vector)",
+    "INSERT INTO z VALUES (1, '\\x00000000'::bytea::vector), "
+    "(2, ('\\x813e0000'::bytea || decode(repeat('0000803f', 16001), 'hex'))::vector)",
+    "CREATE INDEX ON z USING gpu_graph (v vector_l2_ops)",
+    "DELETE FROM z",
+    "INSERT INTO z VALUES (3, '[1,2,3,4]')",
+    "CREATE INDEX z_idx ON z USING gpu_graph (v vector_l2_ops)",
+    "INSERT INTO z VALUES (4, '\\x00000000'::bytea::vector)",
+    "INSERT INTO z VALUES (5, ('\\x813e0000'::bytea || decode(repeat('0000803f', 16001), 'hex'))::vector)",
+    "SET enable_seqscan = off",
+    "SELECT id FROM z ORDER BY v <-> '\\x00000000'::bytea::vector LIMIT 1",
+    "SELECT id FROM z ORDER BY v <-> ('\\xffff0000'::bytea || decode(repeat('0000803f', 4), 'hex'))::vector LIMIT 1",
+    "SELECT * FROM gknn_graph_info('z_idx')",
+    "DROP TABLE z",
+    None,
     # Issue 16's reproduction.
     "CREATE TABLE z (id int, v vector)",
     "INSERT INTO z SELECT 1, vector_avg('{1}') UNION ALL "

@@ -1,4 +1,4 @@
-// EXPLAIN ANALYZE of a gpu_ivfpq index scan: under each Index Scan node,
+// EXPLAIN ANALYZE of a gpu_ivfpq (or gpu_graph) index scan: under each Index Scan node,
 // where its searches ran (the GPU service's GPU or CPU, or this backend's
 // CPU and why), how many, the sizes of the service batches they rode in,
 // their queue wait and service time, the images the scan shipped.
@@ -31,9 +31,11 @@
 // EXECUTE and auto_explain (PostgreSQL 15 calls no ExplainOneQuery_hook for
 // them); the first EXPLAIN of a session where gknn was neither preloaded nor
 // loaded before the EXPLAIN started.
+#include "graph/graph.h"
 #include "ivfpq.h"
 
 extern "C" {
+#include "access/relscan.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/instrument.h"
@@ -68,10 +70,17 @@ explain_get_index_name_hook_type prev_index_name = nullptr;
 ExecutorFinish_hook_type prev_executor_finish = nullptr;
 ExecutorEnd_hook_type prev_executor_end = nullptr;
 
+// A scan of a gpu_ivfpq or gpu_graph index (both keep IvfpqScanStats).
 bool is_ivfpq_scan(PlanState* ps) {
   if (!IsA(ps, IndexScanState)) return false;
   Relation index = reinterpret_cast<IndexScanState*>(ps)->iss_RelationDesc;
-  return index != nullptr && index->rd_indam != nullptr && index->rd_indam->amgettuple == ivfpq_gettuple;
+  return index != nullptr && index->rd_indam != nullptr &&
+         (index->rd_indam->amgettuple == ivfpq_gettuple || index->rd_indam->amgettuple == graph_gettuple);
+}
+
+const IvfpqScanStats* scan_stats(IndexScanDesc scan) {
+  return scan->indexRelation->rd_indam->amgettuple == graph_gettuple ? graph_scan_stats(scan)
+                                                                     : ivfpq_scan_stats(scan);
 }
 
 bool collect_walker(PlanState* ps, void* context) {
@@ -178,7 +187,7 @@ const char* index_name_hook(Oid index) {
   if (c == nullptr || c->query == nullptr || !c->es->analyze) return name;
   IndexScanState* node = next_scan(c, index);
   if (node == nullptr || node->iss_ScanDesc == nullptr) return name;  // not ours, or never executed
-  const IvfpqScanStats& st = *ivfpq_scan_stats(node->iss_ScanDesc);
+  const IvfpqScanStats& st = *scan_stats(node->iss_ScanDesc);
   ExplainState* es = c->es;
   if (es->format == EXPLAIN_FORMAT_TEXT) {
     TextInsert* ins = static_cast<TextInsert*>(palloc(sizeof(TextInsert)));

@@ -1,7 +1,7 @@
-// gpu_ivfpq: the k of a scan. The index AM API does not pass LIMIT, so an
-// ExecutorStart hook (chaining any earlier one) looks in the plan for Limit
-// nodes whose child, through Result and Gather nodes, is an Index Scan on a
-// gpu_ivfpq index, and records LIMIT + OFFSET for that index with the
+// gpu_ivfpq (and gpu_graph): the k of a scan. The index AM API does not pass
+// LIMIT, so an ExecutorStart hook (chaining any earlier one) looks in the
+// plan for Limit nodes whose child, through Result and Gather nodes, is an
+// Index Scan on a gpu_ivfpq or gpu_graph index, and records LIMIT + OFFSET for that index with the
 // query's executor state; an ExecutorRun hook makes them the running query's
 // while it runs (the executor begins an index scan lazily, at its first
 // tuple, inside ExecutorRun), and ambeginscan reads them. Queries run inside
@@ -48,10 +48,17 @@ QueryHints* computing = nullptr;      // the query whose plan is being walked
 ExecutorStart_hook_type prev_executor_start = nullptr;
 ExecutorRun_hook_type prev_executor_run = nullptr;
 
-bool is_ivfpq_index(Oid indexoid, Oid am) {
+// gpu_ivfpq's or gpu_graph's (both read their k from here).
+struct Ams {
+  Oid ivfpq;
+  Oid graph;
+};
+
+bool is_ivfpq_index(Oid indexoid, const Ams& am) {
   HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
   if (!HeapTupleIsValid(tup)) return false;
-  bool yes = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relam == am;
+  Oid relam = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relam;
+  bool yes = relam == am.ivfpq || relam == am.graph;
   ReleaseSysCache(tup);
   return yes;
 }
@@ -119,7 +126,7 @@ void record(Oid index, int64 k) {
   if (q->n < kMaxHints) q->hints[q->n++] = LimitHint{index, k};
 }
 
-void visit_limit(Limit* limit, ParamListInfo params, Oid am) {
+void visit_limit(Limit* limit, ParamListInfo params, const Ams& am) {
   Plan* child = outerPlan(&limit->plan);
   while (child != nullptr && (IsA(child, Result) || IsA(child, Gather))) child = outerPlan(child);
   if (child == nullptr || !IsA(child, IndexScan)) return;
@@ -138,7 +145,7 @@ void visit_limit(Limit* limit, ParamListInfo params, Oid am) {
   record(index, count > PG_INT64_MAX / 4 - offset ? PG_INT64_MAX / 4 : count + offset);
 }
 
-void walk(Plan* plan, ParamListInfo params, Oid am) {
+void walk(Plan* plan, ParamListInfo params, const Ams& am) {
   if (plan == nullptr) return;
   if (IsA(plan, Limit)) visit_limit(reinterpret_cast<Limit*>(plan), params, am);
   walk(outerPlan(plan), params, am);
@@ -178,8 +185,8 @@ void ivfpq_executor_start(QueryDesc* qd, int eflags) {
   QueryHints found;
   found.n = 0;
   if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY) && qd->plannedstmt != nullptr) {
-    Oid am = get_index_am_oid("gpu_ivfpq", true);
-    if (OidIsValid(am)) {
+    Ams am{get_index_am_oid("gpu_ivfpq", true), get_index_am_oid("gpu_graph", true)};
+    if (OidIsValid(am.ivfpq) || OidIsValid(am.graph)) {
       computing = &found;
       walk(qd->plannedstmt->planTree, qd->params, am);
       ListCell* lc;

@@ -82,7 +82,8 @@ SELECT cmp_ok((SELECT count(*) FROM members WHERE catalog = 'pg_proc')::int, '>=
 SELECT ok((SELECT count(DISTINCT catalog) FROM members) = 7,
           'members of all seven kinds were found');
 SELECT is((SELECT array_agg(object ORDER BY object) FROM members WHERE catalog = 'pg_am'),
-          ARRAY['access method gpu_ivfpq'], 'one access method: gpu_ivfpq');
+          ARRAY['access method gpu_graph', 'access method gpu_ivfpq'],
+          'two access methods: gpu_graph and gpu_ivfpq');
 SELECT is((SELECT count(*) FROM members m JOIN pg_proc p ON p.oid = m.objid
            WHERE p.prokind = 'a')::int, 4, 'four aggregates (avg, sum of vector and halfvec) are members');
 SELECT is((SELECT count(*) FROM members WHERE catalog = 'pg_cast')::int, 23,
@@ -336,7 +337,8 @@ SELECT is_empty($$SELECT 1 FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
                   WHERE p.proname IN ('vector', 'array_to_vector', 'vector_to_float4', 'sparsevec',
                                       'vector_to_sparsevec', 'sparsevec_to_vector', 'array_to_sparsevec')$$,
                 'DROP EXTENSION removes the casts');
-SELECT is_empty($$SELECT 1 FROM pg_am WHERE amname = 'gpu_ivfpq'$$, 'DROP EXTENSION removes gpu_ivfpq');
+SELECT is_empty($$SELECT 1 FROM pg_am WHERE amname IN ('gpu_ivfpq', 'gpu_graph')$$,
+                'DROP EXTENSION removes gpu_ivfpq and gpu_graph');
 SELECT is_empty($$SELECT 1 FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
                   WHERE p.proname IN ('halfvec', 'array_to_halfvec', 'halfvec_to_float4', 'halfvec_to_vector',
                                       'vector_to_halfvec', 'halfvec_to_sparsevec', 'sparsevec_to_halfvec')$$,

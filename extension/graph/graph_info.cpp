@@ -1,0 +1,130 @@
+// gknn_graph_info(index regclass): what a gpu_graph index holds, read from
+// its pages (for monitoring and tests), for callers who may read its table.
+#include "graph.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "catalog/index.h"
+#include "commands/defrem.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+}
+
+namespace {
+
+// As gknn_ivfpq_info: SELECT on the index's table (42501), checked before
+// the index is locked.
+void check_can_read(Oid indexoid) {
+  Oid table = IndexGetRelation(indexoid, true);
+  Oid target = OidIsValid(table) ? table : indexoid;
+  bool missing = false;
+  AclResult acl = pg_class_aclcheck_ext(target, GetUserId(), ACL_SELECT, &missing);
+  if (missing) return;  // relation_open says so
+  if (acl != ACLCHECK_OK)
+    aclcheck_error(acl, get_relkind_objtype(get_rel_relkind(target)), get_rel_name(target));
+}
+
+struct Counts {
+  int64 live, dead, nulls;
+  int64 edges;        // edges between live nodes
+  int64 dead_edges;   // edges from live nodes to dead ones (none after VACUUM)
+  int64 no_in_edges;  // live nodes no live node points to
+  int64 entries;      // live nodes flagged as the graph's entries
+};
+
+// Calls fn(node, slot) for every node, the pages read under the metapage
+// lock the caller holds.
+template <typename Fn>
+void for_each_node(Relation index, const GraphMeta& meta, Fn fn) {
+  const uint32 pages = graph_node_pages(meta, meta.nodes);
+  for (uint32 p = 0; p < pages; ++p) {
+    BlockNumber blk = kGraphFirstNodeBlock + p;
+    Buffer buf = ReadBuffer(index, blk);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buf);
+    graph_check_node_page(index, meta, blk, page);
+    const uint32 count = graph_nodes_on_page(meta, blk, meta.nodes);
+    for (uint32 i = 0; i < count; ++i) {
+      const uint64 node = uint64{p} * meta.nodes_per_page + i;
+      fn(node, graph_slot(page, meta, node));
+    }
+    UnlockReleaseBuffer(buf);
+    CHECK_FOR_INTERRUPTS();
+  }
+}
+
+Counts count_nodes(Relation index, const GraphMeta& meta) {
+  Counts c{};
+  uint8* flags = static_cast<uint8*>(palloc0(Max(meta.nodes, int64{1})));
+  bool* pointed = static_cast<bool*>(palloc0(Max(meta.nodes, int64{1})));
+  for_each_node(index, meta, [&](uint64 node, char* slot) { flags[node] = graph_slot_flags(slot); });
+  for_each_node(index, meta, [&](uint64 node, char* slot) {
+    if (flags[node] & kGraphNodeNull) {
+      c.nulls++;
+      return;
+    }
+    if (flags[node] & kGraphNodeDead) {
+      c.dead++;
+      return;
+    }
+    c.live++;
+    if (flags[node] & kGraphNodeEntry) c.entries++;
+    const uint32* adj = graph_slot_adjacency(slot, meta);
+    for (int j = 0; j < meta.degree; ++j) {
+      if (adj[j] == kGraphNoNode) continue;
+      if (flags[adj[j]] & kGraphNodeDead) {
+        c.dead_edges++;
+      } else if (!(flags[adj[j]] & kGraphNodeNull)) {
+        c.edges++;
+        pointed[adj[j]] = true;
+      }
+    }
+  });
+  for (int64 i = 0; i < meta.nodes; ++i)
+    if (!(flags[i] & (kGraphNodeDead | kGraphNodeNull)) && !pointed[i]) c.no_in_edges++;
+  return c;
+}
+
+}  // namespace
+
+extern "C" {
+
+PG_FUNCTION_INFO_V1(gknn_graph_info);
+Datum gknn_graph_info(PG_FUNCTION_ARGS) {
+  Oid indexoid = PG_GETARG_OID(0);
+  TupleDesc desc;
+  if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    elog(ERROR, "return type must be a row type");
+  check_can_read(indexoid);
+  Relation index = relation_open(indexoid, AccessShareLock);
+  if (index->rd_rel->relkind != RELKIND_INDEX || index->rd_rel->relam != get_index_am_oid("gpu_graph", false))
+    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
+                    errmsg("\"%s\" is not a gpu_graph index", RelationGetRelationName(index))));
+  GraphMeta meta;
+  Buffer mbuf = graph_lock_meta(index, BUFFER_LOCK_SHARE, &meta);
+  Counts c = count_nodes(index, meta);
+  UnlockReleaseBuffer(mbuf);
+  BlockNumber pages = RelationGetNumberOfBlocks(index);
+  relation_close(index, AccessShareLock);
+
+  Datum values[13] = {Int32GetDatum(meta.dim),
+                      Int32GetDatum(meta.degree),
+                      CStringGetTextDatum(graph_metric_name(meta.metric)),
+                      Int64GetDatum(static_cast<int64>(meta.generation)),
+                      Int64GetDatum(meta.nodes),
+                      Int64GetDatum(c.live),
+                      Int64GetDatum(c.dead),
+                      Int64GetDatum(c.nulls),
+                      Int64GetDatum(c.edges),
+                      Int64GetDatum(c.dead_edges),
+                      Int64GetDatum(c.no_in_edges),
+                      Int64GetDatum(c.entries),
+                      Int64GetDatum(static_cast<int64>(pages))};
+  bool nullflags[13] = {};
+  PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nullflags)));
+}
+
+}  // extern "C"

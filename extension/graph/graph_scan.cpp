@@ -1,0 +1,279 @@
+// gpu_graph ordered scans: ORDER BY column <op> value.
+//
+// Round r asks the core's graph search for want = k x 2^r rows with a
+// candidate list of max(gknn.graph_ef_search x 2^r, want) (k: the LIMIT +
+// OFFSET found by the ExecutorStart hook, else kGraphDefaultK), and returns
+// the rows not returned before in (distance, TID) order; distances are the
+// operator's values from the vectors the index stores, so no row is read
+// here (the executor fetches each and decides its visibility). When the
+// executor wants more rows (a WHERE clause rejected them, tuples were dead),
+// the next round doubles both. A round that asks for every row, or follows a
+// search that found fewer rows than it asked for (parts of the graph it
+// cannot reach), ranks every row of the index exactly instead; then the
+// rows whose vector is NULL follow (a sort puts NULL distances last). So a
+// scan never returns fewer rows than the index holds.
+//
+// Order: exact within a round; a later round can find a row nearer than one
+// an earlier round returned (the search is approximate), and returns it then.
+//
+// Where the search runs: this backend's CPU (gknn::graph::search_cpu). The
+// GPU search (gknn::graph::DeviceGraph in the GPU service) is not wired yet:
+// search_round() is the one place that will route a round there.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "graph.h"
+#include "types/vector.h"
+
+extern "C" {
+#include "access/relscan.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+}
+
+namespace {
+
+struct Candidate {
+  ItemPointerData tid;
+  double distance;
+  bool isnull;
+};
+
+struct GraphScan {
+  MemoryContext cxt;        // the scan's life
+  MemoryContext round_cxt;  // one round's candidates
+  bool started;
+  bool query_null;
+  float* query;
+  int qdim;
+  IvfpqScanStats stats;  // for EXPLAIN ANALYZE: kept across rescans
+  int64 k;
+  int64 want;       // rows the next round asks for
+  int64 ef;         // its candidate list
+  bool exhaustive;  // the next round ranks every row
+  bool index_done;
+  bool nulls_done;
+  HTAB* returned;
+  Candidate* batch;
+  int64 nbatch;
+  int64 pos;
+};
+
+bool candidate_less(const Candidate& a, const Candidate& b) {
+  bool na = std::isnan(a.distance), nb = std::isnan(b.distance);
+  if (na != nb) return nb;
+  if (!na && a.distance != b.distance) return a.distance < b.distance;
+  return ItemPointerCompare(const_cast<ItemPointer>(&a.tid), const_cast<ItemPointer>(&b.tid)) < 0;
+}
+
+// True the first time a TID is seen by this scan.
+bool claim(GraphScan* so, const ItemPointerData* tid) {
+  bool found;
+  hash_search(so->returned, tid, HASH_ENTER, &found);
+  return !found;
+}
+
+void start_scan(IndexScanDesc scan, GraphScan* so) {
+  if (scan->numberOfOrderBys != 1 || scan->numberOfKeys != 0)
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                    errmsg("gpu_graph supports only ordered scans (ORDER BY column <-> value)")));
+  graph_require_cpu_allowed("search");
+  MemoryContext old = MemoryContextSwitchTo(so->cxt);
+  ScanKey key = &scan->orderByData[0];
+  so->query_null = (key->sk_flags & SK_ISNULL) != 0;
+  so->query = nullptr;
+  so->qdim = 0;
+  if (!so->query_null) {
+    const Vector* v = DatumGetVector(key->sk_argument);
+    // A stored value of an impossible dimension (older gknn versions' avg
+    // made them) must not size a copy.
+    if (v->dim < 1 || v->dim > kGraphMaxDim)
+      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                      errmsg("gpu_graph cannot search for a vector of %d dimensions", v->dim)));
+    so->qdim = v->dim;
+    so->query = static_cast<float*>(palloc(sizeof(float) * Max(v->dim, 1)));
+    memcpy(so->query, v->x, sizeof(float) * v->dim);
+  }
+  HASHCTL ctl;
+  memset(&ctl, 0, sizeof(ctl));
+  ctl.keysize = sizeof(ItemPointerData);
+  ctl.entrysize = sizeof(ItemPointerData);
+  ctl.hcxt = so->cxt;
+  so->returned = hash_create("gpu_graph returned TIDs", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+  MemoryContextSwitchTo(old);
+  so->want = so->k;
+  so->ef = Max(static_cast<int64>(gknn_graph_ef_search), so->k);
+  so->exhaustive = false;
+  so->index_done = so->nulls_done = false;
+  so->batch = nullptr;
+  so->nbatch = so->pos = 0;
+  so->started = true;
+}
+
+// One graph search of `want` rows (ids: image rows, best first); returns
+// how many it found.
+int64 search_round(GraphScan* so, const GraphImage* image, int64 want, int64 ef, int64* ids, double* dist) {
+  gknn::graph::SearchParams sp;
+  sp.k = static_cast<int>(want);
+  sp.ef = static_cast<int>(Min(ef, static_cast<int64>(PG_INT32_MAX)));
+  sp.seed = image->meta.seed;
+  const float* query = so->query;
+  const int dim = so->qdim;
+  const auto metric = static_cast<gknn::Metric>(image->meta.metric);
+  gknn_pg::core_call(
+      [&] { gknn::graph::search_cpu(*image->graph, image->vectors, dim, metric, query, 1, sp, ids, dist); });
+  int64 n = 0;
+  while (n < want && ids[n] >= 0 && ids[n] < image->rows) ++n;
+  so->stats.cpu_searches++;
+  so->stats.cpu_candidates += n;
+  return n;
+}
+
+void add_row(GraphScan* so, const GraphImage* image, int64 row, double distance) {
+  Candidate c;
+  graph_id_to_tid(image->ids[row], &c.tid);
+  c.distance = distance;
+  c.isnull = false;
+  if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
+}
+
+// Every row not returned yet, ranked exactly.
+void exhaustive_round(GraphScan* so, const GraphImage* image) {
+  const auto metric = static_cast<gknn::Metric>(image->meta.metric);
+  const int dim = image->meta.dim;
+  so->batch = static_cast<Candidate*>(
+      MemoryContextAllocHuge(so->round_cxt, sizeof(Candidate) * Max(image->rows, int64{1})));
+  for (int64 r = 0; r < image->rows; ++r) {
+    add_row(so, image, r, gknn::distance(metric, image->vectors + r * dim, so->query, dim));
+    if ((r & 4095) == 4095) CHECK_FOR_INTERRUPTS();
+  }
+  so->stats.cpu_searches++;
+  so->stats.cpu_candidates += image->rows;
+}
+
+// Every row (and NULL) with a NULL distance: ORDER BY column <-> NULL.
+void null_query_round(GraphScan* so, const GraphImage* image) {
+  so->batch = static_cast<Candidate*>(
+      MemoryContextAllocHuge(so->round_cxt, sizeof(Candidate) * Max(image->rows + image->nnulls, int64{1})));
+  for (int64 i = 0; i < image->rows + image->nnulls; ++i) {
+    Candidate c;
+    graph_id_to_tid(i < image->rows ? image->ids[i] : image->nulls[i - image->rows], &c.tid);
+    c.distance = 0;
+    c.isnull = true;
+    if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
+  }
+  so->index_done = so->nulls_done = true;
+}
+
+// Fills the next batch; false when the scan has nothing more.
+bool next_round(IndexScanDesc scan, GraphScan* so) {
+  if (so->nulls_done) return false;
+  MemoryContextReset(so->round_cxt);
+  MemoryContext old = MemoryContextSwitchTo(so->round_cxt);
+  so->batch = nullptr;
+  so->nbatch = so->pos = 0;
+  const GraphImage* image = graph_image_get(scan->indexRelation);
+
+  if (so->query_null) {
+    null_query_round(so, image);
+  } else if (so->index_done) {
+    // Last: the rows whose vector is NULL.
+    so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(image->nnulls, int64{1})));
+    for (int64 i = 0; i < image->nnulls; ++i) {
+      Candidate c;
+      graph_id_to_tid(image->nulls[i], &c.tid);
+      c.distance = 0;
+      c.isnull = true;
+      if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
+    }
+    so->nulls_done = true;
+  } else {
+    if (so->qdim != image->meta.dim)
+      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                      errmsg("different vector dimensions %d and %d", image->meta.dim, so->qdim)));
+    if (so->exhaustive || so->want >= image->rows || so->want > PG_INT32_MAX) {
+      exhaustive_round(so, image);
+      so->index_done = true;
+    } else {
+      int64* ids = static_cast<int64*>(MemoryContextAllocHuge(so->round_cxt, sizeof(int64) * so->want));
+      double* dist = static_cast<double*>(MemoryContextAllocHuge(so->round_cxt, sizeof(double) * so->want));
+      int64 found = search_round(so, image, so->want, so->ef, ids, dist);
+      so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(found, int64{1})));
+      for (int64 i = 0; i < found; ++i) add_row(so, image, ids[i], dist[i]);
+      // Fewer than asked: the rest cannot be reached from where the
+      // search starts; the next round ranks every row.
+      if (found < so->want) so->exhaustive = true;
+    }
+    so->want = so->want > PG_INT64_MAX / 4 ? so->want : so->want * 2;
+    so->ef = so->ef > PG_INT64_MAX / 4 ? so->ef : so->ef * 2;
+  }
+  std::sort(so->batch, so->batch + so->nbatch, candidate_less);
+  MemoryContextSwitchTo(old);
+  return true;
+}
+
+}  // namespace
+
+IndexScanDesc graph_beginscan(Relation index, int nkeys, int norderbys) {
+  IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
+  GraphScan* so = static_cast<GraphScan*>(palloc0(sizeof(GraphScan)));
+  so->cxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_graph scan", ALLOCSET_DEFAULT_SIZES);
+  so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_graph scan round", ALLOCSET_DEFAULT_SIZES);
+  so->stats.via_service = false;
+  so->stats.service_device = -1;
+  so->stats.cpu_reason = "gpu_graph has no GPU search yet";
+  int64 hint = ivfpq_limit_hint(RelationGetRelid(index));
+  so->k = hint > 0 ? Min(hint, static_cast<int64>(PG_INT32_MAX)) : kGraphDefaultK;
+  scan->opaque = so;
+  if (norderbys > 0) {  // the AM provides these arrays
+    scan->xs_orderbyvals = static_cast<Datum*>(palloc0(sizeof(Datum) * norderbys));
+    scan->xs_orderbynulls = static_cast<bool*>(palloc(sizeof(bool) * norderbys));
+    for (int i = 0; i < norderbys; ++i) scan->xs_orderbynulls[i] = true;
+  }
+  return scan;
+}
+
+void graph_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys) {
+  auto* so = static_cast<GraphScan*>(scan->opaque);
+  if (keys && scan->numberOfKeys > 0) memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
+  if (orderbys && scan->numberOfOrderBys > 0)
+    memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
+  so->started = false;
+  so->batch = nullptr;
+  so->nbatch = so->pos = 0;
+  so->returned = nullptr;
+  // Drops the query copy, the TID set and round_cxt (a child).
+  MemoryContextReset(so->cxt);
+  so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_graph scan round", ALLOCSET_DEFAULT_SIZES);
+}
+
+bool graph_gettuple(IndexScanDesc scan, ScanDirection dir) {
+  auto* so = static_cast<GraphScan*>(scan->opaque);
+  if (!ScanDirectionIsForward(dir))
+    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("gpu_graph scans only forward")));
+  if (!so->started) start_scan(scan, so);
+  for (;;) {
+    if (so->pos < so->nbatch) {
+      const Candidate& c = so->batch[so->pos++];
+      scan->xs_heaptid = c.tid;
+      scan->xs_recheck = false;
+      scan->xs_recheckorderby = false;
+      scan->xs_orderbyvals[0] = c.isnull ? (Datum)0 : Float8GetDatum(c.distance);
+      scan->xs_orderbynulls[0] = c.isnull;
+      return true;
+    }
+    if (!next_round(scan, so)) return false;
+  }
+}
+
+const IvfpqScanStats* graph_scan_stats(IndexScanDesc scan) {
+  return &static_cast<const GraphScan*>(scan->opaque)->stats;
+}
+
+void graph_endscan(IndexScanDesc scan) {
+  auto* so = static_cast<GraphScan*>(scan->opaque);
+  MemoryContextDelete(so->cxt);
+  pfree(so);
+  scan->opaque = nullptr;
+}
