@@ -360,6 +360,13 @@ void run_search(SearchJob& job) {
   gp.ef = first->ef;
   const auto start = std::chrono::steady_clock::now();  // not now_us(): a PostgreSQL function
   bool ok = guarded(first, [&] {
+    // The core reads each query as the image's dimension (the backend
+    // checked it against the metapage; a mismatch would read past a query).
+    const int image_dim = r.kind == kImageGraph ? r.graph->dim : r.params.dim;
+    if (dim != image_dim)
+      throw gknn::Error(
+          gknn::ErrorCode::InvalidArgument,
+          "a query of " + std::to_string(dim) + " dimensions for an index of " + std::to_string(image_dim));
     queries.resize(static_cast<size_t>(nq) * dim);
     for (int64 q = 0; q < nq; ++q)
       std::memcpy(&queries[q * dim], taken[job.slots[q]].payload, sizeof(float) * dim);
