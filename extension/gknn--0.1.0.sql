@@ -476,7 +476,8 @@ CREATE FUNCTION @extschema@.gknn_graph_info(index pg_catalog.regclass,
     OUT dims pg_catalog.int4, OUT degree pg_catalog.int4, OUT metric pg_catalog.text,
     OUT generation pg_catalog.int8, OUT nodes pg_catalog.int8, OUT live pg_catalog.int8,
     OUT dead pg_catalog.int8, OUT nulls pg_catalog.int8, OUT edges pg_catalog.int8,
-    OUT dead_edges pg_catalog.int8, OUT no_in_edges pg_catalog.int8, OUT pages pg_catalog.int8)
+    OUT dead_edges pg_catalog.int8, OUT no_in_edges pg_catalog.int8, OUT entries pg_catalog.int8,
+    OUT pages pg_catalog.int8)
   RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 
 -- || for vector, and the halfvec type (pgvector's) ----------------------------

@@ -77,7 +77,8 @@ std::vector<Page> build(FuzzedDataProvider& in, GraphMeta* meta) {
       std::memcpy(slot, &hi, 2);
       std::memcpy(slot + 2, &lo, 2);
       std::memcpy(slot + 4, &off, 2);
-      const std::uint16_t flags = in.ConsumeIntegralInRange<std::uint16_t>(0, 2);
+      constexpr std::uint16_t kChoices[] = {0, kGraphNodeNull, kGraphNodeDead, kGraphNodeEntry};
+      const std::uint16_t flags = kChoices[in.ConsumeIntegralInRange<int>(0, 3)];
       std::memcpy(slot + kGraphTidBytes, &flags, 2);
       if (flags == kGraphNodeNull) meta->nulls++;
       if (flags == kGraphNodeDead) meta->dead++;

@@ -9,6 +9,8 @@ SELECT i, ARRAY(SELECT (i % 10) * 3 + ((i * 7919 + j * 104729) % 1013) / 1013.0 
 FROM generate_series(1, 1000) i;
 CREATE INDEX gm_idx ON gm USING gpu_graph (emb) WITH (degree = 8);
 SELECT nodes, live, dead, no_in_edges FROM gknn_graph_info('gm_idx');
+-- the build's entries (one per part of the graph) are flagged on their nodes
+SELECT entries >= 1 AS has_entries FROM gknn_graph_info('gm_idx');
 CREATE FUNCTION gm_exact(qv vector, k int) RETURNS int[] LANGUAGE sql AS
   $$SELECT array_agg(id ORDER BY d, id) FROM (SELECT id, emb <-> qv AS d FROM gm ORDER BY emb <-> qv, id LIMIT k) s$$;
 CREATE FUNCTION gm_index(qv vector, k int) RETURNS int[] LANGUAGE plpgsql AS $$
@@ -40,6 +42,7 @@ SELECT nulls FROM gknn_graph_info('gm_idx');
 DELETE FROM gm WHERE id % 3 = 0;
 VACUUM gm;
 SELECT nodes, live, dead, nulls, dead_edges FROM gknn_graph_info('gm_idx');
+SELECT entries >= 1 AS has_entries FROM gknn_graph_info('gm_idx');
 SELECT no_in_edges FROM gknn_graph_info('gm_idx');
 -- deleted rows are never returned (their TIDs may be reused)
 SELECT count(*) FROM (SELECT id FROM gm ORDER BY emb <-> '[1,1,1,1,1,1,1,1]' LIMIT 2000) s WHERE id % 3 = 0;

@@ -172,6 +172,8 @@ void overwrite_page(Relation index, BlockNumber blk, Page page) {
 // Node pages: the vectors' nodes with their graph rows, then the NULLs.
 void write_nodes(Relation index, const GraphMeta& meta, const BuildState& st, const gknn::graph::Graph* g) {
   Page page = static_cast<Page>(palloc(BLCKSZ));
+  // The core's entries (ascending node ids) become flags of their nodes.
+  size_t next_entry = 0;
   const int64 total = st.n + st.nnull;
   for (int64 first = 0; first < total; first += meta.nodes_per_page) {
     graph_init_page(page, kGraphPageNodes);
@@ -184,6 +186,10 @@ void write_nodes(Relation index, const GraphMeta& meta, const BuildState& st, co
         *graph_slot_tid(slot) = st.tids[node];
         memcpy(graph_slot_vector(slot), st.vectors + node * st.dim, sizeof(float) * st.dim);
         memcpy(adj, g->row(node), sizeof(uint32) * meta.degree);
+        if (next_entry < g->entries.size() && g->entries[next_entry] == node) {
+          graph_slot_set_flags(slot, kGraphNodeEntry);
+          ++next_entry;
+        }
       } else {
         *graph_slot_tid(slot) = st.null_tids[node - st.n];
         graph_slot_set_flags(slot, kGraphNodeNull);

@@ -12,8 +12,8 @@
 //                  i % nodes_per_page of block 1 + i / nodes_per_page, so a
 //                  node's place is computed from its number alone
 //
-// A node slot: the heap TID (6 bytes), flags (uint16), the vector (dim
-// floats), then the adjacency (degree uint32 node numbers, kGraphNoNode in
+// A node slot: the heap TID (6 bytes), flags (uint16: dead, NULL, entry),
+// the vector (dim floats), then the adjacency (degree uint32 node numbers, kGraphNoNode in
 // the unused slots at the end). A row whose vector is NULL is a node with
 // the null flag: no vector, no edges, no edges to it; a scan returns it last
 // (as a sort places NULL distances last). VACUUM sets the dead flag on a
@@ -70,7 +70,11 @@ static_assert(sizeof(GraphMeta) == 88, "the metapage's layout is on disk");
 // Node flags.
 constexpr std::uint16_t kGraphNodeDead = 1;
 constexpr std::uint16_t kGraphNodeNull = 2;
-constexpr std::uint16_t kGraphNodeFlags = kGraphNodeDead | kGraphNodeNull;
+// One of the graph's entries (gknn::graph::Graph::entries): where every
+// search starts, besides a seeded sample; one node of each part of the
+// graph the build (or VACUUM's repair) found unreachable from the others.
+constexpr std::uint16_t kGraphNodeEntry = 4;
+constexpr std::uint16_t kGraphNodeFlags = kGraphNodeDead | kGraphNodeNull | kGraphNodeEntry;
 
 // PostgreSQL's page: BLCKSZ bytes, a 24-byte header, the contents, the
 // special space from pd_special to the end.

@@ -4,6 +4,8 @@
 // NULL and dead nodes dropped, the rest kept in their order), the vectors,
 // each row's heap TID and node number, and the NULL nodes' TIDs.
 //
+// The graph's entries are the rows of the nodes flagged as entries.
+//
 // A load holds the metapage's share lock from start to end; inserts and
 // VACUUM change node pages only under its exclusive lock, so an image is one
 // consistent state of the index. An insert made by this backend brings its
@@ -98,7 +100,8 @@ void read_nodes(Relation index, const GraphMeta& meta, ImageData* d) {
   uint32* node_row = d->node_row.data();
   uint32* edges = d->graph.edges.data();
   int64* nulls = d->nulls.data();
-  int64 rows = 0, nnulls = 0;
+  uint32* entries = d->graph.entries.data();
+  int64 rows = 0, nnulls = 0, nentries = 0;
   const uint32 pages = graph_node_pages(meta, meta.nodes);
   for (uint32 p = 0; p < pages; ++p) {
     BlockNumber blk = kGraphFirstNodeBlock + p;
@@ -120,6 +123,7 @@ void read_nodes(Relation index, const GraphMeta& meta, ImageData* d) {
         memcpy(edges + rows * degree, graph_slot_adjacency(slot, meta), sizeof(uint32) * degree);
         ids[rows] = graph_tid_to_id(graph_slot_tid(slot));
         row_node[rows] = static_cast<uint32>(node);
+        if (flags & kGraphNodeEntry) entries[nentries++] = static_cast<uint32>(rows);  // ascending
         ++rows;
       }
     }
@@ -135,6 +139,7 @@ void read_nodes(Relation index, const GraphMeta& meta, ImageData* d) {
   d->row_node.resize(rows);
   d->graph.edges.resize(static_cast<size_t>(rows) * degree);
   d->nulls.resize(nnulls);
+  d->graph.entries.resize(nentries);
 }
 
 // A graph the core would refuse (a self edge, a repeated neighbour) is a
@@ -170,6 +175,7 @@ void load(Relation index, ImageSlot* s, const GraphMeta& meta) {
     d->node_row.resize(nodes);
     d->graph.edges.resize(static_cast<size_t>(nodes) * degree);
     d->nulls.resize(nodes);
+    d->graph.entries.resize(nodes);
   });
   s->data = d;  // owned by the slot from here on: an ERROR below leaks nothing
   read_nodes(index, meta, d);

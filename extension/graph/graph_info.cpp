@@ -32,6 +32,7 @@ struct Counts {
   int64 edges;        // edges between live nodes
   int64 dead_edges;   // edges from live nodes to dead ones (none after VACUUM)
   int64 no_in_edges;  // live nodes no live node points to
+  int64 entries;      // live nodes flagged as the graph's entries
 };
 
 // Calls fn(node, slot) for every node, the pages read under the metapage
@@ -70,6 +71,7 @@ Counts count_nodes(Relation index, const GraphMeta& meta) {
       return;
     }
     c.live++;
+    if (flags[node] & kGraphNodeEntry) c.entries++;
     const uint32* adj = graph_slot_adjacency(slot, meta);
     for (int j = 0; j < meta.degree; ++j) {
       if (adj[j] == kGraphNoNode) continue;
@@ -82,7 +84,7 @@ Counts count_nodes(Relation index, const GraphMeta& meta) {
     }
   });
   for (int64 i = 0; i < meta.nodes; ++i)
-    if (flags[i] == 0 && !pointed[i]) c.no_in_edges++;
+    if (!(flags[i] & (kGraphNodeDead | kGraphNodeNull)) && !pointed[i]) c.no_in_edges++;
   return c;
 }
 
@@ -108,7 +110,7 @@ Datum gknn_graph_info(PG_FUNCTION_ARGS) {
   BlockNumber pages = RelationGetNumberOfBlocks(index);
   relation_close(index, AccessShareLock);
 
-  Datum values[12] = {Int32GetDatum(meta.dim),
+  Datum values[13] = {Int32GetDatum(meta.dim),
                       Int32GetDatum(meta.degree),
                       CStringGetTextDatum(graph_metric_name(meta.metric)),
                       Int64GetDatum(static_cast<int64>(meta.generation)),
@@ -119,8 +121,9 @@ Datum gknn_graph_info(PG_FUNCTION_ARGS) {
                       Int64GetDatum(c.edges),
                       Int64GetDatum(c.dead_edges),
                       Int64GetDatum(c.no_in_edges),
+                      Int64GetDatum(c.entries),
                       Int64GetDatum(static_cast<int64>(pages))};
-  bool nullflags[12] = {};
+  bool nullflags[13] = {};
   PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nullflags)));
 }
 

@@ -10,8 +10,9 @@
 //      for the whole pass (inserts and image loads wait), every node's row
 //      and vector is read, the core repairs every row that points to a dead
 //      node (gknn::graph::repair_deleted: the neighbours of the deleted
-//      neighbours as candidates, pruned by the build's rule) and clears the
-//      dead nodes' rows, and the rows that changed are written back, a few
+//      neighbours as candidates, pruned by the build's rule), links parts
+//      that lost their way in, recomputes the entries (node flags) and
+//      clears the dead nodes' rows, and the rows that changed are written back, a few
 //      pages a Generic WAL record, the first with the generation bumped.
 // Dead nodes keep their numbers and slots (the index does not shrink;
 // REINDEX compacts it).
@@ -91,7 +92,7 @@ int64 mark_page(Relation index, BlockNumber blk, BufferAccessStrategy strategy,
 // exclusive lock): vectors (zeros for NULL and dead nodes), rows, and the
 // deleted flags the core repairs around (dead and NULL nodes).
 void read_all(Relation index, const GraphMeta& meta, BufferAccessStrategy strategy, float* vectors,
-              uint8* deleted, gknn::graph::Graph* g) {
+              uint8* deleted, bool* entry, gknn::graph::Graph* g) {
   const uint32 pages = graph_node_pages(meta, meta.nodes);
   for (uint32 p = 0; p < pages; ++p) {
     BlockNumber blk = kGraphFirstNodeBlock + p;
@@ -103,7 +104,9 @@ void read_all(Relation index, const GraphMeta& meta, BufferAccessStrategy strate
     for (uint32 i = 0; i < count; ++i) {
       const uint64 node = uint64{p} * meta.nodes_per_page + i;
       char* slot = graph_slot(page, meta, node);
-      deleted[node] = (graph_slot_flags(slot) & (kGraphNodeDead | kGraphNodeNull)) ? 1 : 0;
+      const uint16 flags = graph_slot_flags(slot);
+      deleted[node] = (flags & (kGraphNodeDead | kGraphNodeNull)) ? 1 : 0;
+      entry[node] = !deleted[node] && (flags & kGraphNodeEntry);
       memcpy(vectors + node * meta.dim, graph_slot_vector(slot), sizeof(float) * meta.dim);
       memcpy(g->row(node), graph_slot_adjacency(slot, meta), sizeof(uint32) * meta.degree);
     }
@@ -112,9 +115,10 @@ void read_all(Relation index, const GraphMeta& meta, BufferAccessStrategy strate
   }
 }
 
-// Writes the rows of `changed` nodes back, a few pages a record.
+// Writes the rows (and entry flags) of `changed` nodes back, a few pages a
+// record.
 void write_back(Relation index, Buffer mbuf, const GraphMeta& meta, const gknn::graph::Graph* g,
-                const bool* changed, BufferAccessStrategy strategy) {
+                const bool* changed, const bool* entry, BufferAccessStrategy strategy) {
   const uint32 pages = graph_node_pages(meta, meta.nodes);
   bool bumped = false;
   uint32 p = 0;
@@ -138,10 +142,13 @@ void write_back(Relation index, Buffer mbuf, const GraphMeta& meta, const gknn::
       LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
       if (xs == nullptr) xs = GenericXLogStart(index);
       Page page = GenericXLogRegisterBuffer(xs, buf, 0);
-      for (uint32 i = 0; i < count; ++i)
-        if (changed[first + i])
-          memcpy(graph_slot_adjacency(graph_slot(page, meta, first + i), meta), g->row(first + i),
-                 sizeof(uint32) * meta.degree);
+      for (uint32 i = 0; i < count; ++i) {
+        if (!changed[first + i]) continue;
+        char* slot = graph_slot(page, meta, first + i);
+        memcpy(graph_slot_adjacency(slot, meta), g->row(first + i), sizeof(uint32) * meta.degree);
+        const uint16 flags = graph_slot_flags(slot) & ~kGraphNodeEntry;
+        graph_slot_set_flags(slot, entry[first + i] ? flags | kGraphNodeEntry : flags);
+      }
       held[used++] = buf;
     }
     if (xs != nullptr) GenericXLogFinish(xs);
@@ -159,6 +166,8 @@ void repair(Relation index, BufferAccessStrategy strategy) {
       MemoryContextAllocHuge(CurrentMemoryContext, sizeof(float) * Max(n, int64{1}) * meta.dim));
   uint8* deleted = static_cast<uint8*>(palloc0(Max(n, int64{1})));
   bool* changed = static_cast<bool*>(palloc0(sizeof(bool) * Max(n, int64{1})));
+  bool* entry = static_cast<bool*>(palloc0(sizeof(bool) * Max(n, int64{1})));
+  bool* entry_after = static_cast<bool*>(palloc0(sizeof(bool) * Max(n, int64{1})));
   uint32* before = static_cast<uint32*>(
       MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint32) * Max(n, int64{1}) * meta.degree));
   GraphHolder* holder = static_cast<GraphHolder*>(palloc0(sizeof(GraphHolder)));
@@ -173,14 +182,21 @@ void repair(Relation index, BufferAccessStrategy strategy) {
     holder->g->edges.resize(static_cast<size_t>(n) * degree);
   });
   gknn::graph::Graph* g = holder->g;
-  read_all(index, meta, strategy, vectors, deleted, g);
+  read_all(index, meta, strategy, vectors, deleted, entry, g);
   memcpy(before, g->edges.data(), sizeof(uint32) * n * degree);
   const int dim = meta.dim;
   const auto metric = static_cast<gknn::Metric>(meta.metric);
-  gknn_pg::core_call([&] { gknn::graph::repair_deleted(*g, vectors, dim, metric, deleted); });
+  gknn_pg::core_call([&] {
+    for (int64 i = 0; i < n; ++i)
+      if (entry[i]) g->entries.push_back(static_cast<uint32>(i));  // ascending
+    gknn::graph::repair_deleted(*g, vectors, dim, metric, deleted);
+    for (uint32 e : g->entries)
+      if (static_cast<int64>(e) < n) entry_after[e] = true;
+  });
   for (int64 i = 0; i < n; ++i)
-    changed[i] = memcmp(before + i * degree, g->row(i), sizeof(uint32) * degree) != 0;
-  write_back(index, mbuf, meta, g, changed, strategy);
+    changed[i] =
+        memcmp(before + i * degree, g->row(i), sizeof(uint32) * degree) != 0 || entry[i] != entry_after[i];
+  write_back(index, mbuf, meta, g, changed, entry_after, strategy);
   UnlockReleaseBuffer(mbuf);
   free_graph(holder);
 }
