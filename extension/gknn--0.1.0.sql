@@ -411,7 +411,7 @@ CREATE FUNCTION @extschema@.gknn_service_status(
   RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.gknn_service_images(
     OUT database pg_catalog.oid, OUT index_oid pg_catalog.oid, OUT index_name pg_catalog.text,
-    OUT generation pg_catalog.int8, OUT device pg_catalog.int4, OUT bytes pg_catalog.int8,
+    OUT kind pg_catalog.text, OUT generation pg_catalog.int8, OUT device pg_catalog.int4, OUT bytes pg_catalog.int8,
     OUT entries pg_catalog.int8, OUT hits pg_catalog.int8, OUT loaded pg_catalog.timestamptz,
     OUT last_used pg_catalog.timestamptz)
   RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;

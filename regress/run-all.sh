@@ -38,8 +38,11 @@
 # 64 concurrent sessions, eviction, cancellation, index builds through the
 # service, the service killed; stage service-delta (regress/service-delta.sh,
 # the same cluster, first) checks images kept fresh by deltas after inserts,
-# VACUUM and during both. On the same cluster, stages regress-svc and
-# pgtap-svc run gpu_ivfpq's pg_regress files and its pgTAP file again.
+# VACUUM and during both; stage service-graph (regress/service-graph.sh,
+# after it) gpu_graph searches through the service: answers equal to the CPU
+# path, concurrency, cancellation, the service killed. On the same cluster, stages
+# regress-svc and pgtap-svc run gpu_ivfpq's and gpu_graph's pg_regress files
+# and gpu_ivfpq's pgTAP file again.
 #
 # The asan stage builds the core library and its GoogleTest binary in
 # build/asan with GKNN_SANITIZE=address,undefined (host code instrumented,
@@ -473,9 +476,19 @@ run_service_live() {
     run_logged service regress/service-live.sh || rc=$?
   read -r p f <<<"$(count_pgtap "$(log_path service)")"
   tally service "$rc" "$p" "$f"
-  # The gpu_ivfpq SQL suites again, with gknn preloaded: builds and searches
-  # then go through the service and must give what they give without it.
-  run_pg_regress regress-svc ivfpq_build_same ivfpq_ddl ivfpq_delta ivfpq_maint ivfpq_search ivfpq_vacuum_full_page
+  # gpu_graph searches through the service (after service-live.sh: it too
+  # kills the service, and waits for the server to recover).
+  rc=0
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged service-graph regress/service-graph.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path service-graph)")"
+  tally service-graph "$rc" "$p" "$f"
+  # The gpu_ivfpq and gpu_graph SQL suites again, with gknn preloaded: builds
+  # (gpu_ivfpq's) and searches then go through the service and must give
+  # what they give without it.
+  run_pg_regress regress-svc ivfpq_build_same ivfpq_ddl ivfpq_delta ivfpq_maint ivfpq_search ivfpq_vacuum_full_page \
+    graph_ddl graph_maint graph_search
   run_pgtap pgtap-svc regress/pgtap/60_ivfpq.sql
   # Index scans through the service, fuzzed (after service-live.sh, whose
   # crash of the service has been recovered from by then).

@@ -60,9 +60,13 @@ SELECT id FROM (SELECT id, row_number() OVER () AS rn FROM (
 SELECT count(*) FROM (SELECT id FROM gs ORDER BY emb <-> '[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]' LIMIT 10 OFFSET 1990) s;
 RESET enable_seqscan;
 
--- EXPLAIN ANALYZE says where it searched
+-- EXPLAIN ANALYZE says where it searched (gknn.device = cpu: the same lines
+-- with or without the GPU service; regress/service-graph.sh checks the
+-- service's)
+SET gknn.device = cpu;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   SELECT id FROM gs ORDER BY emb <-> '[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]' LIMIT 5;
+RESET gknn.device;
 
 -- a small table: the index is still chosen (as pgvector's hnsw is)
 CREATE TABLE gsmall (id int, emb vector(3));

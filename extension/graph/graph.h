@@ -6,7 +6,8 @@
 //   graph_pages.*       page helpers, checked reads of the metapage and node slots
 //   graph_build.cpp     ambuild / ambuildempty (read rows, core build, pages, WAL)
 //   graph_image.cpp     per-backend cache of the searchable graph (vectors + edges)
-//   graph_scan.cpp      ordered scans: graph search, widening rounds, exhaustive end
+//   graph_scan.cpp      ordered scans: graph search (the GPU service or this backend's CPU),
+//                       widening rounds, exhaustive end
 //   graph_insert.cpp    aminsert (search, prune, reverse edges; Generic WAL)
 //   graph_vacuum.cpp    ambulkdelete / amvacuumcleanup (mark dead, repair lists)
 //   graph_cost.cpp      amcostestimate
@@ -60,8 +61,8 @@ void graph_check_options(const GraphOptions& o);
 // a page at this degree.
 void graph_check_dim(int dim, int degree);
 
-// ERROR 55000 when gknn.device = gpu: gpu_graph builds and searches on the
-// CPU only, for now (`what`: "search", "build").
+// ERROR 55000 when gknn.device = gpu: gpu_graph builds on the backend's CPU
+// only, for now (`what`: "build"); its searches go through the GPU service.
 void graph_require_cpu_allowed(const char* what);
 
 // The metric of the index's operator class (support function 1).
@@ -169,6 +170,9 @@ struct GraphImage {
 // The current image (reloaded when the metapage's generation or the
 // relfilenode changed).
 const GraphImage* graph_image_get(Relation index);
+// Frees this backend's image of `index` (shipped to the GPU service, which
+// searches it from then on); the next graph_image_get() reads it again.
+void graph_image_release(Relation index);
 
 // What an insert changed, for the image of the generation before it: the
 // new node and the lists it rewrote (node numbers, degree entries each).

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "graph.h"
+#include "service/service.h"
 #include "types/vector.h"
 
 extern "C" {
@@ -230,6 +231,9 @@ GraphMeta new_meta(int dim, int metric, const GraphOptions& o) {
 IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
   if (RelationGetNumberOfBlocks(index) != 0)
     elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
+  // REINDEX, TRUNCATE, VACUUM FULL and CLUSTER build again: the service's
+  // images of this index are stale once this transaction commits.
+  gknn_service_forget_index(RelationGetRelid(index));
   GraphOptions opt = graph_get_options(index);
   graph_check_options(opt);
   graph_require_cpu_allowed("build");

@@ -22,10 +22,12 @@ void gknn_graph_register() {
 
 void graph_require_cpu_allowed(const char* what) {
   if (gknn_device_mode == GKNN_DEVICE_GPU)
-    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                    errmsg("gknn.device is \"gpu\" but gpu_graph can only %s on the CPU", what),
-                    errdetail("The GPU build and search of gpu_graph are not wired into gknn yet."),
-                    errhint("SET gknn.device = auto (or cpu).")));
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("gknn.device is \"gpu\" but gpu_graph can only %s on the CPU", what),
+             errdetail("The GPU build of gpu_graph is not wired into gknn yet (its searches run in the "
+                       "GPU service)."),
+             errhint("SET gknn.device = auto (or cpu).")));
 }
 
 namespace {

@@ -255,3 +255,9 @@ void graph_image_apply_insert(Relation index, const GraphInsertChange& c) {
   publish(s, meta);
   s->valid = true;
 }
+
+void graph_image_release(Relation index) {
+  Oid oid = RelationGetRelid(index);
+  for (int i = 0; i < kSlots; ++i)
+    if (slots[i].oid == oid && slots[i].data != nullptr) free_slot(&slots[i]);
+}

@@ -16,14 +16,24 @@
 // Order: exact within a round; a later round can find a row nearer than one
 // an earlier round returned (the search is approximate), and returns it then.
 //
-// Where the search runs: this backend's CPU (gknn::graph::search_cpu). The
-// GPU search (gknn::graph::DeviceGraph in the GPU service) is not wired yet:
-// search_round() is the one place that will route a round there.
+// Where the search runs (gknn_service_route, once per scan): in the GPU
+// service, which holds the index's graph for every session (the first
+// backend that finds it missing ships it there) and batches the searches of
+// all sessions (gknn::graph::DeviceGraph on its GPU, search_cpu with
+// gknn.service = cpu: the same rows and distances), or on this backend's CPU
+// (search_cpu). Through the service a scan needs no image of its own: the
+// service answers with heap TIDs, and the metapage's counts say how many
+// rows there are; this backend reads the index only to ship it, for an
+// exhaustive round, for the NULL rows, and for a round whose candidate list
+// exceeds what the GPU search takes (kMaxDeviceEf). With gknn.device = auto,
+// a service that stops mid-scan leaves the rest of the scan to the CPU.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "device.h"
 #include "graph.h"
+#include "service/service.h"
 #include "types/vector.h"
 
 extern "C" {
@@ -47,6 +57,7 @@ struct GraphScan {
   bool query_null;
   float* query;
   int qdim;
+  ServiceRoute route;
   IvfpqScanStats stats;  // for EXPLAIN ANALYZE: kept across rescans
   int64 k;
   int64 want;       // rows the next round asks for
@@ -78,7 +89,6 @@ void start_scan(IndexScanDesc scan, GraphScan* so) {
   if (scan->numberOfOrderBys != 1 || scan->numberOfKeys != 0)
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("gpu_graph supports only ordered scans (ORDER BY column <-> value)")));
-  graph_require_cpu_allowed("search");
   MemoryContext old = MemoryContextSwitchTo(so->cxt);
   ScanKey key = &scan->orderByData[0];
   so->query_null = (key->sk_flags & SK_ISNULL) != 0;
@@ -111,9 +121,82 @@ void start_scan(IndexScanDesc scan, GraphScan* so) {
   so->started = true;
 }
 
-// One graph search of `want` rows (ids: image rows, best first); returns
-// how many it found.
-int64 search_round(GraphScan* so, const GraphImage* image, int64 want, int64 ef, int64* ids, double* dist) {
+// Times a round ships the index's image and asks again before it gives up
+// (an image that does not stay resident: a budget too small for it, or a
+// stream of changes that outruns the shipping).
+constexpr int kShipAttempts = 4;
+
+// Live rows of the index by its metapage: every node but the dead and the
+// NULL ones (the rows of its image).
+int64 live_rows(const GraphMeta& meta) { return Max(meta.nodes - meta.dead - meta.nulls, int64{0}); }
+
+// Adds one search's trip through the service to the scan's numbers.
+void count_service_search(IvfpqScanStats* st, const ServiceTrip& trip, int64 count) {
+  st->service_searches++;
+  st->service_candidates += count;
+  st->batch_min = st->service_searches == 1 ? trip.batch_size : Min(st->batch_min, int64{trip.batch_size});
+  st->batch_max = Max(st->batch_max, int64{trip.batch_size});
+  st->batch_total += trip.batch_size;
+  st->queue_ms += trip.queue_ms;
+  st->service_ms += trip.run_ms;
+}
+
+// Ships this backend's image of `index` (its current generation) to the
+// service, then lets this backend's copy go (the service searches it).
+// Returns the generation shipped.
+uint64 ship_image(Relation index, IvfpqScanStats* st) {
+  const GraphImage* image = graph_image_get(index);
+  ServiceGraphImage ship;
+  ship.rows = image->rows;
+  ship.degree = image->meta.degree;
+  ship.dim = image->meta.dim;
+  ship.metric = image->meta.metric;
+  ship.seed = image->meta.seed;
+  ship.edges = image->graph->edges.data();
+  ship.entries = image->graph->entries.data();
+  ship.nentries = static_cast<int64>(image->graph->entries.size());
+  ship.vectors = image->vectors;
+  ship.ids = image->ids;
+  const uint64 generation = image->meta.generation;
+  st->images_shipped++;
+  gknn_service_graph_load(RelationGetRelid(index), index->rd_node, generation, ship);
+  graph_image_release(index);
+  return generation;
+}
+
+// One search through the service of `want` rows (ids: heap TIDs as ids,
+// best first) of the index at `generation` or newer; -1 when the service
+// went away (gknn.device = auto: the caller searches on the CPU).
+int64 service_search(Relation index, GraphScan* so, uint64 generation, int64 want, int64 ef, int64* ids,
+                     double* dist) {
+  for (int attempt = 0; attempt < kShipAttempts; ++attempt) {
+    CHECK_FOR_INTERRUPTS();
+    int64 count = 0, rows = 0;
+    bool gone = false;
+    ServiceTrip trip;
+    if (gknn_service_graph_search(RelationGetRelid(index), index->rd_node, generation, so->query, so->qdim,
+                                  static_cast<int>(Min(ef, static_cast<int64>(PG_INT32_MAX))), want, ids,
+                                  dist, &count, &rows, &gone, &trip)) {
+      count_service_search(&so->stats, trip, count);
+      return count;
+    }
+    if (gone) {
+      so->route.use_service = false;  // gknn.device = auto: the CPU takes over
+      so->stats.cpu_reason = "the gknn service stopped during the scan";
+      return -1;
+    }
+    generation = ship_image(index, &so->stats);
+  }
+  ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                  errmsg("gpu_graph index \"%s\" could not be kept resident in the gknn GPU service",
+                         RelationGetRelationName(index)),
+                  errhint("Raise gknn.gpu_memory_limit, or set gknn.device = cpu.")));
+  return -1;
+}
+
+// One search on this backend's CPU, as service_search.
+int64 cpu_search(Relation index, GraphScan* so, int64 want, int64 ef, int64* ids, double* dist) {
+  const GraphImage* image = graph_image_get(index);
   gknn::graph::SearchParams sp;
   sp.k = static_cast<int>(want);
   sp.ef = static_cast<int>(Min(ef, static_cast<int64>(PG_INT32_MAX)));
@@ -124,22 +207,47 @@ int64 search_round(GraphScan* so, const GraphImage* image, int64 want, int64 ef,
   gknn_pg::core_call(
       [&] { gknn::graph::search_cpu(*image->graph, image->vectors, dim, metric, query, 1, sp, ids, dist); });
   int64 n = 0;
-  while (n < want && ids[n] >= 0 && ids[n] < image->rows) ++n;
+  while (n < want && ids[n] >= 0 && ids[n] < image->rows) {
+    ids[n] = image->ids[ids[n]];
+    ++n;
+  }
   so->stats.cpu_searches++;
   so->stats.cpu_candidates += n;
   return n;
 }
 
-void add_row(GraphScan* so, const GraphImage* image, int64 row, double distance) {
+// One graph search of `want` rows with a candidate list of `ef` (ids: heap
+// TIDs as ids, best first); returns how many it found. The one place that
+// decides where a round runs: the service (the scan's route), unless it
+// went away, or the list is longer than the GPU search takes.
+int64 search_round(Relation index, GraphScan* so, const GraphMeta& meta, int64 want, int64 ef, int64* ids,
+                   double* dist) {
+  if (so->route.use_service) {
+    if (so->route.device >= 0 && Max(ef, want) > gknn::graph::kMaxDeviceEf) {
+      so->stats.cpu_reason = "a candidate list longer than the GPU search takes (1024)";
+    } else {
+      int64 n = service_search(index, so, meta.generation, want, ef, ids, dist);
+      if (n >= 0) return n;
+    }
+  }
+  return cpu_search(index, so, want, ef, ids, dist);
+}
+
+void add_id(GraphScan* so, int64 id, double distance) {
   Candidate c;
-  graph_id_to_tid(image->ids[row], &c.tid);
+  graph_id_to_tid(id, &c.tid);
   c.distance = distance;
   c.isnull = false;
   if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
 }
 
-// Every row not returned yet, ranked exactly.
+void add_row(GraphScan* so, const GraphImage* image, int64 row, double distance) {
+  add_id(so, image->ids[row], distance);
+}
+
+// Every row not returned yet, ranked exactly (on this backend's CPU).
 void exhaustive_round(GraphScan* so, const GraphImage* image) {
+  if (so->route.use_service) so->stats.cpu_reason = "a last round ranks every row exactly";
   const auto metric = static_cast<gknn::Metric>(image->meta.metric);
   const int dim = image->meta.dim;
   so->batch = static_cast<Candidate*>(
@@ -166,6 +274,55 @@ void null_query_round(GraphScan* so, const GraphImage* image) {
   so->index_done = so->nulls_done = true;
 }
 
+// Last: the rows whose vector is NULL (read only when the metapage counts any).
+void nulls_round(GraphScan* so, Relation index) {
+  GraphMeta meta;
+  graph_read_meta(index, &meta);
+  const GraphImage* image = meta.nulls > 0 ? graph_image_get(index) : nullptr;
+  const int64 nnulls = image ? image->nnulls : 0;
+  so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(nnulls, int64{1})));
+  for (int64 i = 0; i < nnulls; ++i) {
+    Candidate c;
+    graph_id_to_tid(image->nulls[i], &c.tid);
+    c.distance = 0;
+    c.isnull = true;
+    if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
+  }
+  so->nulls_done = true;
+}
+
+// A round of the graph search (or, when it asks for every row or the last
+// one could not reach enough, of every row ranked exactly).
+void index_round(IndexScanDesc scan, GraphScan* so) {
+  Relation index = scan->indexRelation;
+  GraphMeta meta;
+  graph_read_meta(index, &meta);
+  if (so->qdim != meta.dim)
+    ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
+                    errmsg("different vector dimensions %d and %d", meta.dim, so->qdim)));
+  if (so->exhaustive || so->want >= live_rows(meta) || so->want > PG_INT32_MAX) {
+    exhaustive_round(so, graph_image_get(index));
+    so->index_done = true;
+  } else {
+    int64* ids = static_cast<int64*>(MemoryContextAllocHuge(so->round_cxt, sizeof(int64) * so->want));
+    double* dist = static_cast<double*>(MemoryContextAllocHuge(so->round_cxt, sizeof(double) * so->want));
+    int64 found = search_round(index, so, meta, so->want, so->ef, ids, dist);
+    // Rows of a newer image than the heap this scan knows are skipped (the
+    // executor could not fetch them; the scan's snapshot cannot see them).
+    const BlockNumber heap_blocks =
+        scan->heapRelation ? RelationGetNumberOfBlocks(scan->heapRelation) : InvalidBlockNumber;
+    so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(found, int64{1})));
+    for (int64 i = 0; i < found; ++i)
+      if (ids[i] > 0 && (heap_blocks == InvalidBlockNumber || (ids[i] >> 16) < heap_blocks))
+        add_id(so, ids[i], dist[i]);
+    // Fewer than asked: the rest cannot be reached from where the
+    // search starts; the next round ranks every row.
+    if (found < so->want) so->exhaustive = true;
+  }
+  so->want = so->want > PG_INT64_MAX / 4 ? so->want : so->want * 2;
+  so->ef = so->ef > PG_INT64_MAX / 4 ? so->ef : so->ef * 2;
+}
+
 // Fills the next batch; false when the scan has nothing more.
 bool next_round(IndexScanDesc scan, GraphScan* so) {
   if (so->nulls_done) return false;
@@ -173,41 +330,12 @@ bool next_round(IndexScanDesc scan, GraphScan* so) {
   MemoryContext old = MemoryContextSwitchTo(so->round_cxt);
   so->batch = nullptr;
   so->nbatch = so->pos = 0;
-  const GraphImage* image = graph_image_get(scan->indexRelation);
-
-  if (so->query_null) {
-    null_query_round(so, image);
-  } else if (so->index_done) {
-    // Last: the rows whose vector is NULL.
-    so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(image->nnulls, int64{1})));
-    for (int64 i = 0; i < image->nnulls; ++i) {
-      Candidate c;
-      graph_id_to_tid(image->nulls[i], &c.tid);
-      c.distance = 0;
-      c.isnull = true;
-      if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
-    }
-    so->nulls_done = true;
-  } else {
-    if (so->qdim != image->meta.dim)
-      ereport(ERROR, (errcode(ERRCODE_DATA_EXCEPTION),
-                      errmsg("different vector dimensions %d and %d", image->meta.dim, so->qdim)));
-    if (so->exhaustive || so->want >= image->rows || so->want > PG_INT32_MAX) {
-      exhaustive_round(so, image);
-      so->index_done = true;
-    } else {
-      int64* ids = static_cast<int64*>(MemoryContextAllocHuge(so->round_cxt, sizeof(int64) * so->want));
-      double* dist = static_cast<double*>(MemoryContextAllocHuge(so->round_cxt, sizeof(double) * so->want));
-      int64 found = search_round(so, image, so->want, so->ef, ids, dist);
-      so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(found, int64{1})));
-      for (int64 i = 0; i < found; ++i) add_row(so, image, ids[i], dist[i]);
-      // Fewer than asked: the rest cannot be reached from where the
-      // search starts; the next round ranks every row.
-      if (found < so->want) so->exhaustive = true;
-    }
-    so->want = so->want > PG_INT64_MAX / 4 ? so->want : so->want * 2;
-    so->ef = so->ef > PG_INT64_MAX / 4 ? so->ef : so->ef * 2;
-  }
+  if (so->query_null)
+    null_query_round(so, graph_image_get(scan->indexRelation));
+  else if (so->index_done)
+    nulls_round(so, scan->indexRelation);
+  else
+    index_round(scan, so);
   std::sort(so->batch, so->batch + so->nbatch, candidate_less);
   MemoryContextSwitchTo(old);
   return true;
@@ -220,9 +348,10 @@ IndexScanDesc graph_beginscan(Relation index, int nkeys, int norderbys) {
   GraphScan* so = static_cast<GraphScan*>(palloc0(sizeof(GraphScan)));
   so->cxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_graph scan", ALLOCSET_DEFAULT_SIZES);
   so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_graph scan round", ALLOCSET_DEFAULT_SIZES);
-  so->stats.via_service = false;
-  so->stats.service_device = -1;
-  so->stats.cpu_reason = "gpu_graph has no GPU search yet";
+  so->route = gknn_service_route();
+  so->stats.via_service = so->route.use_service;
+  so->stats.service_device = so->route.device;
+  so->stats.cpu_reason = so->route.why;
   int64 hint = ivfpq_limit_hint(RelationGetRelid(index));
   so->k = hint > 0 ? Min(hint, static_cast<int64>(PG_INT32_MAX)) : kGraphDefaultK;
   scan->opaque = so;

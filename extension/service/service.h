@@ -36,7 +36,7 @@ extern int gknn_service_memory_limit;  // gknn.gpu_memory_limit (kB; 0: 90% of t
 // From _PG_init: GUCs; when preloading, shared memory and the worker.
 void gknn_service_register();
 
-// Where an ivfpq search runs, decided per scan.
+// Where an index search (gpu_ivfpq, gpu_graph) runs, decided per scan.
 struct ServiceRoute {
   bool use_service;  // false: this backend searches on the CPU itself
   int device;        // the service's device (-1: its CPU), when use_service
@@ -77,6 +77,38 @@ struct ServiceHeld {
 bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
                                int probes, int mode, int64 k, int64* ids, double* distances, int64* count,
                                int64* entries, bool* gone, ServiceTrip* trip, ServiceHeld* held);
+
+// One query's k best rows of the gpu_graph image of `index` at `generation`
+// (or a newer one of the same index: see find_for_search in
+// service_images.h), searched with a candidate list of max(ef, k): heap ids
+// and float8 distances, best first, *count of them; *rows: the image's rows.
+// Returns false when the service holds no such image (ship it with
+// gknn_service_graph_load, then ask again). ERROR on service errors; with
+// gknn.device = auto, a service that stopped returns false with *gone set
+// (the caller searches on the CPU).
+bool gknn_service_graph_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
+                               int ef, int64 k, int64* ids, double* distances, int64* count, int64* rows,
+                               bool* gone, ServiceTrip* trip);
+
+// A gpu_graph image as shipped: the graph over the index's live rows, their
+// vectors, their heap TIDs as ids, and the seed its searches start from.
+// Plain pointers: the caller's image owns the arrays.
+struct ServiceGraphImage {
+  int64 rows;
+  int degree;
+  int dim;
+  int metric;  // gknn::Metric
+  uint64 seed;
+  const uint32* edges;  // rows x degree
+  const uint32* entries;
+  int64 nentries;
+  const float* vectors;  // rows x dim
+  const int64* ids;      // rows
+};
+// Ships a gpu_graph image to the service; on return it is resident (or an
+// ERROR said why not: 53200 when it does not fit the budget; 22023 when the
+// service found it malformed).
+void gknn_service_graph_load(Oid index, RelFileNode node, uint64 generation, const ServiceGraphImage& image);
 
 // Ships an image and its page map to the service (in chunks through a DSM
 // segment); on return it is resident (or an ERROR said why not: 53200 when

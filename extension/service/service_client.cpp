@@ -229,6 +229,55 @@ ServiceRoute gknn_service_route() {
   return route;
 }
 
+namespace {
+
+// A search's payload and request header (the query copied in); the reply
+// (ids then float8 distances) comes back in the same payload.
+char* begin_search(RequestSlot* s, uint32 kind, Oid index, RelFileNode node, uint64 generation,
+                   const float* query, int dim, int64 k, dsm_segment** seg) {
+  acquire_slot(s);
+  int64 bytes =
+      Max(static_cast<int64>(sizeof(float)) * dim, k * static_cast<int64>(sizeof(int64) + sizeof(double)));
+  char* payload = payload_for(s, bytes, seg);
+  s->kind = kind;
+  s->key = make_key(index, node, generation);
+  s->dim = dim;
+  s->k = k;
+  s->payload_bytes = sizeof(float) * dim;
+  memcpy(payload, query, sizeof(float) * dim);
+  return payload;
+}
+
+// Reads a search's reply: true with the rows on kOk; false on kNeedImage,
+// or with *gone on a service that went away (auto; gpu: ERROR). ERROR on
+// the service's error.
+bool end_search(RequestSlot* s, ReplyCode reply, const char* payload, int64* ids, double* distances,
+                int64* count, int64* entries, bool* gone, ServiceTrip* trip) {
+  if (reply == kServiceGone) {
+    if (gknn_device_mode == GKNN_DEVICE_GPU)
+      ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                      errmsg("the gknn GPU service stopped while a query waited for it"),
+                      errhint("It restarts by itself; try again.")));
+    *gone = true;
+    return false;
+  }
+  if (reply == kError) raise_reply_error(s);
+  if (reply != kOk) return false;
+  *count = s->count;
+  *entries = s->entries;
+  memcpy(ids, payload, sizeof(int64) * s->count);
+  memcpy(distances, payload + sizeof(int64) * s->count, sizeof(double) * s->count);
+  if (trip) {
+    trip->batch_id = s->batch_id;
+    trip->batch_size = s->batch_size;
+    trip->queue_ms = (s->start_us - s->submit_us) / 1000.0;
+    trip->run_ms = (s->end_us - s->start_us) / 1000.0;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
                                int probes, int mode, int64 k, int64* ids, double* distances, int64* count,
                                int64* entries, bool* gone, ServiceTrip* trip, ServiceHeld* held) {
@@ -236,45 +285,33 @@ bool gknn_service_ivfpq_search(Oid index, RelFileNode node, uint64 generation, c
   *count = 0;
   held->resident = false;
   RequestSlot* s = my_slot();
-  acquire_slot(s);
-  int64 bytes =
-      Max(static_cast<int64>(sizeof(float)) * dim, k * static_cast<int64>(sizeof(int64) + sizeof(double)));
   dsm_segment* seg;
-  char* payload = payload_for(s, bytes, &seg);
-  s->kind = kSearchIvfpq;
-  s->key = make_key(index, node, generation);
-  s->dim = dim;
+  char* payload = begin_search(s, kSearchIvfpq, index, node, generation, query, dim, k, &seg);
   s->probes = probes;
   s->mode = mode;
-  s->k = k;
-  s->payload_bytes = sizeof(float) * dim;
-  memcpy(payload, query, sizeof(float) * dim);
   ReplyCode reply = call(s);
-  bool found = false;
-  if (reply == kServiceGone) {
-    if (gknn_device_mode == GKNN_DEVICE_GPU)
-      ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                      errmsg("the gknn GPU service stopped while a query waited for it"),
-                      errhint("It restarts by itself; try again.")));
-    *gone = true;
-  } else if (reply == kError) {
-    raise_reply_error(s);
-  } else if (reply == kNeedImage) {
+  bool found = end_search(s, reply, payload, ids, distances, count, entries, gone, trip);
+  if (reply == kNeedImage) {
     held->resident = s->resident != 0;
     held->generation = s->resident_generation;
-  } else if (reply == kOk) {
-    *count = s->count;
-    *entries = s->entries;
-    memcpy(ids, payload, sizeof(int64) * s->count);
-    memcpy(distances, payload + sizeof(int64) * s->count, sizeof(double) * s->count);
-    if (trip) {
-      trip->batch_id = s->batch_id;
-      trip->batch_size = s->batch_size;
-      trip->queue_ms = (s->start_us - s->submit_us) / 1000.0;
-      trip->run_ms = (s->end_us - s->start_us) / 1000.0;
-    }
-    found = true;
   }
+  if (seg) dsm_detach(seg);
+  return found;
+}
+
+bool gknn_service_graph_search(Oid index, RelFileNode node, uint64 generation, const float* query, int dim,
+                               int ef, int64 k, int64* ids, double* distances, int64* count, int64* rows,
+                               bool* gone, ServiceTrip* trip) {
+  *gone = false;
+  *count = 0;
+  RequestSlot* s = my_slot();
+  dsm_segment* seg;
+  char* payload = begin_search(s, kSearchGraph, index, node, generation, query, dim, k, &seg);
+  // The list is at least k, as the core raises it: then requests of one
+  // list and different k share one search (service_worker.cpp).
+  s->ef = static_cast<int32>(Max(static_cast<int64>(ef), k));
+  ReplyCode reply = call(s);
+  bool found = end_search(s, reply, payload, ids, distances, count, rows, gone, trip);
   if (seg) dsm_detach(seg);
   return found;
 }
@@ -357,6 +394,7 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, con
   acquire_slot(s);
   const gknn::ivfpq::Params& p = image.quantizer.params;
   s->key = make_key(index, node, generation);
+  s->shape.kind = kImageIvfpq;
   s->shape.dim = p.dim;
   s->shape.lists = p.lists;
   s->shape.m = p.m;
@@ -410,4 +448,27 @@ bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& del
   };
   if (!ship_sections(s, kDeltaChunk, sections, kDeltaSections)) return false;
   return bare_step(s, kDeltaEnd) == kOk;
+}
+
+void gknn_service_graph_load(Oid index, RelFileNode node, uint64 generation, const ServiceGraphImage& image) {
+  RequestSlot* s = my_slot();
+  acquire_slot(s);
+  memset(&s->shape, 0, sizeof(s->shape));
+  s->key = make_key(index, node, generation);
+  s->shape.kind = kImageGraph;
+  s->shape.dim = image.dim;
+  s->shape.metric = image.metric;
+  s->shape.seed = image.seed;
+  s->shape.entries = image.rows;
+  s->shape.degree = image.degree;
+  s->shape.graph_entries = image.nentries;
+  if (bare_step(s, kLoadBegin) != kOk) return;
+  const Section sections[kGraphSections] = {
+      {image.edges, image.rows * image.degree * static_cast<int64>(sizeof(uint32))},
+      {image.entries, image.nentries * static_cast<int64>(sizeof(uint32))},
+      {image.vectors, image.rows * image.dim * static_cast<int64>(sizeof(float))},
+      {image.ids, image.rows * static_cast<int64>(sizeof(int64))},
+  };
+  if (!ship_sections(s, kLoadChunk, sections, kGraphSections)) return;
+  bare_step(s, kLoadEnd);
 }

@@ -1,17 +1,15 @@
-// Images of dropped, truncated or rebuilt gpu_ivfpq indexes leave the GPU
+// Images of dropped, truncated or rebuilt gpu_ivfpq and gpu_graph indexes leave the GPU
 // service when the transaction that changed them commits, instead of staying
 // resident until LRU eviction.
 //
-// Backend side: an object access hook (OAT_DROP of a gpu_ivfpq index or of
-// a database, OAT_POST_ALTER of such an index) and ambuild (CREATE INDEX, REINDEX, TRUNCATE, VACUUM FULL,
-// CLUSTER: the index gets new storage, or its storage is rebuilt in place)
-// note the index in this backend's list; at commit (or PREPARE) a
-// transaction callback puts the list in the service's queue in shared memory
-// and sets the service's latch, fire and forget. An abort drops the list.
-// Nothing here can raise an ERROR once the transaction has committed: the
-// list is a fixed array, the queue a spinlock-guarded array; when either is
-// full the request widens (every index of the database; every image loaded
-// so far), which costs reloads, never a wrong answer.
+// Backend side: an object access hook (OAT_DROP of a gpu_ivfpq or gpu_graph
+// index or of a database, OAT_POST_ALTER of such an index) and ambuild (CREATE INDEX, REINDEX, TRUNCATE,
+// VACUUM FULL, CLUSTER: the index gets new storage, or its storage is rebuilt in place) note the index in
+// this backend's list; at commit (or PREPARE) a transaction callback puts the list in the service's queue in
+// shared memory and sets the service's latch, fire and forget. An abort drops the list. Nothing here can
+// raise an ERROR once the transaction has committed: the list is a fixed array, the queue a spinlock-guarded
+// array; when either is full the request widens (every index of the database; every image loaded so far),
+// which costs reloads, never a wrong answer.
 //
 // Service side: forget_dropped_images() drops the images of each queued
 // index that were loaded at or before the commit that queued it. Images
@@ -107,14 +105,15 @@ void note(Oid database, Oid index) {
   pending[npending++] = Pending{database, index};
 }
 
-bool is_ivfpq_index(Oid relid) {
+// A gpu_ivfpq or gpu_graph index: the kinds whose images the service holds.
+bool is_gknn_index(Oid relid) {
   HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
   if (!HeapTupleIsValid(tup)) return false;
   Form_pg_class rel = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup));
   bool index = rel->relkind == RELKIND_INDEX;
   Oid am = rel->relam;
   ReleaseSysCache(tup);
-  return index && am == get_index_am_oid("gpu_ivfpq", true);
+  return index && (am == get_index_am_oid("gpu_ivfpq", true) || am == get_index_am_oid("gpu_graph", true));
 }
 
 // OAT_DROP runs just before the object is deleted, in the dropping
@@ -125,7 +124,7 @@ bool is_ivfpq_index(Oid relid) {
 void on_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id, void* arg) {
   if (prev_object_access) prev_object_access(access, class_id, object_id, sub_id, arg);
   if (access != OAT_DROP && access != OAT_POST_ALTER) return;
-  if (class_id == RelationRelationId && sub_id == 0 && is_ivfpq_index(object_id))
+  if (class_id == RelationRelationId && sub_id == 0 && is_gknn_index(object_id))
     note(MyDatabaseId, object_id);
   else if (class_id == DatabaseRelationId && access == OAT_DROP)
     note(object_id, InvalidOid);

@@ -13,7 +13,7 @@ namespace gknn_service {
 bool forget_dropped_images(ServiceShared* ctl, ResidentImages* images);
 
 // From _PG_init, when the service runs: the object access hook that notes
-// dropped gpu_ivfpq indexes and databases.
+// dropped gpu_ivfpq and gpu_graph indexes and databases.
 void register_forget_hook();
 
 }  // namespace gknn_service

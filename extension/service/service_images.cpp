@@ -99,6 +99,7 @@ void ResidentImages::begin(int requester, const ResidentKey& key, const gknn::iv
   map->list_pages.resize(static_cast<std::size_t>(params.lists) + 1);
   map->blocks.resize(static_cast<std::size_t>(pages));
   map->items.resize(static_cast<std::size_t>(pages));
+  graph_staging_.erase(requester);  // a requester ships one image at a time
   staging_[requester] = Staging{key, std::move(image), std::move(map)};
 }
 

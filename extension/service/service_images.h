@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gknn/graph.h"
 #include "gknn/ivfpq.h"
 #include "ivfpq/ivfpq_pagemap.h"
 
@@ -25,13 +26,32 @@ struct ResidentKey {
   bool operator==(const ResidentKey& o) const { return same_index(o) && generation == o.generation; }
 };
 
+// A gpu_graph image as shipped (service_graph_images.cpp): the graph over
+// the index's live rows, their vectors and heap TIDs (as ids), and the seed
+// its searches start from.
+struct GraphImageData {
+  gknn::graph::Graph graph;
+  std::vector<float> vectors;     // rows x dim
+  std::vector<std::int64_t> ids;  // heap TID of each row
+  int dim = 0;
+  gknn::Metric metric = gknn::Metric::L2;
+  std::uint64_t seed = 0;
+};
+
+// A resident image: a gpu_ivfpq one (params, host or gpu) or a gpu_graph
+// one (graph, graph_gpu), by `kind` (ImageKind).
 struct Resident {
   ResidentKey key;
+  int kind = 0;     // ImageKind (service_shmem.h): kImageIvfpq or kImageGraph
   int device = -1;  // -1: searched on the CPU
   gknn::ivfpq::Params params;
   std::unique_ptr<gknn::ivfpq::Image> host;       // kept only for CPU search
   std::unique_ptr<gknn::ivfpq::DeviceImage> gpu;  // on `device`
   std::unique_ptr<IvfpqPageMap> pages;  // where its entries sit in the index's pages (null: no deltas)
+  // A graph: its rows' heap ids, dim, metric and seed always; the graph and
+  // vectors too when searched on the CPU (graph_gpu null), else on `device`.
+  std::unique_ptr<GraphImageData> graph;
+  std::unique_ptr<gknn::graph::DeviceGraph> graph_gpu;
   std::int64_t bytes = 0, entries = 0, hits = 0;
   std::int64_t loaded_us = 0, last_used_us = 0;
 };
@@ -72,11 +92,31 @@ class ResidentImages {
   // list (lists + 1 offsets), 7 page blocks, 8 page items.
   void piece(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
   // Null when a newer generation of the index arrived meanwhile (kept).
+  // A graph's pieces and finish go to piece_graph / finish_graph.
   Resident* finish(int requester, std::int64_t now_us);
   void abandon(int requester) {
     staging_.erase(requester);
     delta_staging_.erase(requester);
+    graph_staging_.erase(requester);
   }
+
+  // gpu_graph images (service_graph_images.cpp), shipped the same way: the
+  // shape (rows, degree, entries, dim, metric, seed), pieces of each array
+  // (GraphSection), then finish_graph() validates the graph
+  // (gknn::graph::validate, ids and sizes) and makes it resident on the
+  // least used device (a DeviceGraph), or on the CPU, evicting least
+  // recently used images of either kind to fit (Error(OutOfMemory) if it
+  // cannot).
+  void begin_graph(int requester, const ResidentKey& key, std::int64_t rows, int degree, std::int64_t entries,
+                   int dim, gknn::Metric metric, std::uint64_t seed);
+  void piece_graph(int requester, int section, std::int64_t offset, const void* data, std::int64_t bytes);
+  Resident* finish_graph(int requester, std::int64_t now_us);
+  bool graph_staged(int requester) const { return graph_staging_.count(requester) > 0; }
+  // nq graph searches of one resident graph image (sp.seed: the image's),
+  // k = sp.k rows each, best first: heap ids (-1 padding) and distances.
+  // Executor threads run it, several at once.
+  static void search_graph(const Resident& r, const float* queries, std::int64_t nq,
+                           const gknn::graph::SearchParams& sp, std::int64_t* ids, double* distances);
 
   // The generation held of the index of `key` (any generation); false when none.
   bool resident_generation(const ResidentKey& key, std::uint64_t* generation) const;
@@ -161,7 +201,8 @@ class ResidentImages {
   std::vector<std::shared_ptr<Resident>> images_;
   std::map<int, Staging> staging_;
   std::map<int, DeltaStaging> delta_staging_;
-  std::map<int, std::int64_t> reserved_;  // builds' working memory, per device
+  std::map<int, std::unique_ptr<Resident>> graph_staging_;  // a graph being shipped (key, graph)
+  std::map<int, std::int64_t> reserved_;                    // builds' working memory, per device
 };
 
 // Whether an image carries its entries' vectors, and of which element type

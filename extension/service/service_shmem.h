@@ -44,9 +44,15 @@ enum RequestKind : uint32 {
   kBuildTrain,   // train on the sample; progress in the slot while it runs
   kBuildFetch,   // a piece of the trained quantizer (`section`: kCentroids or kCodebooks)
   kBuildEncode,  // `count` vectors in the payload -> their lists (int32) and codes, written over them
+  kSearchGraph,  // the k best rows of one query from a resident gpu_graph image (`ef`)
 };
 
 inline bool is_build_request(uint32 kind) { return kind >= kBuildBegin && kind <= kBuildEncode; }
+inline bool is_search_request(uint32 kind) { return kind == kSearchIvfpq || kind == kSearchGraph; }
+
+// The kinds of index image the service holds (ImageShape::kind, shown by
+// gknn_service_images()).
+enum ImageKind : int32 { kImageIvfpq = 0, kImageGraph = 1 };
 
 enum ReplyCode : uint32 {
   kOk = 0,
@@ -93,6 +99,12 @@ enum ImageSection : uint32 {
   kSections
 };
 
+// Arrays of a gpu_graph image (kLoadChunk's `section` after a kLoadBegin of
+// kind kImageGraph): the graph's rows (rows x degree node numbers, uint32),
+// its entries (uint32), the vectors (rows x dim float32), each row's heap
+// TID as an id (int64).
+enum GraphSection : uint32 { kGraphEdges = 0, kGraphEntries, kGraphVectors, kGraphIds, kGraphSections };
+
 // Arrays of a delta (kDeltaChunk's `section`): the changed pages
 // (IvfpqPageChange), the entries they carry, the ids shrunk pages kept.
 enum DeltaSection : uint32 {
@@ -112,13 +124,18 @@ enum SearchMode : uint32 {
 };
 
 // The shape of an image (kLoadBegin), or of the quantizer a build trains
-// (kBuildBegin: `entries` is then the training sample's rows).
+// (kBuildBegin: `entries` is then the training sample's rows). A gpu_graph
+// image (kind kImageGraph) uses dim, metric, seed (its searches' seed),
+// entries (its rows), degree and graph_entries.
 struct ImageShape {
+  int32 kind;  // ImageKind
   int32 dim, lists, m, nbits, metric, kmeans_iters;
   uint64 seed;
   int64 entries;
-  int32 vectors;  // StoredVectors (service_images.h): the entries' vectors, and their element type
-  int64 pages;    // list pages in its page map
+  int32 vectors;        // StoredVectors (service_images.h): the entries' vectors, and their element type
+  int64 pages;          // list pages in its page map
+  int32 degree;         // graph: out-degree of every row
+  int64 graph_entries;  // graph: the graph's entry nodes (Graph::entries)
 };
 
 // The shape of a delta (kDeltaBegin); `key` names its target generation.
@@ -144,7 +161,8 @@ struct RequestSlot {
   uint32 kind;
   ImageKey key;
   int32 dim;               // query dimensions (search)
-  int32 probes;            // search
+  int32 probes;            // search (ivfpq)
+  int32 ef;                // search (graph): the candidate list, at least k
   int32 mode;              // search: SearchMode
   int64 k;                 // candidates wanted (search)
   int32 section;           // kLoadChunk
@@ -183,6 +201,7 @@ struct RequestSlot {
 constexpr int kMaxShownImages = 64;
 struct ShownImage {
   ImageKey key;
+  int32 kind;  // ImageKind
   int32 device;
   int64 bytes;
   int64 entries;

@@ -1,5 +1,6 @@
 // gknn_service_status() and gknn_service_images(): what the GPU service is
-// doing, from its shared counters.
+// doing, from its shared counters; the images of both kinds (gpu_ivfpq,
+// gpu_graph), each row saying which.
 #include "service.h"
 #include "service_shmem.h"
 
@@ -127,9 +128,10 @@ Datum gknn_service_images(PG_FUNCTION_ARGS) {
     const ShownImage& im = shown[i];
     if (!may_see(im.key)) continue;
     char* name = im.key.database == MyDatabaseId ? get_rel_name(im.key.index) : nullptr;
-    Datum v[10] = {ObjectIdGetDatum(im.key.database),
+    Datum v[11] = {ObjectIdGetDatum(im.key.database),
                    ObjectIdGetDatum(im.key.index),
                    name ? CStringGetTextDatum(name) : (Datum)0,
+                   CStringGetTextDatum(im.kind == kImageGraph ? "gpu_graph" : "gpu_ivfpq"),
                    Int64GetDatum(static_cast<int64>(im.key.generation)),
                    Int32GetDatum(im.device),
                    Int64GetDatum(im.bytes),
@@ -137,7 +139,7 @@ Datum gknn_service_images(PG_FUNCTION_ARGS) {
                    Int64GetDatum(im.hits),
                    TimestampTzGetDatum(im.loaded_us),
                    TimestampTzGetDatum(im.last_used_us)};
-    bool nulls[10] = {false, false, name == nullptr, false, false, false, false, false, false, false};
+    bool nulls[11] = {false, false, name == nullptr, false, false, false, false, false, false, false, false};
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
   }
   return (Datum)0;

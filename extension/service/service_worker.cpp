@@ -281,6 +281,12 @@ void run_load(Taken& t) {
   bool ok = guarded(s, [&] {
     switch (s->kind) {
       case kLoadBegin: {
+        if (s->shape.kind == kImageGraph) {
+          images->begin_graph(t.slot, resident_key(s->key), s->shape.entries, s->shape.degree,
+                              s->shape.graph_entries, s->shape.dim,
+                              static_cast<gknn::Metric>(s->shape.metric), s->shape.seed);
+          break;
+        }
         gknn::ivfpq::Params p;
         p.dim = s->shape.dim;
         p.lists = s->shape.lists;
@@ -293,11 +299,17 @@ void run_load(Taken& t) {
         break;
       }
       case kLoadChunk:
-        images->piece(t.slot, s->section, s->section_offset, t.payload, s->payload_bytes);
+        if (images->graph_staged(t.slot))
+          images->piece_graph(t.slot, s->section, s->section_offset, t.payload, s->payload_bytes);
+        else
+          images->piece(t.slot, s->section, s->section_offset, t.payload, s->payload_bytes);
         count_shipped(&ServiceShared::load_bytes, s->payload_bytes);
         break;
       case kLoadEnd:
-        images->finish(t.slot, now_us());
+        if (images->graph_staged(t.slot))
+          images->finish_graph(t.slot, now_us());
+        else
+          images->finish(t.slot, now_us());
         count_shipped(&ServiceShared::loads, 1);
         break;
       default:
@@ -308,7 +320,8 @@ void run_load(Taken& t) {
 }
 
 // One batched search: the requests of one image with the same probes,
-// dimension and mode (and k, when refined), run by an executor thread.
+// dimension and mode (and k, when refined), or, for a graph, the same
+// dimension and candidate list; run by an executor thread.
 struct SearchJob {
   std::shared_ptr<Resident> image;
   std::vector<int> slots;
@@ -338,15 +351,31 @@ void run_search(SearchJob& job) {
   gknn::ivfpq::SearchParams sp;
   sp.k = static_cast<int>(k);
   sp.probes = first->probes;
-  sp.refine = first->mode == kModeRefined ? 1 : 0;      // every candidate asked for is re-ranked
+  sp.refine = first->mode == kModeRefined ? 1 : 0;  // every candidate asked for is re-ranked
+  // A graph search's path depends on its candidate list alone (the group's
+  // ef, at least every k in it); k only cuts the list's best: so the
+  // largest k serves every request of the group, each taking its prefix.
+  gknn::graph::SearchParams gp;
+  gp.k = static_cast<int>(k);
+  gp.ef = first->ef;
   const auto start = std::chrono::steady_clock::now();  // not now_us(): a PostgreSQL function
   bool ok = guarded(first, [&] {
+    // The core reads each query as the image's dimension (the backend
+    // checked it against the metapage; a mismatch would read past a query).
+    const int image_dim = r.kind == kImageGraph ? r.graph->dim : r.params.dim;
+    if (dim != image_dim)
+      throw gknn::Error(
+          gknn::ErrorCode::InvalidArgument,
+          "a query of " + std::to_string(dim) + " dimensions for an index of " + std::to_string(image_dim));
     queries.resize(static_cast<size_t>(nq) * dim);
     for (int64 q = 0; q < nq; ++q)
       std::memcpy(&queries[q * dim], taken[job.slots[q]].payload, sizeof(float) * dim);
     ids.resize(static_cast<size_t>(nq * k));
     dist.resize(static_cast<size_t>(nq * k));
-    ResidentImages::search(r, first->mode, queries.data(), nq, sp, ids.data(), dist.data());
+    if (r.kind == kImageGraph)
+      ResidentImages::search_graph(r, queries.data(), nq, gp, ids.data(), dist.data());
+    else
+      ResidentImages::search(r, first->mode, queries.data(), nq, sp, ids.data(), dist.data());
   });
   job.busy_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
@@ -378,6 +407,15 @@ uint64 next_batch_id = 0;
 void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   RequestSlot* first = taken[group[0]].s;
   std::shared_ptr<Resident> r = images->find_for_search(resident_key(first->key), now_us());
+  const int kind = first->kind == kSearchGraph ? kImageGraph : kImageIvfpq;
+  if (r && r->kind != kind) {  // never: an index has one access method
+    for (int slot : group) {
+      set_error(taken[slot].s, ERRCODE_INTERNAL_ERROR,
+                "the gknn service holds another kind of image for this index");
+      answer(ctl, taken[slot]);
+    }
+    return;
+  }
   if (!r) {
     uint64 held = 0;
     const bool resident = images->resident_generation(resident_key(first->key), &held);
@@ -423,7 +461,7 @@ int take_requests(ServiceShared* ctl, bool searches) {
   int64 now = now_us();
   for (int i = 0; i < ctl->nslots; ++i) {
     RequestSlot* s = &ctl->slots[i];
-    if (s->state != kSubmitted || (!searches && s->kind == kSearchIvfpq)) continue;  // unlocked peek
+    if (s->state != kSubmitted || (!searches && is_search_request(s->kind))) continue;  // unlocked peek
     SpinLockAcquire(&s->mutex);
     bool mine = s->state == kSubmitted;
     if (mine) s->state = kRunning;
@@ -449,6 +487,7 @@ void publish_images(ServiceShared* ctl) {
     sh.key.node.dbNode = r->key.db;
     sh.key.node.relNode = r->key.rel;
     sh.key.generation = r->key.generation;
+    sh.kind = r->kind;
     sh.device = r->device;
     sh.bytes = r->bytes;
     sh.entries = r->entries;
@@ -476,17 +515,21 @@ int64 run_requests(ServiceShared* ctl, int n) {
   int sqlstate = ERRCODE_INTERNAL_ERROR;
   try {
     // Refined searches group by k too: their candidates are exactly the k
-    // asked for, so a longer answer's prefix is not a shorter one's.
-    std::map<std::tuple<uint32, uint32, uint32, uint32, uint32, uint64, int32, int32, int32, int64>,
+    // asked for, so a longer answer's prefix is not a shorter one's. Graph
+    // searches group by their candidate list (ef, raised to k by the
+    // backend), in place of probes: any k up to it shares one search.
+    std::map<std::tuple<uint32, uint32, uint32, uint32, uint32, uint64, uint32, int32, int32, int32, int64>,
              std::vector<int>>
         groups;
     for (int i = 0; i < n; ++i) {
       Taken& t = taken[round_slots[i]];
       RequestSlot* s = t.s;
-      if (s->kind == kSearchIvfpq && t.payload) {
+      if (is_search_request(s->kind) && t.payload) {
         const ImageKey& k = s->key;
-        groups[{k.database, k.index, k.node.spcNode, k.node.dbNode, k.node.relNode, k.generation, s->probes,
-                s->dim, s->mode, s->mode == kModeRefined ? s->k : -1}]
+        const bool graph = s->kind == kSearchGraph;
+        groups[{k.database, k.index, k.node.spcNode, k.node.dbNode, k.node.relNode, k.generation, s->kind,
+                graph ? s->ef : s->probes, s->dim, graph ? -1 : s->mode,
+                !graph && s->mode == kModeRefined ? s->k : -1}]
             .push_back(t.slot);
         ++searches;
         continue;
@@ -494,7 +537,7 @@ int64 run_requests(ServiceShared* ctl, int n) {
       if (is_build_request(s->kind)) {  // service_build.cpp: answered now, or when its task ends
         t.in_job = run_build_request(*images, *executors, t.slot, s, t.payload, answer_slot);
         if (t.in_job) continue;
-      } else if (s->kind == kSearchIvfpq) {
+      } else if (is_search_request(s->kind)) {
         set_error(s, ERRCODE_INTERNAL_ERROR, "the gknn service could not map a query");
       } else {
         run_load(t);

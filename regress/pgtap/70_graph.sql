@@ -8,7 +8,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(23);
+SELECT plan(24);
 
 -- catalog
 SELECT ok(EXISTS (SELECT 1 FROM pg_am WHERE amname = 'gpu_graph' AND amtype = 'i'), 'access method gpu_graph exists');
@@ -50,7 +50,9 @@ SELECT throws_ok($$SELECT * FROM gknn_graph_info('e'::regclass)$$, '42809', NULL
                  'gknn_graph_info of a table: 42809');
 SET LOCAL gknn.device = gpu;
 SELECT throws_ok($$SELECT id FROM e ORDER BY emb <-> '[1,2,3,4,5,6]' LIMIT 1$$, '55000', NULL,
-                 'gknn.device = gpu: no GPU search yet, 55000');
+                 'gknn.device = gpu: a search without the GPU service (not preloaded here), 55000');
+SELECT throws_ok($$CREATE INDEX ON e USING gpu_graph (emb) WITH (degree = 4)$$, '55000', NULL,
+                 'gknn.device = gpu: builds run on the CPU only, 55000');
 SET LOCAL gknn.device = auto;
 
 -- the dataset: 50 clusters in 32 dimensions, 6000 rows

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# gpu_graph searches through the gknn GPU service, against a running server
+# (PGHOST/PGPORT/PGUSER) with gknn in shared_preload_libraries, as TAP. The
+# service may run on a GPU (gknn.service = gpu) or on the CPU (gknn.service =
+# cpu, CI):
+#   answers: searches through the service equal the backend's own CPU
+#     search (three metrics, ef_search 10/40/200, LIMIT 1/10/37, a filter
+#     that makes the scan widen), inside one transaction each;
+#   sharing: one resident image per index, of kind gpu_graph;
+#   inserts: a new generation is shipped, the old one leaves, answers equal;
+#   concurrency: 32 sessions at once (random LIMITs: one batch serves several),
+#     every answer checked against the CPU path; requests were batched;
+#   EXPLAIN ANALYZE: the scan's searches, batch and waits under its node;
+#   forgetting: DROP INDEX and REINDEX take the image out at commit;
+#   budget: an image larger than gknn.gpu_memory_limit: SQLSTATE 53200;
+#   cancellation: with the service stopped (SIGSTOP), statement_timeout and
+#     pg_cancel_backend end a waiting graph search promptly;
+#   faults: the service terminated while a graph search waits (auto: the CPU
+#     answers); killed with SIGKILL while several graph searches wait: each
+#     ends (an answer or a clean error), none hangs, and the server serves
+#     graph searches through the service again.
+# It signals the service process, so it runs as root or as the server's OS
+# user; it crashes the server on purpose (last in its stage).
+#
+#   regress/service-graph.sh   (GKNN_PSQL, GKNN_PGBENCH name the clients)
+set -uo pipefail
+PSQL=${GKNN_PSQL:-psql}
+PGBENCH=${GKNN_PGBENCH:-pgbench}
+DB=gknn_service_graph
+. "$(dirname "$0")/tap.sh"
+sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
+status() { sql -c "SELECT $1 FROM gknn_service_status()"; }
+equal() { # equal EXPECTED SQL
+  local got
+  got=$(sql -c "$2") || return 1
+  [ "$got" = "$1" ] || { echo "expected: $1"; echo "got: $got"; return 1; }
+}
+wait_for() { # wait_for SQL-CONDITION [TENTHS]: true within the time
+  local i
+  for ((i = 0; i < ${2:-100}; i++)); do
+    [ "$(sql -c "SELECT ($1)" 2>/dev/null)" = t ] && return 0
+    sleep 0.1
+  done
+  echo "still false: $1"
+  return 1
+}
+ms_now() { date +%s%3N; }
+service_pid() { status pid; }
+set_limit() {
+  "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM SET gknn.gpu_memory_limit = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
+}
+
+"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
+  -c "CREATE DATABASE $DB" >/dev/null
+sql -c 'CREATE EXTENSION gknn' >/dev/null
+
+check "the service is ready" wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 300
+echo "# service on: $(status device)"
+
+# Three graph indexes (l2, cosine, inner product) over clustered rows with a
+# few NULLs, and 12 queries.
+sql <<'SQL' >/dev/null
+CREATE TABLE ga (id int PRIMARY KEY, emb vector(16));
+INSERT INTO ga SELECT i, CASE WHEN i % 500 = 0 THEN NULL ELSE
+  ARRAY(SELECT (i % 20) * 2 + ((i * 7919 + j * 104729) % 1009) / 1009.0 FROM generate_series(1, 16) j)::float8[]::vector END
+  FROM generate_series(1, 3000) i;
+CREATE INDEX ga_l2 ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16);
+CREATE TABLE gb (id int PRIMARY KEY, emb vector(16));
+INSERT INTO gb SELECT i, ARRAY(SELECT ((i * 31 + j * 7) % 97) / 97.0 - 0.3 FROM generate_series(1, 16) j)::float8[]::vector
+  FROM generate_series(1, 2000) i;
+CREATE INDEX gb_cos ON gb USING gpu_graph (emb vector_cosine_ops) WITH (degree = 8);
+CREATE TABLE gc AS SELECT * FROM ga;
+CREATE INDEX gc_ip ON gc USING gpu_graph (emb vector_ip_ops) WITH (degree = 12);
+CREATE TABLE qs (q int, v vector(16));
+INSERT INTO qs SELECT q, ARRAY(SELECT (q % 20) * 2 + ((q * 13 + j * 5) % 23) / 23.0 FROM generate_series(1, 16) j)::float8[]::vector
+  FROM generate_series(1, 12) q;
+-- answer(table, op, query, ef, k, device, filter): ids and distances the index scan returns.
+CREATE FUNCTION answer(tab text, op text, qv vector, ef int, k int, dev text, filter text DEFAULT 'true')
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  PERFORM set_config('gknn.device', dev, true);
+  PERFORM set_config('gknn.graph_ef_search', ef::text, true);
+  PERFORM set_config('enable_seqscan', 'off', true);
+  PERFORM set_config('gknn.enable_topk', 'off', true);
+  EXECUTE format('SELECT string_agg(id || '':'' || d, '' '') FROM (SELECT id, emb %s $1 AS d FROM %I WHERE %s
+                  ORDER BY emb %s $1 LIMIT %s) s', op, tab, filter, op, k)
+    INTO r USING qv;
+  RETURN r;
+END $$;
+-- mismatches(device): (index, query, ef, k) whose answer differs from the CPU's.
+CREATE FUNCTION mismatches(dev text) RETURNS bigint LANGUAGE sql AS $$
+  SELECT count(*) FROM (VALUES ('ga', '<->'), ('gb', '<=>'), ('gc', '<#>')) t(tab, op), qs,
+    (VALUES (10), (40), (200)) e(ef), (VALUES (1), (10), (37)) k(k)
+  WHERE answer(tab, op, v, ef, k, dev) IS DISTINCT FROM answer(tab, op, v, ef, k, 'cpu') $$;
+-- check_one(query, k): raises when the service's answer is not the CPU's.
+CREATE FUNCTION check_one(q int, k int) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE v vector := (SELECT qs.v FROM qs WHERE qs.q = check_one.q);
+BEGIN
+  IF answer('ga', '<->', v, 40, k, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, k, 'cpu') THEN
+    RAISE EXCEPTION 'service answer differs for query % k %', q, k;
+  END IF;
+END $$;
+SQL
+this_db="database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+
+before=$(status searches)
+check "graph answers through the service equal the CPU's (3 metrics, ef 10/40/200, LIMIT 1/10/37)" \
+  equal 0 "SELECT mismatches('auto')"
+check "a filter that makes the scan widen: the same rows through the service" equal 0 "
+  SELECT count(*) FROM qs WHERE answer('ga', '<->', v, 10, 30, 'auto', 'id % 9 = 0')
+                                IS DISTINCT FROM answer('ga', '<->', v, 10, 30, 'cpu', 'id % 9 = 0')"
+check "the searches went through the service" equal t "SELECT searches >= $before + 324 FROM gknn_service_status()"
+check "one resident image per index, of kind gpu_graph, each used" equal "ga_l2|gpu_graph|1|t
+gb_cos|gpu_graph|1|t
+gc_ip|gpu_graph|1|t" "SELECT index_name, kind, count(*), bool_and(hits > 0) FROM gknn_service_images()
+                      WHERE $this_db GROUP BY 1, 2 ORDER BY 1"
+check "the image holds the index's live rows (3000 less 6 NULLs)" equal 2994 "
+  SELECT entries FROM gknn_service_images() WHERE index_name = 'ga_l2' AND $this_db"
+
+# --- inserts: a new generation ------------------------------------------------
+gen_before=$(sql -c "SELECT generation FROM gknn_service_images() WHERE index_name = 'ga_l2' AND $this_db")
+sql -c "INSERT INTO ga SELECT i, ARRAY(SELECT (i % 20) * 2 + ((i * 31 + j) % 101) / 101.0 FROM generate_series(1, 16) j)::float8[]::vector
+        FROM generate_series(3001, 3300) i" >/dev/null
+check "after inserts the new generation is shipped, answers equal the CPU's" equal 0 "
+  SELECT count(*) FROM qs, (VALUES (1), (10), (37)) k(k)
+  WHERE answer('ga', '<->', v, 40, k, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, k, 'cpu')"
+check "one image of ga_l2, newer, with the inserted rows" equal "1|t|3294" "
+  SELECT count(*), bool_and(generation > $gen_before), max(entries) FROM gknn_service_images()
+  WHERE index_name = 'ga_l2' AND $this_db"
+
+# --- EXPLAIN ANALYZE ------------------------------------------------------------
+where=$(status "CASE WHEN device = 'cpu' THEN 'service CPU' ELSE 'service GPU' END")
+explain_ok() {
+  local out
+  out=$(sql -c "SET enable_seqscan = off" -c "SET gknn.enable_topk = off" \
+    -c "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM ga ORDER BY emb <-> (SELECT v FROM qs WHERE q = 1) LIMIT 5") || return 1
+  echo "$out"
+  grep -A2 'Index Scan using ga_l2' <<<"$out" | grep -q "^ *Searched On: $where\$" &&
+    grep -A2 'Index Scan using ga_l2' <<<"$out" |
+    grep -Eq '^ *Service Searches: 1  Candidates: 5  Batch Size: [0-9]+.*  Queue Wait: [0-9.]+ ms  Service Time: [0-9.]+ ms'
+}
+check "EXPLAIN ANALYZE: the graph scan searched in the service, its batch and waits" explain_ok
+
+# --- 32 sessions at once ------------------------------------------------------
+cat >"$tmp/check.sql" <<'SQL'
+\set q random(1, 12)
+\set k random(1, 30)
+SELECT check_one(:q, :k);
+SQL
+before_batches=$(status batches)
+before_searches=$(status searches)
+pgbench_ok() {
+  "$PGBENCH" -n -c 32 -j 4 -t 15 -f "$tmp/check.sql" "$DB" >"$tmp/pgbench.log" 2>&1
+  local rc=$?
+  cat "$tmp/pgbench.log"
+  ((rc == 0)) && ! grep -q -i 'aborted\|error' "$tmp/pgbench.log"
+}
+check "32 concurrent sessions (random LIMIT): every graph answer equals the CPU's" pgbench_ok
+check "the 480 graph searches were batched (fewer batches than searches)" equal t "
+  SELECT searches - $before_searches >= 480 AND batches - $before_batches < searches - $before_searches
+  FROM gknn_service_status()"
+echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_searches FROM gknn_service_status()")"
+
+# --- images leave at commit -------------------------------------------------------
+gb_oid=$(sql -c "SELECT 'gb_cos'::regclass::oid")
+sql -c "REINDEX INDEX gb_cos" >/dev/null
+check "REINDEX: the graph's old image leaves the service at commit" \
+  wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $gb_oid)"
+check "after REINDEX the graph is shipped again, answers equal the CPU's" equal 0 "
+  SELECT count(*) FROM qs WHERE answer('gb', '<=>', v, 40, 10, 'auto') IS DISTINCT FROM answer('gb', '<=>', v, 40, 10, 'cpu')"
+gc_oid=$(sql -c "SELECT 'gc_ip'::regclass::oid")
+sql -c "DROP INDEX gc_ip" >/dev/null
+check "DROP INDEX: the graph's image leaves the service at commit" \
+  wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $gc_oid)"
+
+# --- budget ------------------------------------------------------------------------
+set_limit 10kB
+check "the budget is applied" wait_for "(SELECT memory_budget = 10240 AND memory_used <= 10240 FROM gknn_service_status())"
+check "a graph image larger than the budget: SQLSTATE 53200" equal 53200 "
+  CREATE TEMP TABLE e (s text);
+  DO \$\$ BEGIN PERFORM answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 1;
+  INSERT INTO e VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO e VALUES (SQLSTATE); END \$\$;
+  SELECT s FROM e"
+"$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.gpu_memory_limit" -c "SELECT pg_reload_conf()" >/dev/null
+check "the budget is back" wait_for "(SELECT memory_budget > 10240 FROM gknn_service_status())"
+
+# --- cancellation with the service stopped --------------------------------------------
+query_g="SELECT answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 2"
+waiting="(SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''ga''%' AND wait_event_type = 'Extension')"
+spid=$(service_pid)
+kill -STOP "$spid"
+timeout_ok() {
+  local t0 t1 out
+  t0=$(ms_now)
+  out=$(sql -c "SET statement_timeout = 300" -c "$query_g" 2>&1)
+  t1=$(ms_now)
+  echo "$out; $((t1 - t0)) ms"
+  grep -q 'statement timeout' <<<"$out" && ((t1 - t0 < 1300))
+}
+check "statement_timeout ends a graph search waiting for the stopped service" timeout_ok
+cancel_ok() {
+  local t0 t1 pid
+  sql -c "$query_g" >"$tmp/cancel.out" 2>&1 &
+  local bg=$!
+  wait_for "$waiting" || return 1
+  pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''ga''%'")
+  t0=$(ms_now)
+  sql -c "SELECT pg_cancel_backend($pid)" >/dev/null
+  wait "$bg"
+  t1=$(ms_now)
+  cat "$tmp/cancel.out"
+  echo "cancelled after $((t1 - t0)) ms"
+  grep -q 'canceling statement due to user request' "$tmp/cancel.out" && ((t1 - t0 < 1000))
+}
+check "pg_cancel_backend ends a graph search waiting for the stopped service" cancel_ok
+kill -CONT "$spid"
+check "the service serves graph searches again" equal 0 "
+  SELECT count(*) FROM qs WHERE answer('ga', '<->', v, 40, 10, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, 10, 'cpu')"
+
+# --- the service stops while graph searches wait ------------------------------------
+expected=$(sql -c "SELECT answer('ga', '<->', v, 40, 10, 'cpu') FROM qs WHERE q = 3")
+stop_ok() {
+  local restarts pid out
+  restarts=$(status restarts)
+  pid=$(service_pid)
+  kill -STOP "$pid"
+  sql -c "SELECT answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 3" >"$tmp/auto.out" 2>&1 &
+  local bg=$!
+  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
+  kill -TERM "$pid"
+  kill -CONT "$pid"
+  wait "$bg"
+  out=$(cat "$tmp/auto.out")
+  echo "auto: $out (expected $expected)"
+  [ "$out" = "$expected" ] || return 1
+  wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
+}
+check "service terminated while a graph search waits: gknn.device = auto answers on the CPU; restarted" stop_ok
+
+# SIGKILL while four sessions wait: the postmaster resets the cluster; each
+# session ends with its answer or a clean error within seconds, none hangs.
+kill9_ok() {
+  local killed i pids=() rc=0
+  killed=$(service_pid)
+  kill -STOP "$killed"
+  for i in 1 2 3 4; do
+    timeout 60 "$PSQL" -X -qAt -d "$DB" -c "SELECT answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = $i" \
+      >"$tmp/k9.$i" 2>&1 &
+    pids+=($!)
+  done
+  wait_for "(SELECT queued = 4 FROM gknn_service_status())" || { kill -CONT "$killed"; return 1; }
+  kill -KILL "$killed"
+  for i in 0 1 2 3; do
+    wait "${pids[$i]}"
+    local s=$?
+    cat "$tmp/k9.$((i + 1))"
+    ((s != 124)) || { echo "session $((i + 1)) hung"; rc=1; }
+    # An answer, or the connection closed by the reset.
+    grep -q '^[0-9]*:' "$tmp/k9.$((i + 1))" || grep -qi 'terminat\|crash\|connection' "$tmp/k9.$((i + 1))" || rc=1
+  done
+  ((rc == 0)) || return 1
+  for ((i = 0; i < 600; i++)); do
+    [ "$(sql -c "SELECT state = 'ready' AND pid <> $killed FROM gknn_service_status()" 2>/dev/null)" = t ] && break
+    sleep 0.1
+  done
+  equal 0 "SELECT count(*) FROM qs WHERE answer('ga', '<->', v, 40, 10, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, 10, 'cpu')" &&
+    equal t "SELECT searches > 0 FROM gknn_service_status()"
+}
+check "SIGKILL of the service while four graph searches wait: none hangs; the server recovers and serves them again" kill9_ok
+
+tap_end
