@@ -61,10 +61,6 @@ void graph_check_options(const GraphOptions& o);
 // a page at this degree.
 void graph_check_dim(int dim, int degree);
 
-// ERROR 55000 when gknn.device = gpu: gpu_graph builds on the backend's CPU
-// only, for now (`what`: "build"); its searches go through the GPU service.
-void graph_require_cpu_allowed(const char* what);
-
 // The metric of the index's operator class (support function 1).
 gknn::Metric graph_index_metric(Relation index);
 const char* graph_metric_name(int metric);

@@ -7,12 +7,21 @@
 // is the column's typmod, else the first vector's, and is fixed for the
 // index's life (every node slot has room for it).
 //
-// Where the graph is built: the core's CPU build in this backend, for now.
-// build_graph() is the one place that chooses; the GPU build (through the
-// GPU service, as gpu_ivfpq's builds go) will be chosen there. Cancel: the
-// core's progress callback only reads the interrupt flags and answers
-// false, the core throws Cancelled, and the interrupt is raised once its
-// frames are gone (ivfpq_core_call_cancellable).
+// Where the graph is built (build_graph() is the one place that chooses):
+// in the GPU service when gknn_service_route() says so (gknn.device = auto
+// with the service serving, or gpu: the service on a GPU, else ERROR 55000),
+// as gpu_ivfpq's builds go: the vectors shipped in pieces, build_gpu on the
+// service's device (build_cpu when it runs on the CPU), the graph's rows and
+// entries fetched back (service_build_client.cpp). Otherwise, and when the
+// service stops midway under auto, the core's build_cpu in this backend:
+// the same seed, the same graph as the service's CPU build.
+//
+// Cancel: in this backend the core's progress callback only reads the
+// interrupt flags and answers false, the core throws Cancelled, and the
+// interrupt is raised once its frames are gone
+// (ivfpq_core_call_cancellable). Waiting for the service, the wait serves
+// the interrupt and withdraws the request; the service's build stops at its
+// next progress report.
 #include <cmath>
 #include <cstring>
 
@@ -115,16 +124,34 @@ bool build_progress(const char* phase, std::int64_t done, std::int64_t total) {
   return !ivfpq_interrupt_pending();
 }
 
+// The service's progress reports, shown as this backend's own (the wait
+// serves interrupts itself).
+void service_progress(int phase, int64 done, int64 total) {
+  const int index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
+                       PROGRESS_CREATEIDX_TUPLES_DONE};
+  const int64 val[] = {phase == kServiceGraphPhaseKnn ? kGraphPhaseKnn : kGraphPhaseOptimize, total, done};
+  pgstat_progress_update_multi_param(3, index, val);
+}
+
 // The graph over the n vectors, into holder->g. The one place that decides
-// where a build runs (the CPU of this backend, for now).
-void build_graph(const BuildState& st, const gknn::graph::BuildParams& p, GraphHolder* holder) {
+// where a build runs: the service when `use_service` (and it stays), else
+// this backend's CPU.
+void build_graph(const BuildState& st, const gknn::graph::BuildParams& p, bool use_service,
+                 GraphHolder* holder) {
   const float* vectors = st.vectors;
   const int64 n = st.n;
-  ivfpq_core_call_cancellable([&] {
+  gknn_pg::core_call([&] {
     gknn::graph::validate(p);
-    holder->g = new gknn::graph::Graph(gknn::graph::build_cpu(vectors, n, p, build_progress));
-    gknn::graph::validate(*holder->g);  // what the pages will hold: ids in range, rows well formed
+    holder->g = new gknn::graph::Graph();
   });
+  bool built = use_service && n > 0 && gknn_service_build_graph(p, vectors, n, service_progress, holder->g);
+  if (built)
+    gknn_pg::core_call([&] { gknn::graph::validate(*holder->g); });
+  else
+    ivfpq_core_call_cancellable([&] {
+      *holder->g = gknn::graph::build_cpu(vectors, n, p, build_progress);
+      gknn::graph::validate(*holder->g);  // what the pages will hold: ids in range, rows well formed
+    });
   const gknn::graph::Graph* g = holder->g;
   if (g->n != n || g->degree != p.degree || g->edges.size() != static_cast<size_t>(n) * p.degree)
     elog(ERROR, "gpu_graph: the core built a graph of an unexpected shape");
@@ -236,7 +263,9 @@ IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
   gknn_service_forget_index(RelationGetRelid(index));
   GraphOptions opt = graph_get_options(index);
   graph_check_options(opt);
-  graph_require_cpu_allowed("build");
+  // Decided once, before the rows are read: gknn.device = gpu without a
+  // GPU service is an ERROR (55000) saying why.
+  const bool use_service = gknn_service_route().use_service;
   gknn::Metric metric = graph_index_metric(index);
 
   BuildState st{};
@@ -269,7 +298,7 @@ IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
   p.intermediate_degree = opt.intermediate_degree;
   p.seed = kGraphSeed;
   pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kGraphPhaseKnn);
-  build_graph(st, p, holder);
+  build_graph(st, p, use_service, holder);
   CHECK_FOR_INTERRUPTS();
 
   // 3. Pages: the metapage (block 0) last, once everything is known.

@@ -20,16 +20,6 @@ void gknn_graph_register() {
   graph_register_options();
 }
 
-void graph_require_cpu_allowed(const char* what) {
-  if (gknn_device_mode == GKNN_DEVICE_GPU)
-    ereport(ERROR,
-            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-             errmsg("gknn.device is \"gpu\" but gpu_graph can only %s on the CPU", what),
-             errdetail("The GPU build of gpu_graph is not wired into gknn yet (its searches run in the "
-                       "GPU service)."),
-             errhint("SET gknn.device = auto (or cpu).")));
-}
-
 namespace {
 
 char* graph_phasename(int64 phase) {

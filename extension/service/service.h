@@ -11,9 +11,9 @@
 //
 //   service_shmem.cpp   GUCs, shared memory, worker registration
 //   service_client.*    the backend side: submit, wait, cancel, ship an image
-//   service_build_client.cpp  the backend side of an index build's training and encoding
+//   service_build_client.cpp  the backend side of an index build's training and encoding, or graph
 //   service_worker.cpp  the worker: its loop, batching, replies
-//   service_build.cpp   the worker's side of index builds (sessions, train, encode)
+//   service_build.cpp   the worker's side of index builds (sessions, train, encode, graph builds)
 //   service_images.*    the worker's resident images (LRU under the budget)
 //   service_forget.*    images of dropped, truncated or rebuilt indexes leave at commit
 //   service_status.cpp  gknn_service_status(), gknn_service_images()
@@ -21,6 +21,7 @@
 
 #include "pg.h"
 
+#include "gknn/graph.h"
 #include "gknn/ivfpq.h"
 #include "ivfpq/ivfpq_pagemap.h"
 
@@ -156,6 +157,17 @@ bool gknn_service_build_train(ServiceBuild* build, const float* sample, ServiceB
 bool gknn_service_build_encode(ServiceBuild* build, const float* x, int64 n, int32* list_of, uint8* codes);
 // Closes the session (the service frees what it holds for it).
 void gknn_service_build_end(ServiceBuild* build);
+// A gpu_graph build in the service: ships the n vectors (n x params.dim, n
+// >= 1), builds the graph (build_gpu on the service's device, build_cpu when
+// it runs on the CPU: the backend's own build_cpu gives the same graph),
+// reporting its progress (phase: kServiceGraphPhaseKnn, else a phase of the
+// graph's optimisation) while
+// waiting, and fills *out (n, degree, edges, entries). False (auto) when
+// the service went away: the caller builds on its own CPU. Errors, cancel
+// and gknn.device = gpu as for the calls above.
+constexpr int kServiceGraphPhaseKnn = 0;  // service_shmem.h's kGraphBuildKnn
+bool gknn_service_build_graph(const gknn::graph::BuildParams& params, const float* vectors, int64 n,
+                              ServiceBuildProgress progress, gknn::graph::Graph* out);
 // The images of `index` (of this database) are stale once this transaction
 // commits: its storage is being rebuilt (ambuild: CREATE INDEX, REINDEX,
 // TRUNCATE, VACUUM FULL, CLUSTER). At commit the service is asked to drop

@@ -6,6 +6,11 @@
 // the least in use; the CPU for gknn.service = cpu), with the same core
 // calls and so the same results as a backend building on its own.
 //
+// A gpu_graph build is a session of the same shape: the rows' vectors
+// shipped as the sample, one "training" that builds the graph
+// (gknn::graph::build_gpu on the build's device, build_cpu on the CPU),
+// then its rows and entries fetched back in pieces. No encode batches.
+//
 // Threads: sessions, tasks and the resident images belong to the main
 // thread. A training or an encode batch is a task on an executor thread,
 // which reads its session's sample or quantizer (nothing else changes them
@@ -40,6 +45,7 @@
 
 #include "core_call.h"
 #include "gknn/error.h"
+#include "gknn/graph.h"
 
 extern "C" {
 #include "storage/ipc.h"
@@ -60,6 +66,11 @@ struct Session {
   std::int64_t rows = 0;
   std::vector<float> sample;  // rows x dim, until trained
   std::unique_ptr<Quantizer> quantizer;
+  // A gpu_graph build: its parameters, and the graph once built (the
+  // sample then holds the rows' vectors).
+  bool graph = false;
+  gknn::graph::BuildParams graph_params;
+  std::unique_ptr<gknn::graph::Graph> built;
   int device = -1;        // where it trains and encodes (-1: the CPU)
   bool training = false;  // a training task exists
 };
@@ -77,6 +88,7 @@ struct Task {
   int sqlstate = 0;
   std::string message;
   std::unique_ptr<Quantizer> trained;
+  std::unique_ptr<gknn::graph::Graph> graph;
 };
 
 // Main thread only. Sessions by requester slot; tasks by id (running or
@@ -139,7 +151,27 @@ std::int64_t encode_bytes(const Params& p, std::int64_t n) {
   return quantizer + 2 * per_batch;
 }
 
+// Working memory of gknn::graph::build_gpu over n rows (gpu/graph/
+// knn_graph.cpp, optimise.cpp), an estimate: the rows' vectors on the
+// device, the kNN graph's search structures over them (above 20,000 rows an
+// IVF-PQ image holding the vectors again, ids and codes), the kNN graph and
+// the final graph's rows. build_cpu holds about as much in host memory.
+std::int64_t graph_bytes(const gknn::graph::BuildParams& p, std::int64_t n) {
+  const std::int64_t kdeg = gknn::graph::effective_intermediate_degree(p, n);
+  const std::int64_t vectors = 4 * n * std::int64_t(p.dim);
+  const std::int64_t knn_image = vectors + n * (8 + std::int64_t(p.dim));
+  return vectors + knn_image + 4 * n * (kdeg + std::int64_t(p.degree));
+}
+
 // --- the executor's part (no PostgreSQL but the slot's lock and a latch) ----
+
+// A graph build's phase as the slot carries it.
+int32 graph_phase(const char* phase) {
+  if (std::strcmp(phase, gknn::graph::kPhasePrune) == 0) return kGraphBuildPrune;
+  if (std::strcmp(phase, gknn::graph::kPhaseReverse) == 0) return kGraphBuildReverse;
+  if (std::strcmp(phase, gknn::graph::kPhaseConnect) == 0) return kGraphBuildConnect;
+  return kGraphBuildKnn;
+}
 
 // The core's progress callback for a task: the report goes into the slot
 // (the requester, woken, shows it); false, which stops the core, once the
@@ -158,10 +190,25 @@ gknn::ivfpq::Progress progress_into(RequestSlot* s) {
   };
 }
 
+// The graph of a gpu_graph session, on the session's device (the CPU: -1).
+std::unique_ptr<gknn::graph::Graph> build_graph(const Session& ss, RequestSlot* s) {
+  const gknn::ivfpq::Progress report = progress_into(s);
+  const gknn::graph::Progress progress = [&report](const char* phase, std::int64_t done, std::int64_t total) {
+    return report(static_cast<gknn::ivfpq::Phase>(graph_phase(phase)), done, total);
+  };
+  auto g = std::make_unique<gknn::graph::Graph>(
+      ss.device >= 0 ? gknn::graph::build_gpu(ss.sample.data(), ss.rows, ss.graph_params, ss.device, progress)
+                     : gknn::graph::build_cpu(ss.sample.data(), ss.rows, ss.graph_params, progress));
+  gknn::graph::validate(*g);  // what the requester will write to its pages
+  return g;
+}
+
 void run_task(Task& t) {
   const Session& ss = *t.session;
   try {
-    if (t.s->kind == kBuildTrain) {
+    if (t.s->kind == kBuildTrain && ss.graph) {
+      t.graph = build_graph(ss, t.s);
+    } else if (t.s->kind == kBuildTrain) {
       t.trained = std::make_unique<Quantizer>(
           gknn::ivfpq::train(ss.params, ss.sample.data(), ss.rows, ss.device, progress_into(t.s)));
     } else {
@@ -211,12 +258,15 @@ bool start(ResidentImages& images, Executors& executors, std::uint64_t id, Task&
   Session& ss = *t.session;
   const bool train = t.s->kind == kBuildTrain;
   if (train) ss.device = images.build_device();
-  const std::int64_t need =
-      train ? train_bytes(ss.params, ss.rows) : encode_bytes(ss.quantizer->params, t.s->count);
+  const std::int64_t need = ss.graph ? graph_bytes(ss.graph_params, ss.rows)
+                            : train  ? train_bytes(ss.params, ss.rows)
+                                     : encode_bytes(ss.quantizer->params, t.s->count);
   if (!images.reserve(ss.device, need)) {
-    const std::string what =
-        std::string(train ? "the index build's training" : "the index build's encoding") + " needs " +
-        kb(need) + " kB, more than gknn.gpu_memory_limit allows (" + kb(images.budget()) + " kB)";
+    const char* work = ss.graph ? "the gpu_graph build"
+                       : train  ? "the index build's training"
+                                : "the index build's encoding";
+    const std::string what = std::string(work) + " needs " + kb(need) +
+                             " kB, more than gknn.gpu_memory_limit allows (" + kb(images.budget()) + " kB)";
     set_error(t.s, ERRCODE_OUT_OF_MEMORY, what.c_str());
     return false;
   }
@@ -264,7 +314,34 @@ void start_waiting(ResidentImages& images, Executors& executors, AnswerFn answer
   }
 }
 
+// A gpu_graph build's session: the rows' vectors to come as the sample.
+std::shared_ptr<Session> begin_graph(const RequestSlot* s) {
+  gknn::graph::BuildParams p;
+  p.dim = s->shape.dim;
+  p.metric = static_cast<gknn::Metric>(s->shape.metric);
+  p.degree = s->shape.degree;
+  p.intermediate_degree = s->shape.intermediate_degree;
+  p.seed = s->shape.seed;
+  gknn::graph::validate(p);
+  if (s->shape.entries < 1 || s->shape.entries >= std::int64_t(gknn::graph::kNoNode))
+    invalid("a graph build of " + std::to_string(s->shape.entries) + " rows");
+  auto fresh = std::make_shared<Session>();
+  fresh->graph = true;
+  fresh->graph_params = p;
+  fresh->params.dim = p.dim;  // the sample's row size
+  fresh->rows = s->shape.entries;
+  fresh->sample.resize(static_cast<std::size_t>(fresh->rows) * p.dim);
+  return fresh;
+}
+
 void begin(int slot, const RequestSlot* s) {
+  if (s->shape.kind == kImageGraph) {
+    sessions.erase(slot);  // an earlier session of the same requester
+    auto fresh = begin_graph(s);
+    fresh->id = s->build_id;
+    sessions[slot] = std::move(fresh);
+    return;
+  }
   Params p;
   p.dim = s->shape.dim;
   p.lists = s->shape.lists;
@@ -285,14 +362,28 @@ void begin(int slot, const RequestSlot* s) {
 }
 
 void sample_piece(Session& ss, const RequestSlot* s, const char* payload) {
-  if (ss.training) invalid("sample after training");
+  if (ss.training || ss.built) invalid("sample after training");
   const std::int64_t size = static_cast<std::int64_t>(ss.sample.size() * sizeof(float));
   const std::int64_t off = s->section_offset, bytes = s->payload_bytes;
   if (off < 0 || bytes < 0 || off > size || bytes > size - off) invalid("a sample piece past the sample");
   std::memcpy(reinterpret_cast<char*>(ss.sample.data()) + off, payload, bytes);
 }
 
+// A piece of a built graph's rows or entries.
+void graph_piece(const Session& ss, const RequestSlot* s, char* payload) {
+  if (!ss.built) invalid("the graph asked for before it was built");
+  const std::vector<std::uint32_t>* v = s->section == kGraphEdges     ? &ss.built->edges
+                                        : s->section == kGraphEntries ? &ss.built->entries
+                                                                      : nullptr;
+  if (!v) invalid("unknown graph section " + std::to_string(s->section));
+  const std::int64_t size = static_cast<std::int64_t>(v->size() * sizeof(std::uint32_t));
+  const std::int64_t off = s->section_offset, bytes = s->payload_bytes;
+  if (off < 0 || bytes < 0 || off > size || bytes > size - off) invalid("a graph piece past its array");
+  std::memcpy(payload, reinterpret_cast<const char*>(v->data()) + off, bytes);
+}
+
 void quantizer_piece(const Session& ss, const RequestSlot* s, char* payload) {
+  if (ss.graph) return graph_piece(ss, s, payload);
   if (!ss.quantizer) invalid("the quantizer asked for before training");
   const std::vector<float>* v = s->section == kCentroids   ? &ss.quantizer->centroids
                                 : s->section == kCodebooks ? &ss.quantizer->codebooks
@@ -307,7 +398,9 @@ void quantizer_piece(const Session& ss, const RequestSlot* s, char* payload) {
 // A training or an encode batch, checked, queued as a task.
 void queue_task(int slot, const std::shared_ptr<Session>& ss, RequestSlot* s, char* payload) {
   if (s->kind == kBuildTrain) {
-    if (ss->training || ss->quantizer) invalid("trained twice");
+    if (ss->training || ss->quantizer || ss->built) invalid("trained twice");
+  } else if (ss->graph) {
+    invalid("an encode batch in a gpu_graph build");
   } else {
     if (!ss->quantizer) invalid("encode before training");
     const Params& p = ss->quantizer->params;
@@ -412,7 +505,12 @@ void finish_build_task(ResidentImages& images, Executors& executors, uint64 id, 
   const bool train = s->kind == kBuildTrain;
   if (!t.failed) {
     s->reply = kOk;
-    if (train) {
+    if (train && ss.graph) {
+      ss.built = std::move(t.graph);
+      std::vector<float>().swap(ss.sample);
+      ss.training = false;
+      s->count = static_cast<std::int64_t>(ss.built->entries.size());
+    } else if (train) {
       ss.quantizer = std::move(t.trained);
       std::vector<float>().swap(ss.sample);
       ss.training = false;

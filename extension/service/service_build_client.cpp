@@ -3,6 +3,8 @@
 // segment, the training (its progress reported and a cancel served while
 // waiting), the trained quantizer fetched back in pieces, then the encode
 // batches through the same segment. The backend never opens CUDA for it.
+// A gpu_graph build is one such session: the rows' vectors shipped as the
+// sample, the graph built, its rows and entries fetched back.
 //
 // Nothing here holds a C++ object with a destructor across a PostgreSQL call
 // (acquire_slot, call, ereport may leave by longjmp).
@@ -114,7 +116,40 @@ void report_progress(RequestSlot* s, void* arg) {
   if (seen->report) seen->report(phase, done, total);
 }
 
-// Copies `bytes` of a section of the trained quantizer into `dst`.
+// Opens a session whose requests carry up to `buf_bytes` of payload; the
+// caller then sends its kBuildBegin.
+ServiceBuild* open_session(int64 buf_bytes) {
+  auto* b = static_cast<ServiceBuild*>(palloc0(sizeof(ServiceBuild)));
+  b->buf_bytes = buf_bytes;
+  b->seg = dsm_create(b->buf_bytes, 0);
+  b->buf = static_cast<char*>(dsm_segment_address(b->seg));
+  b->id = (static_cast<uint64>(MyProcPid) << 32) | ++build_counter;
+  RequestSlot* s = my_slot();
+  acquire_slot(s);
+  SpinLockAcquire(&s->mutex);
+  s->build_open = b->id;
+  SpinLockRelease(&s->mutex);
+  b->open = true;
+  b->cb.func = on_build_memory_reset;
+  b->cb.arg = b;
+  MemoryContextRegisterResetCallback(CurrentMemoryContext, &b->cb);
+  return b;
+}
+
+// Ships `bytes` of rows as the session's sample, in pieces.
+bool ship_sample(ServiceBuild* b, const char* data, int64 bytes) {
+  for (int64 off = 0; off < bytes; off += b->buf_bytes) {
+    int64 n = Min(b->buf_bytes, bytes - off);
+    RequestSlot* s = request(b, kBuildSample, n);
+    memcpy(b->buf, data + off, n);
+    s->section_offset = off;
+    if (!step(b, s)) return false;
+  }
+  return true;
+}
+
+// Copies `bytes` of a section of the trained quantizer (or the built
+// graph) into `dst`.
 bool fetch(ServiceBuild* b, uint32 section, char* dst, int64 bytes) {
   for (int64 off = 0; off < bytes; off += b->buf_bytes) {
     int64 n = Min(b->buf_bytes, bytes - off);
@@ -136,32 +171,21 @@ ServiceBuild* gknn_service_build_begin(const gknn::ivfpq::Params& params, int64 
   int code_size = 0;
   gknn_pg::core_call([&] { code_size = gknn::ivfpq::code_size(params); });
   const int64 dim = params.dim;
-  auto* b = static_cast<ServiceBuild*>(palloc0(sizeof(ServiceBuild)));
-  b->params = params;
-  b->rows = rows;
-  b->batch_rows = Max(batch_rows, int64{1});
-  b->code_size = code_size;
   // One segment serves every request: a piece of the sample (up to
   // kChunkBytes), an encode batch (its vectors in, their lists and codes
   // out, over them), a piece of the quantizer (any size).
-  b->row_bytes = Max(static_cast<int64>(sizeof(float)) * dim, static_cast<int64>(sizeof(int32)) + code_size);
-  b->buf_bytes =
-      Max(Min(rows * dim * static_cast<int64>(sizeof(float)), kChunkBytes), b->batch_rows * b->row_bytes);
-  b->seg = dsm_create(b->buf_bytes, 0);
-  b->buf = static_cast<char*>(dsm_segment_address(b->seg));
+  const int64 bounded = Max(batch_rows, int64{1});
+  const int64 row_bytes =
+      Max(static_cast<int64>(sizeof(float)) * dim, static_cast<int64>(sizeof(int32)) + code_size);
+  ServiceBuild* b = open_session(
+      Max(Min(rows * dim * static_cast<int64>(sizeof(float)), kChunkBytes), bounded * row_bytes));
+  b->params = params;
+  b->rows = rows;
+  b->batch_rows = bounded;
+  b->code_size = code_size;
+  b->row_bytes = row_bytes;
 
-  b->id = (static_cast<uint64>(MyProcPid) << 32) | ++build_counter;
-  RequestSlot* s = my_slot();
-  acquire_slot(s);
-  SpinLockAcquire(&s->mutex);
-  s->build_open = b->id;
-  SpinLockRelease(&s->mutex);
-  b->open = true;
-  b->cb.func = on_build_memory_reset;
-  b->cb.arg = b;
-  MemoryContextRegisterResetCallback(CurrentMemoryContext, &b->cb);
-
-  s = request(b, kBuildBegin, 0);
+  RequestSlot* s = request(b, kBuildBegin, 0);
   memset(&s->shape, 0, sizeof(s->shape));
   s->shape.dim = params.dim;
   s->shape.lists = params.lists;
@@ -178,13 +202,7 @@ bool gknn_service_build_train(ServiceBuild* b, const float* sample, ServiceBuild
                               gknn::ivfpq::Quantizer* out) {
   const gknn::ivfpq::Params& p = b->params;
   const int64 bytes = b->rows * p.dim * static_cast<int64>(sizeof(float));
-  for (int64 off = 0; off < bytes; off += b->buf_bytes) {
-    int64 n = Min(b->buf_bytes, bytes - off);
-    RequestSlot* s = request(b, kBuildSample, n);
-    memcpy(b->buf, reinterpret_cast<const char*>(sample) + off, n);
-    s->section_offset = off;
-    if (!step(b, s)) return false;
-  }
+  if (!ship_sample(b, reinterpret_cast<const char*>(sample), bytes)) return false;
 
   RequestSlot* s = request(b, kBuildTrain, 0);
   ProgressSeen seen{progress, -1, -1};
@@ -226,4 +244,44 @@ bool gknn_service_build_encode(ServiceBuild* b, const float* x, int64 n, int32* 
 void gknn_service_build_end(ServiceBuild* b) {
   close_session(b);
   detach(b);
+}
+
+bool gknn_service_build_graph(const gknn::graph::BuildParams& params, const float* vectors, int64 n,
+                              ServiceBuildProgress progress, gknn::graph::Graph* out) {
+  const int64 bytes = n * params.dim * static_cast<int64>(sizeof(float));
+  ServiceBuild* b = open_session(Max(Min(bytes, kChunkBytes), int64{1}));
+  b->rows = n;
+  RequestSlot* s = request(b, kBuildBegin, 0);
+  memset(&s->shape, 0, sizeof(s->shape));
+  s->shape.kind = kImageGraph;
+  s->shape.dim = params.dim;
+  s->shape.metric = static_cast<int32>(params.metric);
+  s->shape.degree = params.degree;
+  s->shape.intermediate_degree = params.intermediate_degree;
+  s->shape.seed = params.seed;
+  s->shape.entries = n;
+  if (!step(b, s) || !ship_sample(b, reinterpret_cast<const char*>(vectors), bytes)) return false;
+
+  s = request(b, kBuildTrain, 0);
+  ProgressSeen seen{progress, -1, -1};
+  if (!step(b, s, report_progress, &seen)) return false;
+  report_progress(s, &seen);  // the last report, if the answer came first
+  const int64 entries = s->count;
+  if (entries < 0 || entries > n)
+    ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                    errmsg("gknn GPU service: a graph of %lld rows with %lld entries",
+                           static_cast<long long>(n), static_cast<long long>(entries))));
+  gknn_pg::core_call([&] {
+    out->n = n;
+    out->degree = params.degree;
+    out->edges.assign(static_cast<size_t>(n) * params.degree, 0);
+    out->entries.assign(static_cast<size_t>(entries), 0);
+  });
+  if (!fetch(b, kGraphEdges, reinterpret_cast<char*>(out->edges.data()),
+             static_cast<int64>(out->edges.size() * sizeof(uint32))) ||
+      !fetch(b, kGraphEntries, reinterpret_cast<char*>(out->entries.data()),
+             static_cast<int64>(out->entries.size() * sizeof(uint32))))
+    return false;
+  gknn_service_build_end(b);
+  return true;
 }

@@ -39,6 +39,9 @@ enum RequestKind : uint32 {
   kDeltaEnd,         // the delta is complete: apply it (a new generation of the image)
   // An index build's GPU work (service_build.cpp), in a session per
   // requester that lives while the requester's `build_open` names it.
+  // A gpu_graph build (shape.kind = kImageGraph) uses the same kinds: its
+  // rows' vectors as the sample, kBuildTrain builds the graph (the reply's
+  // `count`: its entries), kBuildFetch returns kGraphEdges or kGraphEntries.
   kBuildBegin,   // open a session: the quantizer's parameters (`shape`), the sample's rows
   kBuildSample,  // a piece of the training sample (floats, at `section_offset` bytes)
   kBuildTrain,   // train on the sample; progress in the slot while it runs
@@ -105,6 +108,10 @@ enum ImageSection : uint32 {
 // TID as an id (int64).
 enum GraphSection : uint32 { kGraphEdges = 0, kGraphEntries, kGraphVectors, kGraphIds, kGraphSections };
 
+// A gpu_graph build's progress phases in the slot (gknn::graph's kPhase*
+// strings, which cannot cross processes).
+enum GraphBuildPhase : int32 { kGraphBuildKnn = 0, kGraphBuildPrune, kGraphBuildReverse, kGraphBuildConnect };
+
 // Arrays of a delta (kDeltaChunk's `section`): the changed pages
 // (IvfpqPageChange), the entries they carry, the ids shrunk pages kept.
 enum DeltaSection : uint32 {
@@ -126,7 +133,9 @@ enum SearchMode : uint32 {
 // The shape of an image (kLoadBegin), or of the quantizer a build trains
 // (kBuildBegin: `entries` is then the training sample's rows). A gpu_graph
 // image (kind kImageGraph) uses dim, metric, seed (its searches' seed),
-// entries (its rows), degree and graph_entries.
+// entries (its rows), degree and graph_entries; a gpu_graph build's
+// kBuildBegin (kind kImageGraph) dim, metric, seed (the build's), entries
+// (the rows shipped), degree and intermediate_degree.
 struct ImageShape {
   int32 kind;  // ImageKind
   int32 dim, lists, m, nbits, metric, kmeans_iters;
@@ -136,6 +145,7 @@ struct ImageShape {
   int64 pages;          // list pages in its page map
   int32 degree;         // graph: out-degree of every row
   int64 graph_entries;  // graph: the graph's entry nodes (Graph::entries)
+  int32 intermediate_degree;  // graph build: the initial kNN graph's degree (0: 2 * degree)
 };
 
 // The shape of a delta (kDeltaBegin); `key` names its target generation.
@@ -189,8 +199,9 @@ struct RequestSlot {
   // alone, read by the service, which drops every other session of the slot.
   uint64 build_id;
   uint64 build_open;
-  // Written by the service while a build request runs (gknn::ivfpq::Phase;
-  // done of total), read by the waiting requester for its progress report.
+  // Written by the service while a build request runs (gknn::ivfpq::Phase,
+  // or a graph build's GraphBuildPhase; done of total), read by the waiting requester for its progress
+  // report.
   int32 progress_phase;
   int64 progress_done, progress_total;
 

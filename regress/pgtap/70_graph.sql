@@ -52,7 +52,7 @@ SET LOCAL gknn.device = gpu;
 SELECT throws_ok($$SELECT id FROM e ORDER BY emb <-> '[1,2,3,4,5,6]' LIMIT 1$$, '55000', NULL,
                  'gknn.device = gpu: a search without the GPU service (not preloaded here), 55000');
 SELECT throws_ok($$CREATE INDEX ON e USING gpu_graph (emb) WITH (degree = 4)$$, '55000', NULL,
-                 'gknn.device = gpu: builds run on the CPU only, 55000');
+                 'gknn.device = gpu: a build without the GPU service (not preloaded here), 55000');
 SET LOCAL gknn.device = auto;
 
 -- the dataset: 50 clusters in 32 dimensions, 6000 rows
