@@ -12,13 +12,23 @@
 #     every answer checked against the CPU path; requests were batched;
 #   EXPLAIN ANALYZE: the scan's searches, batch and waits under its node;
 #   forgetting: DROP INDEX and REINDEX take the image out at commit;
-#   budget: an image larger than gknn.gpu_memory_limit: SQLSTATE 53200;
+#   builds: CREATE INDEX and REINDEX build the graph in the service; on
+#     the CPU (gknn.service = cpu) the pages equal the backend's own build's
+#     byte for byte (l2, cosine); gknn.device = gpu with a CPU service is
+#     55000; pg_cancel_backend and statement_timeout end a build waiting on
+#     the service within a second (its progress shown meanwhile) and the
+#     service stops it; the service terminated during a build: auto builds
+#     on the backend's CPU, the same pages;
+#   budget: an image larger than gknn.gpu_memory_limit: SQLSTATE 53200, and
+#     a graph build larger than it too;
 #   cancellation: with the service stopped (SIGSTOP), statement_timeout and
 #     pg_cancel_backend end a waiting graph search promptly;
 #   faults: the service terminated while a graph search waits (auto: the CPU
 #     answers); killed with SIGKILL while several graph searches wait: each
 #     ends (an answer or a clean error), none hangs, and the server serves
-#     graph searches through the service again.
+#     graph searches through the service again; killed with SIGKILL during
+#     a graph build: a clean error, no hang, and builds go through the
+#     service again.
 # It signals the service process, so it runs as root or as the server's OS
 # user; it crashes the server on purpose (last in its stage).
 #
@@ -174,6 +184,113 @@ sql -c "DROP INDEX gc_ip" >/dev/null
 check "DROP INDEX: the graph's image leaves the service at commit" \
   wait_for "NOT EXISTS (SELECT FROM gknn_service_images() WHERE index_oid = $gc_oid)"
 
+# --- builds through the service -----------------------------------------------------
+# CREATE INDEX / REINDEX ship the rows' vectors; the service builds the graph
+# (build_cpu on the CPU, build_gpu on a GPU) and the backend writes the pages.
+# On the CPU the pages must be the backend's own build's, byte for byte past
+# each page's LSN and checksum (both build_cpu with the same seed; a GPU's
+# kNN graph may differ, so on a GPU only the searches are compared).
+sql <<'SQL' >/dev/null
+CREATE EXTENSION pageinspect;
+CREATE FUNCTION index_pages(idx regclass) RETURNS text LANGUAGE sql AS $$
+  SELECT md5(string_agg(substr(get_raw_page(idx::text, b::int), 11), ''::bytea ORDER BY b))
+  FROM generate_series(0, pg_relation_size(idx) / 8192 - 1) b $$;
+SET gknn.device = cpu;
+CREATE INDEX ga_cpu ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16);
+CREATE INDEX gb_cpu ON gb USING gpu_graph (emb vector_cosine_ops) WITH (degree = 8);
+CREATE TABLE pages_cpu AS SELECT 'ga_svc' AS idx, index_pages('ga_cpu') AS md5
+  UNION ALL SELECT 'gb_svc', index_pages('gb_cpu');
+DROP INDEX ga_cpu, gb_cpu;
+-- 20000 x 16: a build that lasts (seconds on a CPU) for the cancel tests.
+SELECT setseed(0.25);
+CREATE TABLE gbig AS SELECT i AS id, ARRAY(SELECT random() FROM generate_series(1, 16) j WHERE i > 0)::float4[]::vector(16) AS emb
+  FROM generate_series(1, 20000) i;
+SQL
+on_cpu=$(status "device = 'cpu'")
+build_same() {  # build_same INDEX TABLE OPCLASS DEGREE: built through the service, the CPU build's pages
+  local before
+  before=$(status requests)
+  sql -c "CREATE INDEX $1 ON $2 USING gpu_graph (emb $3) WITH (degree = $4)" &&
+    equal t "SELECT requests >= $before + 3 FROM gknn_service_status()" || return 1
+  [ "$on_cpu" = t ] || return 0
+  equal t "SELECT index_pages('$1') = (SELECT md5 FROM pages_cpu WHERE idx = '$1')"
+}
+check "CREATE INDEX builds the graph in the service: the pages of the backend's CPU build (l2)" \
+  build_same ga_svc ga vector_l2_ops 16
+check "CREATE INDEX builds the graph in the service: the pages of the backend's CPU build (cosine)" \
+  build_same gb_svc gb vector_cosine_ops 8
+reindex_ok() {
+  local before
+  before=$(status requests)
+  sql -c "REINDEX INDEX ga_svc" && equal t "SELECT requests >= $before + 3 FROM gknn_service_status()" &&
+    { [ "$on_cpu" = f ] || equal t "SELECT index_pages('ga_svc') = (SELECT md5 FROM pages_cpu WHERE idx = 'ga_svc')"; }
+}
+check "REINDEX through the service: the same pages" reindex_ok
+check "an index built by the service answers as the CPU does" equal 0 "
+  SELECT count(*) FROM qs WHERE answer('ga', '<->', v, 40, 10, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, 10, 'cpu')"
+sql -c "DROP INDEX ga_svc, gb_svc"
+if [ "$on_cpu" = t ]; then
+  check "gknn.device = gpu with the service on the CPU: 55000" equal 55000 "
+    CREATE TEMP TABLE e (s text);
+    DO \$\$ BEGIN SET LOCAL gknn.device = gpu; CREATE INDEX gb_gpu ON gb USING gpu_graph (emb vector_cosine_ops) WITH (degree = 8);
+    INSERT INTO e VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO e VALUES (SQLSTATE); END \$\$;
+    SELECT s FROM e"
+else
+  check "gknn.device = gpu: the build runs in the service" equal t "
+    SET gknn.device = gpu; CREATE INDEX gb_gpu ON gb USING gpu_graph (emb vector_cosine_ops) WITH (degree = 8);
+    SELECT count(*) = 0 FROM qs WHERE answer('gb', '<=>', v, 40, 10, 'gpu') IS DISTINCT FROM answer('gb', '<=>', v, 40, 10, 'cpu')"
+  sql -c "DROP INDEX gb_gpu"
+fi
+
+build_big="CREATE INDEX gbig_idx ON gbig USING gpu_graph (emb vector_l2_ops) WITH (degree = 16)"
+building="(SELECT count(*) = 1 FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid)
+           WHERE p.phase = 'building index: building kNN graph' AND a.wait_event_type = 'Extension')"
+idle="(SELECT queued = 0 AND running = 0 FROM gknn_service_status())"
+cancel_build_ok() {
+  local t0 t1 pid
+  sql -c "$build_big" >"$tmp/build.out" 2>&1 &
+  local bg=$!
+  # The service's progress shows while the backend waits on its latch.
+  wait_for "$building" 200 || { wait "$bg"; return 1; }
+  pid=$(sql -c "SELECT pid FROM pg_stat_progress_create_index")
+  t0=$(ms_now)
+  sql -c "SELECT pg_cancel_backend($pid)" >/dev/null
+  wait "$bg"
+  t1=$(ms_now)
+  cat "$tmp/build.out"
+  echo "cancelled after $((t1 - t0)) ms"
+  # The service stops at the core's next progress report (up to 16384
+  # nodes of the kNN graph later).
+  grep -q 'canceling statement due to user request' "$tmp/build.out" && ((t1 - t0 < 1000)) && wait_for "$idle" 300
+}
+check "pg_cancel_backend during the service's graph build: progress shown while waiting; the build ends at once, the service stops" \
+  cancel_build_ok
+timeout_build_ok() {
+  local t0 t1 out
+  t0=$(ms_now)
+  out=$(sql -c "SET statement_timeout = 1500" -c "$build_big" 2>&1)
+  t1=$(ms_now)
+  echo "$out; $((t1 - t0)) ms"
+  grep -q 'statement timeout' <<<"$out" && ((t1 - t0 < 2500)) && wait_for "$idle" 300
+}
+check "statement_timeout during the service's graph build ends it within a second; the service stops" timeout_build_ok
+build_fallback_ok() {
+  local restarts pid
+  restarts=$(status restarts)
+  pid=$(service_pid)
+  kill -STOP "$pid"
+  sql -c "CREATE INDEX ga_fb ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16)" >"$tmp/fb.out" 2>&1 &
+  local bg=$!
+  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
+  kill -TERM "$pid"
+  kill -CONT "$pid"
+  wait "$bg" || { cat "$tmp/fb.out"; return 1; }
+  equal t "SELECT index_pages('ga_fb') = (SELECT md5 FROM pages_cpu WHERE idx = 'ga_svc')" && sql -c "DROP INDEX ga_fb" &&
+    wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
+}
+check "service terminated while a graph build waits: gknn.device = auto builds on the backend's CPU, the same pages; restarted" \
+  build_fallback_ok
+
 # --- budget ------------------------------------------------------------------------
 set_limit 10kB
 check "the budget is applied" wait_for "(SELECT memory_budget = 10240 AND memory_used <= 10240 FROM gknn_service_status())"
@@ -182,6 +299,11 @@ check "a graph image larger than the budget: SQLSTATE 53200" equal 53200 "
   DO \$\$ BEGIN PERFORM answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 1;
   INSERT INTO e VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO e VALUES (SQLSTATE); END \$\$;
   SELECT s FROM e"
+check "a graph build larger than the budget: SQLSTATE 53200" equal 53200 "
+  CREATE TEMP TABLE eb (s text);
+  DO \$\$ BEGIN CREATE INDEX ga_no ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16);
+  INSERT INTO eb VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO eb VALUES (SQLSTATE); END \$\$;
+  SELECT s FROM eb"
 "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.gpu_memory_limit" -c "SELECT pg_reload_conf()" >/dev/null
 check "the budget is back" wait_for "(SELECT memory_budget > 10240 FROM gknn_service_status())"
 
@@ -268,5 +390,28 @@ kill9_ok() {
     equal t "SELECT searches > 0 FROM gknn_service_status()"
 }
 check "SIGKILL of the service while four graph searches wait: none hangs; the server recovers and serves them again" kill9_ok
+
+# SIGKILL while a graph build waits on the service: the postmaster resets the
+# cluster; the build's session ends with a clean error, never hangs.
+kill9_build_ok() {
+  local killed s i
+  killed=$(service_pid)
+  timeout 60 "$PSQL" -X -qAt -d "$DB" -c "$build_big" >"$tmp/k9b" 2>&1 &
+  local bg=$!
+  wait_for "$building" 200 || { wait "$bg"; return 1; }
+  kill -KILL "$killed"
+  wait "$bg"
+  s=$?
+  cat "$tmp/k9b"
+  ((s != 124 && s != 0)) && grep -qi 'terminat\|crash\|connection' "$tmp/k9b" || return 1
+  for ((i = 0; i < 600; i++)); do
+    [ "$(sql -c "SELECT state = 'ready' AND pid <> $killed FROM gknn_service_status()" 2>/dev/null)" = t ] && break
+    sleep 0.1
+  done
+  sql -c "CREATE INDEX ga_after ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16)" &&
+    { [ "$on_cpu" = f ] || equal t "SELECT index_pages('ga_after') = (SELECT md5 FROM pages_cpu WHERE idx = 'ga_svc')"; }
+}
+check "SIGKILL of the service during a graph build: a clean error, no hang; the server recovers and builds through the service again" \
+  kill9_build_ok
 
 tap_end
