@@ -495,7 +495,7 @@ build_fallback_ok() {
   restarts=$(status restarts)
   pid=$(service_pid)
   kill -STOP "$pid"
-  sql -c "DROP INDEX IF EXISTS a_fb" -c "CREATE INDEX a_fb ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" \
+  sql -c "SET gknn.device = auto" -c "DROP INDEX IF EXISTS a_fb" -c "CREATE INDEX a_fb ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" \
     >"$tmp/fb.out" 2>&1 &
   local bg=$!
   wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
