@@ -5,7 +5,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <cerrno>
+#include <chrono>
 #include <system_error>
 
 namespace gknn_service {
@@ -39,11 +42,14 @@ void Executors::stop() {
 }
 
 void Executors::submit(std::uint64_t id, std::function<void()> task) {
+  bool polled;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(id, std::move(task));
+    queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+    polled = polling_;  // it takes the task, or sees it when it stops polling
   }
-  wake_.notify_one();
+  if (!polled) wake_.notify_one();
 }
 
 std::vector<std::uint64_t> Executors::finished() {
@@ -56,16 +62,54 @@ std::vector<std::uint64_t> Executors::finished() {
   return out;
 }
 
+bool Executors::poll(std::pair<std::uint64_t, std::function<void()>>* job) {
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(poll_us_.load(std::memory_order_relaxed));
+  for (;;) {
+    const bool expired = std::chrono::steady_clock::now() >= until;
+    if (expired || queued_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return false;
+      if (!queue_.empty()) {
+        *job = std::move(queue_.front());
+        queue_.pop_front();
+        queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+        polling_ = false;
+        // Another task queued while this one polled: a sleeper takes it.
+        if (!queue_.empty()) wake_.notify_one();
+        return true;
+      }
+      if (expired) {
+        polling_ = false;
+        return false;
+      }
+    }
+    sched_yield();
+  }
+}
+
+bool Executors::next(std::pair<std::uint64_t, std::function<void()>>* job) {
+  bool poller;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    poller = !polling_;
+    polling_ = true;
+  }
+  if (poller && poll(job)) return true;
+  std::unique_lock<std::mutex> lock(mu_);
+  wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+  if (stopping_) return false;
+  *job = std::move(queue_.front());
+  queue_.pop_front();
+  queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+  return true;
+}
+
 void Executors::run() {
   for (;;) {
     std::pair<std::uint64_t, std::function<void()>> job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
+    if (!next(&job)) return;
     job.second();  // never throws (the service's tasks catch everything)
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -6,11 +6,16 @@
 // locks); a task only runs core code on memory the main thread mapped for
 // it, and never throws (it catches what the core throws).
 //
+// A thread that comes free polls the queue for a while (set_poll) before
+// it sleeps (one such thread at a time): under load the next batch starts without a
+// wake-up, which costs as much as a small batch's GPU work.
+//
 // Each thread uses its own CUDA streams (the core keeps one per thread and
 // device). Threads start with every signal blocked, so PostgreSQL's handlers
 // run on the main thread only.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -36,6 +41,8 @@ class Executors {
   void stop();
 
   int threads() const { return static_cast<int>(threads_.size()); }
+  // How long a free thread polls for the next task (gknn.service_poll_us).
+  void set_poll(std::int64_t us) { poll_us_.store(us < 0 ? 0 : us, std::memory_order_relaxed); }
   // Readable when a task has finished (for the main thread's wait).
   int fd() const { return fd_; }
 
@@ -47,12 +54,19 @@ class Executors {
 
  private:
   void run();
+  // The next task (false: stopping), after polling for it when no other
+  // thread polls.
+  bool next(std::pair<std::uint64_t, std::function<void()>>* job);
+  bool poll(std::pair<std::uint64_t, std::function<void()>>* job);
 
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::pair<std::uint64_t, std::function<void()>>> queue_;
   std::vector<std::uint64_t> done_;
   bool stopping_ = false;
+  bool polling_ = false;  // a thread polls (under mu_)
+  std::atomic<int> queued_{0};
+  std::atomic<std::int64_t> poll_us_{0};  // queue_.size(), for the polling thread's peek
   int fd_ = -1;
   std::vector<std::thread> threads_;
 };

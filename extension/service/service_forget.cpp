@@ -133,6 +133,9 @@ void on_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int 
 }  // namespace
 
 bool forget_dropped_images(ServiceShared* ctl, ResidentImages* images) {
+  // An unlocked peek first: the loop calls this on every pass (while it
+  // polls too), and the lock is the one every backend's request takes.
+  if (ctl->nforgets == 0 && ctl->forget_all_before_us == 0) return false;
   ForgetRequest taken[kMaxForgets];
   SpinLockAcquire(&ctl->mutex);
   const int n = ctl->nforgets;

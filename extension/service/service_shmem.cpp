@@ -5,6 +5,8 @@
 #include "service_forget.h"
 #include "service_shmem.h"
 
+#include <sys/time.h>
+
 extern "C" {
 #include "access/twophase.h"
 #include "miscadmin.h"
@@ -18,6 +20,7 @@ extern "C" {
 
 int gknn_service_mode = GKNN_SERVICE_GPU;
 int gknn_service_memory_limit = 0;
+int gknn_service_poll_us = 1000;
 
 namespace gknn_service {
 namespace {
@@ -86,7 +89,15 @@ void register_worker() {
 
 ServiceShared* shared() { return shared_block; }
 
-int64 now_us() { return GetCurrentTimestamp(); }
+// GetCurrentTimestamp()'s value, computed here so that the service's
+// executor threads may take it too (they call nothing of PostgreSQL).
+int64 now_us() {
+  struct timeval tp;
+  gettimeofday(&tp, nullptr);
+  return (static_cast<int64>(tp.tv_sec) - (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY) *
+             USECS_PER_SEC +
+         tp.tv_usec;
+}
 
 }  // namespace gknn_service
 
@@ -108,6 +119,13 @@ void gknn_service_register() {
                           "the device's memory).",
                           "Least recently used images are evicted to make room.", &gknn_service_memory_limit,
                           0, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable(
+      "gknn.service_poll_us",
+      "How long the GPU service polls for the next request before it sleeps, after its last one.",
+      "Under load a request is then taken without waking the service (a wake-up costs about as much as a "
+      "small batch's GPU work); the service's main thread and one free executor thread keep a core busy "
+      "meanwhile. 0: sleep at once.",
+      &gknn_service_poll_us, 1000, 0, 1000000, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   if (!process_shared_preload_libraries_in_progress || gknn_service_mode == GKNN_SERVICE_OFF) return;
   gknn_service::prev_request_hook = shmem_request_hook;
   shmem_request_hook = gknn_service::request_shmem;

@@ -262,7 +262,7 @@ struct ServiceShared {
 
 // The shared block (null when the library was not preloaded).
 ServiceShared* shared();
-// Microseconds on the service's clock (GetCurrentTimestamp).
+// Microseconds on the service's clock (GetCurrentTimestamp's); any thread.
 int64 now_us();
 
 }  // namespace gknn_service

@@ -1,9 +1,16 @@
 // The GPU service's background worker: opens the devices, starts its
 // executor threads (service_executors.h), then loops: wake on its latch (a
-// request was submitted) or on the executors' fd (a batch finished); answer
+// request was submitted) or on the executors' fd (a batch finished); count
 // the finished batches; run image loads; and, while an executor is free,
 // take every submitted search and hand it out grouped by (image, probes,
-// dimension, mode) as one batched core call per group.
+// dimension, mode) as one batched core call per group. The executor answers
+// its batch's requests itself (a reply does not wait for this thread).
+//
+// Latency: each hop between processes or threads is a wake-up (tens of
+// microseconds, more on a loaded host), as long as a small batch's GPU work.
+// So the loop does not sleep while requests keep coming: for
+// gknn.service_poll_us after the last one it polls the slots (backends then set its latch without a
+// signal), and sleeps on one wait set made once.
 //
 // Dynamic batching without a timer: a lone request goes to a free executor
 // as soon as the latch wakes the worker; while every executor is busy,
@@ -14,11 +21,15 @@
 // Errors: core calls run in try/catch and become replies (a SQLSTATE and a
 // message), and no C++ exception leaves a round (std::terminate would be a
 // crash of the cluster); executor threads call nothing of PostgreSQL (the
-// main thread maps, answers and counts); nothing here raises a PostgreSQL
+// main thread maps and counts; an executor writes its requests' replies and
+// wakes their backends: the slot's spinlock and SetLatch, atomics and a
+// kill(), as service_build.cpp's progress reports); nothing here raises a PostgreSQL
 // ERROR while C++ objects are alive: dsm_attach, which may (the worker then exits and the
 // postmaster restarts it), runs with none alive. A device fault (a CUDA error
 // that may leave the context unusable) is answered and then ends the
 // worker, which the postmaster restarts with a fresh context.
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -142,6 +153,7 @@ bool open_devices(ServiceShared* ctl) {
     try {
       images = new ResidentImages(ordinals, budget_bytes(memory));
       executors = new Executors(kExecutors);
+      executors->set_poll(gknn_service_poll_us);
     } catch (const std::exception& e) {
       snprintf(reason, sizeof(reason), "the gknn service could not start: %s", e.what());
       ok = false;
@@ -176,7 +188,7 @@ struct Taken {
   dsm_segment* seg;
   char* payload;
   bool open;    // taken and not answered yet
-  bool in_job;  // handed to the executors (answered when its batch ends)
+  bool in_job;  // a build task's (answered when the task ends)
 };
 
 // One entry per slot (a slot has one request open at a time), made once, so
@@ -216,24 +228,33 @@ bool guarded(RequestSlot* s, Fn&& fn) {
   return false;
 }
 
-// Answers a request: Done or Failed by its reply code; an abandoned one is
-// simply freed. Wakes the requester either way.
-void answer(ServiceShared* ctl, Taken& t) {
-  RequestSlot* s = t.s;
-  t.open = t.in_job = false;
-  if (t.seg) dsm_detach(t.seg);
-  t.seg = nullptr;
+// Hands a written reply to its requester (any thread): Done or Failed by
+// its reply code; an abandoned request is simply freed. Wakes the requester
+// either way. The slot is the requester's again from here on.
+void deliver(RequestSlot* s) {
   s->end_us = now_us();
-  if (s->reply == kError) {
-    SpinLockAcquire(&ctl->mutex);
-    ctl->errors++;
-    SpinLockRelease(&ctl->mutex);
-  }
   SpinLockAcquire(&s->mutex);
   s->state = s->state == kAbandoned ? kFree : (s->reply == kOk || s->reply == kNeedImage ? kDone : kFailed);
   Latch* wake = s->owner_latch;
   SpinLockRelease(&s->mutex);
   if (wake) SetLatch(wake);
+}
+
+void count_errors(ServiceShared* ctl, int64 n) {
+  if (n == 0) return;
+  SpinLockAcquire(&ctl->mutex);
+  ctl->errors += n;
+  SpinLockRelease(&ctl->mutex);
+}
+
+// Answers a request (main thread): its payload unmapped, counted, delivered.
+void answer(ServiceShared* ctl, Taken& t) {
+  RequestSlot* s = t.s;
+  t.open = t.in_job = false;
+  if (t.seg) dsm_detach(t.seg);
+  t.seg = nullptr;
+  count_errors(ctl, s->reply == kError ? 1 : 0);
+  deliver(s);
 }
 
 // Adds to one of the shipping counters.
@@ -322,26 +343,36 @@ void run_load(Taken& t) {
 // One batched search: the requests of one image with the same probes,
 // dimension and mode (and k, when refined), or, for a graph, the same
 // dimension and candidate list; run by an executor thread.
+// A request of a batch: what the main thread took (the slot may carry the
+// requester's next request once this one is delivered: the batch keeps its
+// own copy, and the payload's mapping until the main thread counts it).
+struct JobRequest {
+  RequestSlot* s;
+  char* payload;
+  dsm_segment* seg;
+};
 struct SearchJob {
   std::shared_ptr<Resident> image;
-  std::vector<int> slots;
+  std::vector<JobRequest> requests;
   uint64 batch_id = 0;
   int64 busy_us = 0;
+  int64 errors = 0;
 };
 std::map<uint64, std::unique_ptr<SearchJob>> jobs;  // in flight, by batch id
 
 // The executor's part (no PostgreSQL): k is the largest asked; each
 // requester gets its prefix (the core's order is total, so a prefix of a
 // longer answer is the shorter one). Writes each request's reply into its
-// slot and payload, which the main thread mapped and keeps until it answers.
+// slot and payload (mapped by the main thread until it counts the batch)
+// and delivers it.
 void run_search(SearchJob& job) {
   const Resident& r = *job.image;
-  RequestSlot* first = taken[job.slots[0]].s;
+  RequestSlot* first = job.requests[0].s;
   const int dim = first->dim;
   int64 k = 0;
-  for (int slot : job.slots) k = std::max(k, taken[slot].s->k);
+  for (const JobRequest& q : job.requests) k = std::max(k, q.s->k);
   k = std::min<int64>(k, std::max<int64>(r.entries, 1));
-  const int64 nq = static_cast<int64>(job.slots.size());
+  const int64 nq = static_cast<int64>(job.requests.size());
   // Sized by the requests (k up to the image's entries): allocated inside
   // guarded(), so that running out of memory fails this group, not the
   // service.
@@ -369,7 +400,7 @@ void run_search(SearchJob& job) {
           "a query of " + std::to_string(dim) + " dimensions for an index of " + std::to_string(image_dim));
     queries.resize(static_cast<size_t>(nq) * dim);
     for (int64 q = 0; q < nq; ++q)
-      std::memcpy(&queries[q * dim], taken[job.slots[q]].payload, sizeof(float) * dim);
+      std::memcpy(&queries[q * dim], job.requests[q].payload, sizeof(float) * dim);
     ids.resize(static_cast<size_t>(nq * k));
     dist.resize(static_cast<size_t>(nq * k));
     if (r.kind == kImageGraph)
@@ -379,16 +410,19 @@ void run_search(SearchJob& job) {
   });
   job.busy_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
-  for (int64 q = 0; q < nq; ++q) {
-    RequestSlot* s = taken[job.slots[q]].s;
+  // The first request carries the group's error: delivered last.
+  for (int64 q = nq - 1; q >= 0; --q) {
+    RequestSlot* s = job.requests[q].s;
     if (!ok) {
       if (s != first) set_error(s, first->sqlstate, first->message);
+      ++job.errors;
+      deliver(s);
       continue;
     }
     // Rows with fewer candidates than k are padded with id -1 by the core.
     int64 n = std::min(s->k, k), count = 0;
     while (count < n && ids[q * k + count] >= 0) ++count;
-    int64* out_ids = reinterpret_cast<int64*>(taken[job.slots[q]].payload);
+    int64* out_ids = reinterpret_cast<int64*>(job.requests[q].payload);
     double* out_dist = reinterpret_cast<double*>(out_ids + count);
     std::memcpy(out_ids, &ids[q * k], sizeof(int64) * count);
     std::memcpy(out_dist, &dist[q * k], sizeof(double) * count);
@@ -397,6 +431,7 @@ void run_search(SearchJob& job) {
     s->entries = r.entries;
     s->batch_id = job.batch_id;
     s->batch_size = static_cast<int32>(nq);
+    deliver(s);
   }
 }
 
@@ -430,25 +465,39 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   r->hits += static_cast<int64>(group.size()) - 1;  // find() counted the first
   auto job = std::make_unique<SearchJob>();
   job->image = std::move(r);
-  job->slots = group;
+  job->requests.reserve(group.size());
+  for (int slot : group) job->requests.push_back({taken[slot].s, taken[slot].payload, taken[slot].seg});
   job->batch_id = ++next_batch_id;
   SearchJob* j = job.get();
   jobs[j->batch_id] = std::move(job);
-  executors->submit(j->batch_id, [j] { run_search(*j); });
-  for (int slot : group) taken[slot].in_job = true;
+  try {
+    executors->submit(j->batch_id, [j] { run_search(*j); });
+  } catch (...) {  // not queued: run_requests answers them
+    jobs.erase(j->batch_id);
+    throw;
+  }
+  // From here the batch answers these requests (taken[] forgets them; the
+  // executor cannot deliver one before this thread takes requests again).
+  for (int slot : group) {
+    taken[slot].open = false;
+    taken[slot].seg = nullptr;
+  }
 }
 
 // Answers the request of a slot (for service_build.cpp's tasks).
 void answer_slot(int slot) { answer(shared(), taken[slot]); }
 
-// A finished batch (main thread): answer its requests, count it.
+// A finished batch (main thread), its requests already answered: unmap
+// their payloads, count it.
 void complete_job(ServiceShared* ctl, SearchJob& job) {
-  for (int slot : job.slots) answer(ctl, taken[slot]);
+  for (JobRequest& q : job.requests)
+    if (q.seg) dsm_detach(q.seg);
+  count_errors(ctl, job.errors);
   Resident& r = *job.image;
   if (r.gpu) r.bytes = static_cast<int64>(r.gpu->device_bytes());  // an exact search may add its GEMM rows
   SpinLockAcquire(&ctl->mutex);
   ctl->batches++;
-  ctl->batched_queries += static_cast<int64>(job.slots.size());
+  ctl->batched_queries += static_cast<int64>(job.requests.size());
   ctl->busy_us += job.busy_us;
   SpinLockRelease(&ctl->mutex);
 }
@@ -561,7 +610,7 @@ int64 run_requests(ServiceShared* ctl, int n) {
   return searches;
 }
 
-// One pass: answer the finished batches, then take what was submitted
+// One pass: count the finished batches, then take what was submitted
 // (searches only while an executor is free). False when there was nothing.
 bool serve_round(ServiceShared* ctl) {
   bool worked = false;
@@ -601,6 +650,16 @@ void stop_executors(int, Datum) {
   if (executors) executors->stop();
 }
 
+// The loop's sleep: on the latch, the executors' fd and the postmaster,
+// one wait set for the worker's life (WaitLatchOrSocket makes one a call).
+WaitEventSet* make_wait_set() {
+  WaitEventSet* set = CreateWaitEventSet(TopMemoryContext, 3);
+  AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, nullptr);
+  AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, nullptr, nullptr);
+  if (executors) AddWaitEventToSet(set, WL_SOCKET_READABLE, executors->fd(), nullptr, nullptr);
+  return set;
+}
+
 void announce_start(ServiceShared* ctl) {
   SpinLockAcquire(&ctl->mutex);
   ctl->incarnation++;
@@ -638,6 +697,8 @@ void gknn_service_main(Datum) {
   else
     ereport(LOG, (errmsg("gknn GPU service idle: %s", ctl->reason)));
 
+  WaitEventSet* wait_set = make_wait_set();
+  int64 last_request_us = 0;
   while (!stop_requested) {
     sweep_build_sessions(ctl);  // builds that ended (service_build.cpp)
     if (ConfigReloadPending) {
@@ -651,6 +712,7 @@ void gknn_service_main(Datum) {
         }
         publish_images(ctl);
       }
+      if (executors) executors->set_poll(gknn_service_poll_us);
     }
     // Requests to a service with no device: answered with the reason.
     bool worked = false;
@@ -671,12 +733,16 @@ void gknn_service_main(Datum) {
       }
       worked = n > 0;
     }
-    if (worked) continue;  // more may have arrived while this round ran
-    if (executors)
-      (void)WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_SOCKET_READABLE | WL_EXIT_ON_PM_DEATH,
-                              executors->fd(), -1L, PG_WAIT_EXTENSION);
-    else
-      (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L, PG_WAIT_EXTENSION);
+    if (worked) {  // more may have arrived while this round ran
+      last_request_us = now_us();
+      continue;
+    }
+    if (ready && now_us() - last_request_us < gknn_service_poll_us) {
+      sched_yield();
+      continue;
+    }
+    WaitEvent event;
+    (void)WaitEventSetWait(wait_set, -1L, &event, 1, PG_WAIT_EXTENSION);
     ResetLatch(MyLatch);
   }
   // Exit code 1: the postmaster restarts the service (unless it is shutting down).
