@@ -14,7 +14,9 @@
 #   server         unpack the bundle and start PostgreSQL with benchmark
 #                  settings (once per host; later steps reuse it; run it
 #                  again after bench/gpu-check.sh, which starts its own)
-#   fashion-mnist, glove-100, synthetic-1m, synthetic-10m
+#   fashion-mnist, glove-100, synthetic-1m, synthetic-10m,
+#   fashion-mnist-targets, synthetic-1m-targets (the issues' target settings
+#                  only, 1/16/64 clients: one 10-minute call each)
 #                  bench/run-experiment.sh on that server (the dataset
 #                  prepared there, ground truth on the GPU); RUN_OPTS are
 #                  passed on (default: --duration 3 --warmup 1 --clients 1,16)
@@ -81,7 +83,8 @@ sql_bench() {  # name n dim lists m
 step() {
   case $1 in
     server) server ;;
-    fashion-mnist | glove-100 | synthetic-1m | synthetic-10m) experiment "$1" ;;
+    fashion-mnist | glove-100 | synthetic-1m | synthetic-10m | fashion-mnist-targets | synthetic-1m-targets)
+      experiment "$1" ;;
     ivfpq-1m) sql_bench ivfpq-1m 1000000 128 1024 32 ;;
     ivfpq-10m) NQ=100 sql_bench ivfpq-10m 10000000 96 4096 48 ;;
     topk) use_server && GKNN_DEVICE=gpu REPS=${REPS:-3} bench/topk/run.sh 10000000 ;;

@@ -52,8 +52,13 @@ run() {
   printf '\\set q random(1, 200)\nSELECT id FROM %s ORDER BY emb <-> (SELECT q FROM queries WHERE qid = :q) LIMIT 10;\n' \
     "$table" >"$out/query.sql"
   t0=$(service_ticks)
-  read -r tps lat < <(PGOPTIONS="$settings" pgbench -n -M prepared -f "$out/query.sql" -c "$c" -j "$c" -T "$secs" |
-    awk '/latency average/ { l = $4 } /^tps/ { t = $3 } END { print t, l }')
+  if ! PGOPTIONS="$settings" pgbench -n -M prepared -f "$out/query.sql" -c "$c" -j "$c" -T "$secs" \
+    >"$out/pgbench.log" 2>&1 || grep -q 'failed: [1-9]' "$out/pgbench.log"; then
+    echo "pgbench failed ($c clients): $(tail -n 3 "$out/pgbench.log" | tr '\n' ' ')" >&2
+    printf 'failed | - | -'
+    return 0
+  fi
+  read -r tps lat < <(awk '/latency average/ { l = $4 } /^tps/ { t = $3 } END { print t, l }' "$out/pgbench.log")
   t1=$(service_ticks)
   awk -v tps="$tps" -v lat="$lat" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v s="$secs" \
     'BEGIN { printf "%.0f | %.3f | %.2f", tps, lat, ticks / hz / s }'
@@ -65,10 +70,10 @@ main() {
     echo "# gknn service polling, $(date -u +%F), $(q -c "SELECT name FROM gknn_devices() LIMIT 1" || echo cpu)"
     echo
     echo "N=$n, dim=$dim, ${secs} s per cell, pgbench -M prepared, one random query of 200 per transaction."
-    echo "Cells: QPS | mean latency (ms) | the service's CPU seconds per second."
+    echo "Per client count: QPS, mean latency (ms), the service's CPU seconds per second."
     echo
-    echo "| index | gknn.service_poll_us | 1 client | 16 clients | 64 clients |"
-    echo "| --- | ---: | --- | --- | --- |"
+    echo "| index | gknn.service_poll_us | QPS, 1 client | ms | service CPU | QPS, 16 clients | ms | service CPU | QPS, 64 clients | ms | service CPU |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
   } >"$md"
   local poll table settings row c
   for poll in $polls; do

@@ -7,12 +7,15 @@
 // queries from the same distribution (the file's last 1,000 rows held out).
 // Builds with build_gpu on device 0 (phase times from the progress
 // callback), or also build_cpu when "cpu" is given; ground truth with the
-// exact GPU kNN; then DeviceGraph::search per ef and batch size (1, 8, 64,
-// 1000 queries per call): recall@10 and queries per second; and search_cpu
+// exact GPU kNN; then DeviceGraph::search per ef, search width (nodes
+// expanded per step: 1, 2, 4, 8) and batch size (1, 8, 64, 1000 queries
+// per call): recall@10, queries per second, and the median latency of one
+// query alone (batch 1); and search_cpu
 // at the same ef on 200 queries (recall only), the CPU path's check. Also:
 // the recall of the build's initial kNN graph (knn_graph, internal) on
 // 1,000 sampled nodes against their exact kNN, and the GPU search's recall
 // without the graph's entries (the seeded sample alone).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -176,33 +179,41 @@ int main(int argc, char** argv) {
   const gknn::graph::DeviceGraph dg_bare(bare, base, dim, gknn::Metric::L2, 0);
   std::printf("DeviceGraph upload: %.3f s, %.1f MiB\n\n", since(t0), dg.bytes() / 1048576.0);
   std::printf(
-      "| ef | recall@10 GPU | recall@10 CPU (200 q) | recall@10 GPU, no entries | QPS batch 1 | QPS batch 8 "
-      "| "
-      "QPS batch 64 | QPS batch 1000 |\n");
-  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (int ef : {16, 32, 64, 128, 256, 512}) {
-    gknn::graph::SearchParams sp;
-    sp.k = k;
-    sp.ef = ef;
-    dg.search(queries, nq, sp, ids.data(), dist.data());  // warm-up and recall
-    const double rg = recall(truth, ids, k, nq);
-    std::vector<std::int64_t> cids(200 * k);
-    std::vector<double> cd(200 * k);
-    gknn::graph::search_cpu(g, base, dim, gknn::Metric::L2, queries, 200, sp, cids.data(), cd.data());
-    const double rc = recall(truth, cids, k, 200);
-    dg_bare.search(queries, nq, sp, ids.data(), dist.data());
-    const double rb = recall(truth, ids, k, nq);
-    double qps[4];
-    int bi = 0;
-    for (std::int64_t batch : {1, 8, 64, 1000}) {
-      const std::int64_t total = batch == 1 ? 200 : nq;
-      t0 = Clock::now();
-      for (std::int64_t q = 0; q < total; q += batch)
-        dg.search(queries + q * dim, std::min(batch, total - q), sp, ids.data() + q * k, dist.data() + q * k);
-      qps[bi++] = double(total) / since(t0);
+      "| ef | width | recall@10 GPU | recall@10 CPU (200 q) | recall@10 GPU, no entries | p50 ms batch 1 | "
+      "QPS "
+      "batch 1 | QPS batch 8 | QPS batch 64 | QPS batch 1000 |\n");
+  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (int ef : {16, 32, 64, 128, 256, 512})
+    for (int width : {1, 2, 4, 8}) {
+      gknn::graph::SearchParams sp;
+      sp.k = k;
+      sp.ef = ef;
+      sp.width = width;
+      dg.search(queries, nq, sp, ids.data(), dist.data());  // warm-up and recall
+      const double rg = recall(truth, ids, k, nq);
+      std::vector<std::int64_t> cids(200 * k);
+      std::vector<double> cd(200 * k);
+      gknn::graph::search_cpu(g, base, dim, gknn::Metric::L2, queries, 200, sp, cids.data(), cd.data());
+      const double rc = recall(truth, cids, k, 200);
+      dg_bare.search(queries, nq, sp, ids.data(), dist.data());
+      const double rb = recall(truth, ids, k, nq);
+      double qps[4];
+      int bi = 0;
+      std::vector<double> alone;
+      for (std::int64_t batch : {1, 8, 64, 1000}) {
+        const std::int64_t total = batch == 1 ? 200 : nq;
+        t0 = Clock::now();
+        for (std::int64_t q = 0; q < total; q += batch) {
+          const auto t1 = Clock::now();
+          dg.search(queries + q * dim, std::min(batch, total - q), sp, ids.data() + q * k,
+                    dist.data() + q * k);
+          if (batch == 1) alone.push_back(since(t1));
+        }
+        qps[bi++] = double(total) / since(t0);
+      }
+      std::nth_element(alone.begin(), alone.begin() + alone.size() / 2, alone.end());
+      std::printf("| %d | %d | %.4f | %.4f | %.4f | %.3f | %.0f | %.0f | %.0f | %.0f |\n", ef, width, rg, rc,
+                  rb, alone[alone.size() / 2] * 1e3, qps[0], qps[1], qps[2], qps[3]);
     }
-    std::printf("| %d | %.4f | %.4f | %.4f | %.0f | %.0f | %.0f | %.0f |\n", ef, rg, rc, rb, qps[0], qps[1],
-                qps[2], qps[3]);
-  }
   return 0;
 }

@@ -150,8 +150,8 @@ void sort_row(std::uint32_t* row, int degree, const float* vectors, int dim, Met
 
 void check_search(const Graph& g, const float* vectors, int dim, Metric metric, const float* queries,
                   std::int64_t nq, const SearchParams& sp, const std::int64_t* ids, const double* distances) {
-  if (dim < 1 || dim > kMaxDim || nq < 0 || sp.k < 1 || sp.ef < 1)
-    throw Error(ErrorCode::InvalidArgument, "graph search: bad sizes (dim, nq, k or ef)");
+  if (dim < 1 || dim > kMaxDim || nq < 0 || sp.k < 1 || sp.ef < 1 || sp.width < 1 || sp.width > kMaxWidth)
+    throw Error(ErrorCode::InvalidArgument, "graph search: bad sizes (dim, nq, k, ef or width)");
   if (metric != Metric::L2 && metric != Metric::InnerProduct && metric != Metric::Cosine)
     throw Error(ErrorCode::InvalidArgument, "graph search: metric must be L2, inner product or cosine");
   if (g.n < 0 || g.edges.size() != std::size_t(g.n) * std::size_t(g.degree) || (g.n > 0 && g.degree < 1))

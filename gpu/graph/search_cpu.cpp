@@ -77,15 +77,23 @@ struct Searcher {
     list.clear();
     for (std::uint32_t e : entries)
       if (visited.insert(e)) offer(dist(metric, vectors + std::int64_t(e) * dim, q, dim), e, ef);
+    std::uint32_t picks[kMaxWidth];
     for (;;) {
-      std::size_t at = 0;
-      while (at < list.size() && list[at].expanded) ++at;
-      if (at == list.size()) break;
-      list[at].expanded = true;
-      const std::uint32_t* row = g.row(list[at].s.id);
-      for (int s = 0; s < g.degree && row[s] != kNoNode; ++s)
-        if (visited.insert(row[s]))
-          offer(dist(metric, vectors + std::int64_t(row[s]) * dim, q, dim), row[s], ef);
+      // The `width` best unexpanded nodes, picked before any is expanded
+      // (offers reorder the list).
+      int npick = 0;
+      for (std::size_t at = 0; at < list.size() && npick < sp.width; ++at)
+        if (!list[at].expanded) {
+          list[at].expanded = true;
+          picks[npick++] = list[at].s.id;
+        }
+      if (npick == 0) break;
+      for (int p = 0; p < npick; ++p) {
+        const std::uint32_t* row = g.row(picks[p]);
+        for (int s = 0; s < g.degree && row[s] != kNoNode; ++s)
+          if (visited.insert(row[s]))
+            offer(dist(metric, vectors + std::int64_t(row[s]) * dim, q, dim), row[s], ef);
+      }
     }
     int out = 0;
     for (const Entry& e : list) {
@@ -121,6 +129,7 @@ std::int64_t search_within(const Graph& g, const float* vectors, int dim, Metric
   SearchParams sp;
   sp.k = 1;
   sp.ef = ef;
+  sp.width = 1;  // builds keep their graphs whatever searches use
   Searcher s{g, vectors, dim, metric, sp, entries, exclude, {}, {}};
   std::int64_t id = -1;
   s.run(query, &id, distance);

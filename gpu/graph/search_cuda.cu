@@ -1,8 +1,8 @@
 // DeviceGraph: the graph and its vectors on one GPU, searched in batches.
 // One CTA per query runs the CPU search's algorithm (search_cpu.cpp): a
-// sorted candidate list of ef (shared memory), the first unexpanded entry
-// expanded each step (found by one warp's ballot over the list's flags),
-// its row's unvisited nodes scored by groups of eight threads with
+// sorted candidate list of ef (shared memory), the first `width` unexpanded
+// entries expanded each step (found by one warp's ballots over the list's
+// flags), their rows' unvisited nodes scored by groups of eight threads with
 // group_distance (gknn::distance's lanes and combining tree, the query in
 // shared memory; the library is built without FMA contraction, so the
 // distances equal the CPU's bit for bit), then merged into the list.
@@ -47,11 +47,13 @@ struct Shared {
   std::uint32_t bid[kMaxThreads];
   std::uint32_t hash[kHashSlots];
   int hash_count;
-  int size;   // list entries in use
-  int cur;    // which list is current
-  int pick;   // the first unexpanded entry, or -1
-  int batch;  // new candidates in bd/bid
-  int reset;  // the hash is half full: clear it before the next batch
+  int size;                         // list entries in use
+  int cur;                          // which list is current
+  int npick;                        // entries picked this step
+  std::uint32_t pick[kMaxWidth];    // their ids
+  std::uint32_t rows[kMaxThreads];  // the ids of the rows offered next
+  int batch;                        // new candidates in bd/bid
+  int reset;                        // the hash is half full: clear it before the next batch
   // The query follows (dim floats, dynamic shared memory).
 };
 
@@ -217,7 +219,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     search_kernel(const float* __restrict__ vectors, const std::uint32_t* __restrict__ edges, std::int64_t n,
                   int degree, int dim, Metric metric, const float* __restrict__ queries,
                   const std::uint32_t* __restrict__ entries, int n_entries,
-                  const std::uint8_t* __restrict__ skip, int ef, int k, bool query_in_shared,
+                  const std::uint8_t* __restrict__ skip, int ef, int k, int width, bool query_in_shared,
                   std::int64_t* __restrict__ ids, double* __restrict__ distances) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
@@ -236,30 +238,40 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (sh.reset) hash_reset(sh);
     offer_batch(sh, q, vectors, dim, metric, edges, degree, skip, entries + b, min(nt, n_entries - b), ef);
   }
+  // Rows offered per batch: as many whole rows as the CTA has threads.
+  const int rows_per_batch = nt / degree;
   for (;;) {
     if (sh.reset) hash_reset(sh);
-    if (threadIdx.x < 32) {  // the first unexpanded entry: one warp, 32 flags a step
-      const Lists& l = sh.list[sh.cur];
+    if (threadIdx.x < 32) {  // the first `width` unexpanded entries: one warp, 32 flags a ballot
+      Lists& l = sh.list[sh.cur];
       const int size = sh.size;
-      int at = -1;
-      for (int base = 0; base < size; base += 32) {
+      int found = 0;  // the same in every lane (ballots)
+      for (int base = 0; base < size && found < width; base += 32) {
         const int i = base + int(threadIdx.x);
-        const unsigned open = __ballot_sync(0xffffffffu, i < size && !(l.flag[i] & kExpanded));
-        if (open) {
-          at = base + __ffs(open) - 1;
-          break;
-        }
+        unsigned open = __ballot_sync(0xffffffffu, i < size && !(l.flag[i] & kExpanded));
+        for (; open && found < width; open &= open - 1, ++found)
+          if (threadIdx.x == 0) {
+            const int at = base + __ffs(open) - 1;
+            sh.pick[found] = l.id[at];
+            l.flag[at] |= kExpanded;
+          }
       }
-      if (threadIdx.x == 0) {
-        sh.pick = at;
-        if (at >= 0) sh.list[sh.cur].flag[at] |= kExpanded;
-      }
+      if (threadIdx.x == 0) sh.npick = found;
     }
     __syncthreads();
-    if (sh.pick < 0) break;
-    const std::uint32_t node = sh.list[sh.cur].id[sh.pick];
-    offer_batch(sh, q, vectors, dim, metric, edges, degree, skip, edges + std::int64_t(node) * degree, degree,
-                ef);
+    const int npick = sh.npick;
+    if (npick == 0) break;
+    // The picked rows, a batch of whole rows at a time: merging in pieces
+    // keeps the ef best of the same union (the list only gets better, so a
+    // node dropped once, or forgotten by a hash reset, is dropped again).
+    for (int p0 = 0; p0 < npick; p0 += rows_per_batch) {
+      if (p0 > 0 && sh.reset) hash_reset(sh);
+      const int nrows = min(rows_per_batch, npick - p0);
+      for (int t = threadIdx.x; t < nrows * degree; t += nt)
+        sh.rows[t] = edges[std::int64_t(sh.pick[p0 + t / degree]) * degree + t % degree];
+      __syncthreads();
+      offer_batch(sh, q, vectors, dim, metric, edges, degree, skip, sh.rows, nrows * degree, ef);
+    }
   }
   if (threadIdx.x == 0) {
     const Lists& l = sh.list[sh.cur];
@@ -365,8 +377,9 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
                          double* distances) const {
   if (!impl_) throw Error(ErrorCode::InvalidArgument, "DeviceGraph: search on a moved-from graph");
   const Impl& im = *impl_;
-  if (nq < 0 || sp.k < 1 || sp.ef < 1 || (nq > 0 && (!queries || !ids || !distances)))
-    throw Error(ErrorCode::InvalidArgument, "DeviceGraph: bad sizes (nq, k or ef) or missing input");
+  if (nq < 0 || sp.k < 1 || sp.ef < 1 || sp.width < 1 || sp.width > kMaxWidth ||
+      (nq > 0 && (!queries || !ids || !distances)))
+    throw Error(ErrorCode::InvalidArgument, "DeviceGraph: bad sizes (nq, k, ef or width) or missing input");
   const int ef = std::max(sp.ef, sp.k);
   if (ef > kMaxEf)
     throw Error(ErrorCode::InvalidArgument, "DeviceGraph: ef (or k) above " + std::to_string(kMaxEf));
@@ -394,7 +407,7 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
     const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
     search_kernel<<<unsigned(rows), threads, im.smem, s>>>(
         im.vectors.get(), im.edges.get(), im.host.n, im.host.degree, im.dim, im.metric,
-        dq.get() + q0 * im.dim, entries, n_entries, sp.skip ? dskip.get() : nullptr, ef, sp.k,
+        dq.get() + q0 * im.dim, entries, n_entries, sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width,
         im.query_in_shared, dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }

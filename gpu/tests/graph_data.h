@@ -11,7 +11,7 @@ namespace gknn::test {
 
 // Recall@k of search_cpu over g against exact search (CPU reference).
 inline double graph_recall(const graph::Graph& g, const std::vector<float>& x, const std::vector<float>& q,
-                           int dim, Metric metric, int k, int ef, std::uint64_t seed = 0) {
+                           int dim, Metric metric, int k, int ef, std::uint64_t seed = 0, int width = 1) {
   const std::int64_t nq = std::int64_t(q.size()) / dim;
   std::vector<std::int64_t> ids(nq * k);
   std::vector<double> d(nq * k);
@@ -19,6 +19,7 @@ inline double graph_recall(const graph::Graph& g, const std::vector<float>& x, c
   sp.k = k;
   sp.ef = ef;
   sp.seed = seed;
+  sp.width = width;
   graph::search_cpu(g, x.data(), dim, metric, q.data(), nq, sp, ids.data(), d.data());
   return recall(exact_ids(x, q, dim, k, metric), ids, k);
 }

@@ -193,6 +193,29 @@ TEST(GraphSearchCpu, ExactDistancesOrderAndSkip) {
   for (int j = 0; j < 10; ++j) EXPECT_GE(ids[j], 0);
 }
 
+// Several nodes expanded per step: the same recall floors (a wider step
+// looks at more nodes, never fewer); widths outside 1..kMaxWidth refused.
+TEST(GraphSearchCpu, WiderStepsKeepRecall) {
+  const Data d = make_data(3000, 200, kDim, 3);
+  const Graph g = build_cpu(d.base.data(), 3000, params(24));
+  const double r1 = graph_recall(g, d.base, d.queries, kDim, Metric::L2, 10, 64, 0, 1);
+  for (int width : {2, 4, kMaxWidth}) {
+    SCOPED_TRACE(width);
+    const double r = graph_recall(g, d.base, d.queries, kDim, Metric::L2, 10, 64, 0, width);
+    EXPECT_GE(r, 0.97);
+    EXPECT_GE(r, r1 - 0.01);
+  }
+  SearchParams sp;
+  std::vector<std::int64_t> ids(10);
+  std::vector<double> dist(10);
+  for (int width : {0, kMaxWidth + 1}) {
+    sp.width = width;
+    EXPECT_THROW(
+        search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), 1, sp, ids.data(), dist.data()),
+        Error);
+  }
+}
+
 TEST(GraphMaintenance, RecallAfterTwentyPercentInserts) {
   const std::int64_t n = 5000, n0 = 4000;
   const Data d = make_data(n, 200, kDim, 8);

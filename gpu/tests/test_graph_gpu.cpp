@@ -77,6 +77,40 @@ TEST(GraphGpu, SearchEqualsCpuSearch) {
   }
 }
 
+// Several nodes expanded per step: still the CPU's rows and bits, for
+// widths whose rows fit one merge and for ones merged in pieces (16 rows of
+// 24 > the 256 threads of a small batch, and > the 128 of a large one).
+TEST(GraphGpu, WiderStepsEqualCpuSearch) {
+  GKNN_NEED_GPU();
+  const Data d = make_data(4000, 300, kDim, 5);
+  const Graph g = build_cpu(d.base.data(), 4000, params(24));
+  const DeviceGraph dg(g, d.base.data(), kDim, Metric::L2, 0);
+  std::vector<std::uint8_t> skip(4000, 0);
+  for (int i = 0; i < 4000; i += 5) skip[i] = 1;
+  for (int width : {2, 4, 7, kMaxWidth})
+    for (std::int64_t nq : {1, 50, 300})
+      for (int ef : {16, 64, 300})
+        for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
+          SCOPED_TRACE(::testing::Message() << "width " << width << " nq " << nq << " ef " << ef);
+          SearchParams sp;
+          sp.k = 10;
+          sp.ef = ef;
+          sp.seed = 3;
+          sp.skip = sk;
+          sp.width = width;
+          std::vector<std::int64_t> ci(nq * 10), gi(nq * 10);
+          std::vector<double> cd(ci.size()), gd(ci.size());
+          search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), nq, sp, ci.data(), cd.data());
+          dg.search(d.queries.data(), nq, sp, gi.data(), gd.data());
+          expect_same(ci, gi, cd, gd);
+        }
+  SearchParams bad;
+  bad.width = kMaxWidth + 1;
+  std::vector<std::int64_t> ids(10);
+  std::vector<double> dist(10);
+  EXPECT_THROW(dg.search(d.queries.data(), 1, bad, ids.data(), dist.data()), Error);
+}
+
 TEST(GraphGpu, SmallGraphsAndPadding) {
   GKNN_NEED_GPU();
   for (std::int64_t n : {1, 2, 7, 9}) {

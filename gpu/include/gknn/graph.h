@@ -108,7 +108,18 @@ struct SearchParams {
   int ef = 64;                         // candidate list size; ef < k is raised to k
   std::uint64_t seed = 0;              // which nodes the search starts from
   const std::uint8_t* skip = nullptr;  // optional n flags (host): nonzero = traversed but never returned
+  // Nodes expanded per step: the `width` best unexpanded nodes of the list,
+  // their rows scored and merged as one batch (CAGRA's search width). 1 is
+  // HNSW's one at a time (fewest distances); wider takes fewer, larger steps,
+  // which is what a lone query's latency on the GPU depends on. 1..kMaxWidth.
+  // 4 (H100, bench/results/graph-width-H100-2026-11-23.md): against 1, at
+  // ef 64 on 1M x 128 the same recall (0.9957), one query 0.56 ms instead of
+  // 0.70, batches of 64 and 1000 21% and 12% more queries per second; on
+  // 60,000 x 784 one query 0.33 ms instead of 0.50, recall 0.933 against
+  // 0.917. 8 gains little more alone and loses on large batches.
+  int width = 4;
 };
+constexpr int kMaxWidth = 16;
 
 // Where a search starts (the same on the CPU and the GPU): the graph's
 // entries, then nodes picked from the seed until entry_samples(n) nodes in
