@@ -129,6 +129,9 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, con
 bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim,
                               IvfpqElement element);
 
+// Whether the GPU service serves on a GPU now (no wait: the planner asks).
+bool gknn_service_serves_gpu();
+
 // Whether gknn was preloaded with its service on (gknn.service = gpu or
 // cpu): then no backend opens CUDA, index builds included.
 bool gknn_service_preloaded();

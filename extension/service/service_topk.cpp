@@ -117,7 +117,8 @@ std::string kb(std::int64_t bytes) { return std::to_string((bytes + 1023) >> 10)
 // selection's scratch (about four words per row) and k words on both sides.
 // On the CPU: one batch and the k rows kept.
 std::int64_t session_bytes(const Session& ss) {
-  const std::int64_t batch = topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, nullptr, nullptr);
+  const std::int64_t batch =
+      topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, nullptr, nullptr);
   const std::int64_t word = 8 * (ss.program.key_limbs() + 1);
   const std::int64_t kept = word * std::min<std::int64_t>(std::max<std::int64_t>(ss.head.k, 1), 1 << 24);
   if (ss.device < 0) return batch + 2 * kept;
@@ -152,10 +153,10 @@ void run_task(Task& t) {
   try {
     switch (t.s->kind) {
       case kTopKBegin:
-        ss.topk.reset(ss.device >= 0 ? gknn::expr::make_topk_gpu(ss.program, ss.columns, ss.head.capacity,
-                                                                 ss.head.k, ss.device)
-                                     : gknn::expr::make_topk_cpu(ss.program, ss.columns, ss.head.capacity,
-                                                                 ss.head.k));
+        ss.topk.reset(
+            ss.device >= 0
+                ? gknn::expr::make_topk_gpu(ss.program, ss.columns, ss.head.capacity, ss.head.k, ss.device)
+                : gknn::expr::make_topk_cpu(ss.program, ss.columns, ss.head.capacity, ss.head.k));
         break;
       case kTopKBatch:
         rank_batch(ss, t.s, t.payload);
@@ -231,7 +232,8 @@ std::shared_ptr<Session> open_session(ResidentImages& images, const RequestSlot*
 void check_batch(const Session& ss, const RequestSlot* s, const char* payload) {
   if (!ss.topk) invalid("a batch before the session was opened");
   if (ss.finished) invalid("a batch after the finish");
-  const std::int64_t bytes = topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, nullptr, nullptr);
+  const std::int64_t bytes =
+      topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, nullptr, nullptr);
   if (!payload || s->payload_bytes < bytes) invalid("a batch shorter than its layout");
   if (s->count < 0 || s->count > ss.head.capacity) invalid("a batch of more rows than its capacity");
 }
@@ -239,7 +241,8 @@ void check_batch(const Session& ss, const RequestSlot* s, const char* payload) {
 // kTopKFinish's or kTopKFetch's row ids: `n` of them from row `from` on.
 void copy_rows(const Session& ss, RequestSlot* s, char* payload, std::int64_t from, std::int64_t n) {
   const std::int64_t total = static_cast<std::int64_t>(ss.result.size());
-  if (from < 0 || n < 0 || from > total || n > total - from || n * 8 > s->payload_bytes || (n > 0 && !payload))
+  if (from < 0 || n < 0 || from > total || n > total - from || n * 8 > s->payload_bytes ||
+      (n > 0 && !payload))
     invalid("result rows past the result or the payload");
   if (n > 0) std::memcpy(payload, ss.result.data() + from, static_cast<std::size_t>(n) * 8);
 }

@@ -35,9 +35,9 @@ struct ServiceTopK {
   uint64 id;
   dsm_segment* seg[2];
   char* buf[2];
-  int64 buf_bytes;   // each segment's
+  int64 buf_bytes;    // each segment's
   int64 batch_bytes;  // one batch's layout
-  int cur;           // the segment being filled
+  int cur;            // the segment being filled
   int64 capacity;
   int ncolumns;
   gknn::expr::ColumnSpec columns[gknn::expr::kMaxColumns];
@@ -240,7 +240,8 @@ int gknn_service_topk_finish(ServiceTopK* t, gknn::expr::EvalError* err, uint64*
   if (done != kServiceTopKOk) return done;
   const int64 total = s->count;
   const int64 per_piece = t->buf_bytes / static_cast<int64>(sizeof(uint64));
-  if (total < 0) elog(ERROR, "gknn GPU service: a GpuTopK result of %lld rows", static_cast<long long>(total));
+  if (total < 0)
+    elog(ERROR, "gknn GPU service: a GpuTopK result of %lld rows", static_cast<long long>(total));
   uint64* ids = static_cast<uint64*>(
       palloc_extended(sizeof(uint64) * Max(total, int64{1}), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
   if (!ids) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
@@ -271,3 +272,12 @@ void gknn_service_topk_end(ServiceTopK* t) {
 }
 
 const ServiceTopKTrips& gknn_service_topk_trips(const ServiceTopK* t) { return t->trips; }
+
+bool gknn_service_serves_gpu() {
+  ServiceShared* ctl = shared();
+  if (!ctl) return false;
+  SpinLockAcquire(&ctl->mutex);
+  const bool gpu = ctl->state == kReady && ctl->device >= 0;
+  SpinLockRelease(&ctl->mutex);
+  return gpu;
+}

@@ -40,7 +40,8 @@ inline TopKWireOffsets topk_wire_offsets(const TopKWireProgram& p) {
   TopKWireOffsets o;
   o.code = topk_wire_align(sizeof(TopKWireProgram));
   o.consts = topk_wire_align(o.code + std::int64_t(p.ncode) * std::int64_t(sizeof(gknn::expr::Instr)));
-  o.const_nulls = topk_wire_align(o.consts + std::int64_t(p.nconst) * std::int64_t(sizeof(gknn::expr::Value)));
+  o.const_nulls =
+      topk_wire_align(o.consts + std::int64_t(p.nconst) * std::int64_t(sizeof(gknn::expr::Value)));
   o.vectors = topk_wire_align(o.const_nulls + p.nconst);
   o.end = o.vectors + std::int64_t(p.nvectors) * std::int64_t(sizeof(float));
   return o;

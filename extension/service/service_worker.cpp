@@ -592,7 +592,7 @@ bool serve_round(ServiceShared* ctl) {
   }
   const int n =
       take_requests(ctl, static_cast<int>(jobs.size()) + build_tasks_running() + topk_tasks_running() <
-                                 executors->threads());
+                             executors->threads());
   if (n > 0) {
     for (int i = 0; i < n; ++i)
       taken[round_slots[i]].payload = map_payload(taken[round_slots[i]].s, &taken[round_slots[i]].seg);
@@ -652,7 +652,7 @@ void gknn_service_main(Datum) {
     ereport(LOG, (errmsg("gknn GPU service idle: %s", ctl->reason)));
 
   while (!stop_requested) {
-    sweep_build_sessions(ctl);  // builds that ended (service_build.cpp)
+    sweep_build_sessions(ctl);                      // builds that ended (service_build.cpp)
     if (images) sweep_topk_sessions(ctl, *images);  // GpuTopK scans that ended (service_topk.cpp)
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
