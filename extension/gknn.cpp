@@ -26,9 +26,6 @@ static const struct config_enum_entry device_options[] = {{"auto", GKNN_DEVICE_A
                                                           {"cpu", GKNN_DEVICE_CPU, false},
                                                           {nullptr, 0, false}};
 
-static const struct config_enum_entry parallel_device_options[] = {
-    {"same", GKNN_TOPK_PARALLEL_SAME, false}, {"cpu", GKNN_TOPK_PARALLEL_CPU, false}, {nullptr, 0, false}};
-
 extern "C" {
 
 void _PG_init(void) {
@@ -51,24 +48,9 @@ void _PG_init(void) {
                           &gknn_max_k, 100000, 0, INT_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
   DefineCustomRealVariable(
       "gknn.topk_gpu_setup_cost",
-      "Planner's cost of setting up GpuTopK on a GPU in one process (pinned batches, device "
-      "buffers), per query.",
+      "Planner's cost of setting up GpuTopK on a GPU (a session in the GPU service: its batches "
+      "and device buffers), per query and per participant of a parallel plan.",
       nullptr, &gknn_topk_gpu_setup_cost, 5000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
-  DefineCustomRealVariable(
-      "gknn.topk_gpu_worker_setup_cost",
-      "Planner's cost of opening the GPU in a parallel worker (a new process: CUDA context), "
-      "per query.",
-      nullptr, &gknn_topk_gpu_worker_setup_cost, 350000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr,
-      nullptr);
-  // Superuser only: `same` opens a CUDA context (device memory, about 1 s)
-  // in every parallel worker of a query, GPU memory the other sessions then
-  // lack, beyond any per-role connection limit.
-  DefineCustomEnumVariable("gknn.topk_parallel_device",
-                           "Where the participants of a parallel GpuTopK plan rank rows.",
-                           "same: as gknn.device (each worker opens the GPU itself); cpu: every participant "
-                           "uses the CPU interpreter (no GPU setup per worker).",
-                           &gknn_topk_parallel_device, GKNN_TOPK_PARALLEL_CPU, parallel_device_options,
-                           PGC_SUSET, 0, nullptr, nullptr, nullptr);
   // Superuser only: the cache holds GPU (or host) memory between queries for
   // the backend's life, outside any PostgreSQL memory accounting.
   DefineCustomIntVariable("gknn.topk_cache_mb", "Size of GpuTopK's table cache in this backend (0: off).",

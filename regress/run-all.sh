@@ -40,9 +40,12 @@
 # the same cluster, first) checks images kept fresh by deltas after inserts,
 # VACUUM and during both; stage service-graph (regress/service-graph.sh,
 # after it) gpu_graph searches through the service: answers equal to the CPU
-# path, concurrency, cancellation, the service killed. On the same cluster, stages
-# regress-svc and pgtap-svc run gpu_ivfpq's and gpu_graph's pg_regress files
-# and gpu_ivfpq's pgTAP file again.
+# path, concurrency, cancellation, the service killed; stage service-topk
+# (regress/service-topk.sh, after it) GpuTopK ranked in the service: answers
+# equal to PostgreSQL's plan, serial and parallel, cancellation, the service
+# killed. On the same cluster, stages
+# regress-svc and pgtap-svc run gpu_ivfpq's, gpu_graph's and GpuTopK's pg_regress files
+# and GpuTopK's and gpu_ivfpq's pgTAP files again.
 #
 # The asan stage builds the core library and its GoogleTest binary in
 # build/asan with GKNN_SANITIZE=address,undefined (host code instrumented,
@@ -484,12 +487,19 @@ run_service_live() {
     run_logged service-graph regress/service-graph.sh || rc=$?
   read -r p f <<<"$(count_pgtap "$(log_path service-graph)")"
   tally service-graph "$rc" "$p" "$f"
-  # The gpu_ivfpq and gpu_graph SQL suites again, with gknn preloaded: builds
-  # (gpu_ivfpq's) and searches then go through the service and must give
-  # what they give without it.
+  # GpuTopK through the service (after service-graph.sh: it too kills the
+  # service, and waits for the server to recover).
+  rc=0
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    run_logged service-topk regress/service-topk.sh || rc=$?
+  read -r p f <<<"$(count_pgtap "$(log_path service-topk)")"
+  tally service-topk "$rc" "$p" "$f"
+  # The gpu_ivfpq, gpu_graph and GpuTopK SQL suites again, with gknn
+  # preloaded: builds (gpu_ivfpq's), searches and GpuTopK's ranking then go
+  # through the service and must give what they give without it.
   run_pg_regress regress-svc ivfpq_build_same ivfpq_ddl ivfpq_delta ivfpq_maint ivfpq_search ivfpq_vacuum_full_page \
-    graph_ddl graph_maint graph_search
-  run_pgtap pgtap-svc regress/pgtap/60_ivfpq.sql
+    graph_ddl graph_maint graph_search topk_cache topk_parallel topk_plan
+  run_pgtap pgtap-svc regress/pgtap/50_topk_equivalence.sql regress/pgtap/60_ivfpq.sql
   # Index scans through the service, fuzzed (after service-live.sh, whose
   # crash of the service has been recovered from by then).
   run_sql_fuzz fuzz-svc 12

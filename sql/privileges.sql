@@ -35,10 +35,10 @@ CREATE INDEX priv_idx ON priv_t USING gpu_ivfpq (v) WITH (lists = 4, m = 1);
 -- superuser's are not.
 SET ROLE regress_gknn_user;
 SELECT q AS statement, pg_temp.try(q) AS result FROM (VALUES
-  ('SET gknn.gpu_id = 1'), ('SET gknn.topk_cache_mb = 64'), ('SET gknn.topk_parallel_device = same'),
+  ('SET gknn.gpu_id = 1'), ('SET gknn.topk_cache_mb = 64'),
   ('SET gknn.device = cpu'), ('SET gknn.ivfpq_probes = 5'), ('SET gknn.ivfpq_refine = 5'),
   ('SET gknn.max_k = 10'), ('SET gknn.enable_topk = off'), ('SET gknn.topk_min_rows = 5'),
-  ('SET gknn.topk_gpu_setup_cost = 1'), ('SET gknn.topk_gpu_worker_setup_cost = 1'),
+  ('SET gknn.topk_gpu_setup_cost = 1'),
   ($$SELECT trained FROM gknn_ivfpq_info('priv_idx')$$),
   ($$SELECT trained FROM gknn_ivfpq_info('priv_t')$$),
   ($$SELECT count(*) FROM gknn_topk_cache()$$),

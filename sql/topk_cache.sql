@@ -1,6 +1,7 @@
 -- GpuTopK's table cache: built from the all-visible pages, hit while they
 -- are unchanged, rebuilt after a change; every answer equals PostgreSQL's.
--- (gknn.device as the run sets it: the GPU's device memory on a GPU host)
+-- The cache is the backend's own, in host memory, ranked on the backend's
+-- CPU (GpuTopK's GPU work is the GPU service's, which keeps no cache yet).
 LOAD 'gknn';  -- its planner hook (a server may not preload it)
 SET gknn.topk_min_rows = 0;
 SET max_parallel_workers_per_gather = 0;
@@ -26,7 +27,7 @@ BEGIN
 END $$;
 EXPLAIN (COSTS OFF) SELECT id FROM tcache WHERE a > 10 ORDER BY b DESC NULLS LAST, id LIMIT 5;
 SELECT * FROM tk_cache('SELECT id FROM tcache WHERE a > 10 ORDER BY b DESC NULLS LAST, id LIMIT 5');
-SELECT relation::regclass, columns, device = CASE WHEN gknn_current_device() = 'cpu' THEN 'cpu' ELSE 'gpu 0' END AS device,
+SELECT relation::regclass, columns, device = 'cpu' AS device,
   cached_rows, cached_pages > 0 AS pages FROM gknn_topk_cache();
 -- other columns: an entry of their own
 SELECT * FROM tk_cache('SELECT id FROM tcache ORDER BY a, id LIMIT 7');

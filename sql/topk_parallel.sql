@@ -8,8 +8,6 @@ SET min_parallel_table_scan_size = 0;
 SET max_parallel_workers_per_gather = 2;
 SET parallel_leader_participation = on;
 SET enable_sort = off;  -- PostgreSQL's own Gather Merge over Sort loses
-SET gknn.topk_gpu_worker_setup_cost = 0;  -- as parallel_setup_cost: parallel plans on a small table
-SET gknn.topk_parallel_device = same;  -- workers on gknn.device (the GPU on a GPU host); cpu below
 CREATE TABLE tp (id int, a int4, b float8, s text, e vector(3));
 INSERT INTO tp SELECT i, (i * 7) % 13 - 6,
   CASE WHEN i % 11 = 0 THEN 'NaN' WHEN i % 17 = 0 THEN NULL ELSE (i % 23) / 3.0 END,
@@ -59,8 +57,9 @@ END
 $f$;
 SELECT * FROM topk_workers('SELECT id FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5');
 SELECT * FROM topk_workers('SELECT id FROM tp ORDER BY e <-> ''[1,1,1]'', id LIMIT 3 OFFSET 2');
--- text format: the leader's lines, then "Worker N:" lines (numbers and the
--- device vary; only the shape is shown, each distinct line once)
+-- text format: the leader's lines, then "Worker N:" lines (numbers and
+-- where they ranked vary: the GPU service where gknn is preloaded, else the
+-- backend's CPU; only the shape is shown, each distinct line once)
 CREATE FUNCTION topk_explain_shape(q text) RETURNS SETOF text LANGUAGE plpgsql AS $f$
 DECLARE
   line text;
@@ -68,9 +67,9 @@ DECLARE
 BEGIN
   FOR line IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
     line := regexp_replace(line, '(Batches: [0-9]+).*$', '\1');
-    line := regexp_replace(line, 'Device: (cpu|gpu [0-9]+)', 'Device: D');
+    line := regexp_replace(line, 'Ranked On: (service GPU [0-9]+|service CPU|backend CPU \([^)]*\))', 'Ranked On: R');
     line := regexp_replace(line, '[0-9]+', 'N', 'g');
-    CONTINUE WHEN line ~ '^ *(Bytes To Device|GPU Time|Workers Launched)' OR line = ANY (seen);
+    CONTINUE WHEN line ~ '^ *(Bytes To Device|GPU Time|Workers Launched|Service|Queue Wait)' OR line = ANY (seen);
     seen := seen || line;
     RETURN NEXT line;
   END LOOP;
@@ -82,10 +81,9 @@ SELECT * FROM topk_workers('SELECT id FROM tp WHERE a > 0 ORDER BY b DESC, id LI
 SELECT id, b FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5;
 RESET max_parallel_workers;
 
--- gknn.topk_parallel_device = cpu: no participant opens the GPU, even with
--- gknn.device = gpu (which fails on a host without one)
-SET gknn.topk_parallel_device = cpu;
-SET gknn.device = gpu;
+-- gknn.device = cpu: every participant ranks on its own CPU (with gknn
+-- preloaded too: nothing goes to the GPU service)
+SET gknn.device = cpu;
 CREATE FUNCTION topk_devices(q text) RETURNS text LANGUAGE plpgsql AS $f$
 DECLARE
   plan json;
@@ -94,15 +92,14 @@ BEGIN
   EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON, TIMING OFF) ' || q INTO plan;
   node := plan -> 0 -> 'Plan' -> 'Plans' -> 0 -> 'Plans' -> 0;
   RETURN (SELECT string_agg(DISTINCT d, ',') FROM (
-    SELECT node ->> 'Device' AS d
-    UNION ALL SELECT w ->> 'Device' FROM json_array_elements(node -> 'GpuTopK Workers') w) x);
+    SELECT node ->> 'Ranked On' AS d
+    UNION ALL SELECT w ->> 'Ranked On' FROM json_array_elements(node -> 'GpuTopK Workers') w) x);
 END
 $f$;
 SELECT topk_devices('SELECT id FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5');
 SELECT id, b FROM tp WHERE a > 0 ORDER BY b DESC, id LIMIT 5;
 DROP FUNCTION topk_devices(text);
 RESET gknn.device;
-SET gknn.topk_parallel_device = same;
 
 -- LIMIT as a parameter of a generic plan; LIMIT 0
 PREPARE q(int, int) AS SELECT id FROM tp ORDER BY a DESC, b, id LIMIT $1 OFFSET $2;

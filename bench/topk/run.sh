@@ -19,8 +19,9 @@
 #   serial    GpuTopK forced (enable_sort = off), no workers: one backend scans
 #   parallel  GpuTopK forced (enable_sort = off), GKNN_WORKERS workers: Limit
 #             over Gather Merge over a partial GpuTopK in every participant
-#   parallel-cpu  as parallel, with gknn.topk_parallel_device = cpu (the
-#             participants rank on the CPU: no CUDA context per worker)
+#   parallel-cpu  as parallel, with gknn.device = cpu (every participant
+#             ranks on its own CPU; with gknn preloaded, parallel ranks in
+#             the GPU service)
 #   cache     auto with gknn.topk_cache_mb = CACHE_MB (16384): the table
 #             cache, built by the untimed first run (its time is reported
 #             on its own), hit by the timed ones
@@ -131,7 +132,7 @@ run_config() {  # c query
     auto) time_query "SET gknn.enable_topk = on" "$2" "$WORKERS" ;;
     serial) time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" 0 ;;
     parallel) time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" "$WORKERS" ;;
-    parallel-cpu) time_query "SET gknn.enable_topk = on; SET enable_sort = off; SET gknn.topk_parallel_device = cpu" "$2" "$WORKERS" ;;
+    parallel-cpu) time_query "SET gknn.enable_topk = on; SET enable_sort = off; SET gknn.device = cpu" "$2" "$WORKERS" ;;
     cache) time_query "SET gknn.enable_topk = on; SET gknn.topk_cache_mb = ${CACHE_MB:-16384}" "$2" "$WORKERS" ;;
     *) echo "unknown configuration $1" >&2; exit 1 ;;
   esac

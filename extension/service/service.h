@@ -15,12 +15,15 @@
 //   service_worker.cpp  the worker: its loop, batching, replies
 //   service_build.cpp   the worker's side of index builds (sessions, train, encode, graph builds)
 //   service_images.*    the worker's resident images (LRU under the budget)
+//   service_topk_client.cpp  the backend side of a GpuTopK scan's ranking
+//   service_topk.*      the worker's side of GpuTopK (sessions, batches ranked on executors)
 //   service_forget.*    images of dropped, truncated or rebuilt indexes leave at commit
 //   service_status.cpp  gknn_service_status(), gknn_service_images()
 #pragma once
 
 #include "pg.h"
 
+#include "gknn/expr.h"
 #include "gknn/graph.h"
 #include "gknn/ivfpq.h"
 #include "ivfpq/ivfpq_pagemap.h"
@@ -127,6 +130,9 @@ void gknn_service_ivfpq_load(Oid index, RelFileNode node, uint64 generation, con
 bool gknn_service_ivfpq_delta(Oid index, RelFileNode node, const IvfpqDelta& delta, int code_size, int dim,
                               IvfpqElement element);
 
+// Whether the GPU service serves on a GPU now (no wait: the planner asks).
+bool gknn_service_serves_gpu();
+
 // Whether gknn was preloaded with its service on (gknn.service = gpu or
 // cpu): then no backend opens CUDA, index builds included.
 bool gknn_service_preloaded();
@@ -175,3 +181,57 @@ bool gknn_service_build_graph(const gknn::graph::BuildParams& params, const floa
 // them; an abort forgets the request. Dropped indexes and databases are
 // found by an object access hook. No-op without the service.
 void gknn_service_forget_index(Oid index);
+
+// A GpuTopK scan's ranking in the service (service_topk_client.cpp): the
+// backend (or a parallel plan's participant) opens a session with its
+// compiled program, fills batches in shared memory and ships them, then
+// fetches the k best rows' ids. The session lives in the current memory
+// context: its reset (or an ERROR) closes it.
+//
+// Each call but _batch returns kServiceTopKOk, kServiceTopKRaised (a row
+// raised in the program: *err says which, for PostgreSQL's error) or
+// kServiceTopKGone (the service stopped or restarted, with gknn.device =
+// auto: the session is closed and its memory unmapped; the rows shipped are
+// lost, the caller ranks again on its own CPU). With gknn.device = gpu a
+// service gone is an ERROR (55000); the service's errors are ERRORs with its
+// SQLSTATE (53200: the scan does not fit gknn.gpu_memory_limit). A cancel
+// while waiting gives the request up.
+enum { kServiceTopKOk = 0, kServiceTopKRaised, kServiceTopKGone };
+struct ServiceTopK;
+// A compiled program as plain pointers (the compiler's arrays).
+struct ServiceTopKProgram {
+  const gknn::expr::Instr* code;
+  int ncode;
+  const gknn::expr::Value* consts;
+  const uint8* const_nulls;
+  int nconst;
+  const float* vectors;
+  int nvectors;
+  gknn::expr::Segment qual, check;
+  const gknn::expr::SortKey* keys;
+  int nkeys;
+  const gknn::expr::ColumnSpec* columns;
+  int ncolumns;
+};
+// What the scan's trips to the service took.
+struct ServiceTopKTrips {
+  int64 requests;
+  int64 batches, rows;  // batches shipped and their rows
+  double queue_ms;      // submitted -> taken by the service
+  double service_ms;    // taken -> answered
+};
+// Opens a session keeping the k best rows, batches of `capacity` rows;
+// *device: where the service ranks them (-1: its CPU). Null when the
+// service went away (auto).
+ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& program, int64 k, int64 capacity, int* device);
+// The batch to fill (n rows of capacity; valid until the next push).
+gknn::expr::BatchView* gknn_service_topk_batch(ServiceTopK* t);
+// Ships the filled batch (after reading the answer to the previous one).
+int gknn_service_topk_push(ServiceTopK* t, gknn::expr::EvalError* err);
+// Every batch ranked: the best rows' ids, best first (*rows palloc'd,
+// *nrows of them), and the core's counters. Closes the session.
+int gknn_service_topk_finish(ServiceTopK* t, gknn::expr::EvalError* err, uint64** rows, int64* nrows,
+                             gknn::expr::TopKStats* stats);
+// Closes the session (idempotent).
+void gknn_service_topk_end(ServiceTopK* t);
+const ServiceTopKTrips& gknn_service_topk_trips(const ServiceTopK* t);

@@ -28,6 +28,8 @@ constexpr long kStartWaitMs = 30000;    // longest wait for a starting service
 
 bool exit_callback_registered = false;
 
+}  // namespace
+
 // Gives up the slot's open request (cancel, error, exit): a request not yet
 // taken is withdrawn; one being run is left to finish into the void.
 void abandon(RequestSlot* s) {
@@ -41,12 +43,15 @@ void abandon(RequestSlot* s) {
   SpinLockRelease(&s->mutex);
 }
 
+namespace {
+
 void on_backend_exit(int, Datum) {
   if (shared() && MyProc) {
     RequestSlot* s = my_slot();
     abandon(s);
     SpinLockAcquire(&s->mutex);
     s->build_open = 0;  // a build session left open: the service drops it
+    s->topk_open = 0;   // a GpuTopK session too
     SpinLockRelease(&s->mutex);
   }
 }
@@ -107,9 +112,9 @@ void acquire_slot(RequestSlot* s) {
   }
 }
 
-ReplyCode call(RequestSlot* s, WaitHook hook, void* arg) {
+bool submit(RequestSlot* s) {
   ServiceView v = view();
-  if (v.state != kReady) return kServiceGone;
+  if (v.state != kReady) return false;
   s->owner_latch = MyLatch;
   s->owner_pid = MyProcPid;
   s->incarnation = v.incarnation;
@@ -121,6 +126,11 @@ ReplyCode call(RequestSlot* s, WaitHook hook, void* arg) {
   s->state = kSubmitted;
   SpinLockRelease(&s->mutex);
   if (v.latch) SetLatch(v.latch);
+  return true;
+}
+
+ReplyCode await_reply(RequestSlot* s, WaitHook hook, void* arg) {
+  const uint64 incarnation = s->incarnation;
   for (;;) {
     SpinLockAcquire(&s->mutex);
     uint32 state = s->state;
@@ -128,13 +138,18 @@ ReplyCode call(RequestSlot* s, WaitHook hook, void* arg) {
     SpinLockRelease(&s->mutex);
     if (state == kDone || state == kFailed) return static_cast<ReplyCode>(s->reply);
     ServiceView now = view();
-    if (now.incarnation != v.incarnation || now.state != kReady) {
+    if (now.incarnation != incarnation || now.state != kReady) {
       abandon(s);
       return kServiceGone;
     }
     if (hook) hook(s, arg);
     wait_a_while(s, kCheckServiceMs);
   }
+}
+
+ReplyCode call(RequestSlot* s, WaitHook hook, void* arg) {
+  if (!submit(s)) return kServiceGone;
+  return await_reply(s, hook, arg);
 }
 
 void raise_reply_error(const RequestSlot* s) {

@@ -32,6 +32,18 @@ using WaitHook = void (*)(RequestSlot* s, void* arg);
 // and re-throws.
 ReplyCode call(RequestSlot* s, WaitHook hook = nullptr, void* arg = nullptr);
 
+// call() in two halves, for a requester that works while its request runs
+// (GpuTopK fills its next batch): submit() returns false when the service
+// is not ready (nothing submitted); await_reply() waits as call() does. The
+// slot and the request's payload are the service's in between.
+bool submit(RequestSlot* s);
+ReplyCode await_reply(RequestSlot* s, WaitHook hook = nullptr, void* arg = nullptr);
+
+// Gives up the slot's open request (cancel, error, exit): withdrawn when not
+// taken yet, else left to the service to finish into the void. Raises
+// nothing (memory context callbacks call it).
+void abandon(RequestSlot* s);
+
 // ERROR with the reply's SQLSTATE and message.
 [[noreturn]] void raise_reply_error(const RequestSlot* s);
 

@@ -65,6 +65,7 @@ void startup_shmem() {
       s->owner_latch = nullptr;
       s->payload_dsm = DSM_HANDLE_INVALID;
       s->build_open = 0;
+      s->topk_open = 0;
     }
   }
   LWLockRelease(AddinShmemInitLock);

@@ -48,10 +48,18 @@ enum RequestKind : uint32 {
   kBuildFetch,   // a piece of the trained quantizer (`section`: kCentroids or kCodebooks)
   kBuildEncode,  // `count` vectors in the payload -> their lists (int32) and codes, written over them
   kSearchGraph,  // the k best rows of one query from a resident gpu_graph image (`ef`)
+  // A GpuTopK scan's ranking (service_topk.cpp), in a session per requester
+  // that lives while the requester's `topk_open` names it (`build_id` names
+  // the session in each request).
+  kTopKBegin,   // open a session: the program, its columns, k, the batch capacity (service_topk_wire.h)
+  kTopKBatch,   // `count` rows of a batch in the payload, laid out as service_topk_wire.h says
+  kTopKFinish,  // the k best rows: their count and stats, the first row ids in the payload
+  kTopKFetch,   // `count` row ids of the result from row `section_offset` on, into the payload
 };
 
 inline bool is_build_request(uint32 kind) { return kind >= kBuildBegin && kind <= kBuildEncode; }
 inline bool is_search_request(uint32 kind) { return kind == kSearchIvfpq || kind == kSearchGraph; }
+inline bool is_topk_request(uint32 kind) { return kind >= kTopKBegin && kind <= kTopKFetch; }
 
 // The kinds of index image the service holds (ImageShape::kind, shown by
 // gknn_service_images()).
@@ -157,6 +165,18 @@ struct DeltaShape {
   int64 kept;     // ids of items shrunk pages kept
 };
 
+// What the service answers to a GpuTopK batch or finish: the first row that
+// raised an error (gknn::expr::EvalError's fields; kind 0: none), and, after
+// kTopKFinish, the core's counters (gknn::expr::TopKStats) and where it ranked.
+struct TopKOutcome {
+  int32 eval_kind;
+  int32 eval_detail[2];
+  uint64 eval_row;
+  int64 rows_scanned, rows_passed, batches, bytes_to_device;
+  double device_ms;
+  int32 device;  // -1: the service's CPU
+};
+
 constexpr int kInlineBytes = 64 * 1024;  // payload kept in the slot itself
 constexpr int kMessageBytes = 256;
 
@@ -205,6 +225,12 @@ struct RequestSlot {
   int32 progress_phase;
   int64 progress_done, progress_total;
 
+  // GpuTopK. topk_open: the session its requester has open (0: none),
+  // written by the requester alone (as build_open). topk: the outcome of a
+  // kTopKBatch or kTopKFinish, written by the service.
+  uint64 topk_open;
+  TopKOutcome topk;
+
   alignas(16) char inline_payload[kInlineBytes];
 };
 
@@ -247,6 +273,8 @@ struct ServiceShared {
   int64 deltas;       // deltas applied (an image brought to a new generation)
   int64 delta_bytes;  // bytes of deltas shipped
   int64 busy_us;      // time spent running batches
+  // GpuTopK: sessions opened, batches ranked and their rows.
+  int64 topk_sessions, topk_batches, topk_rows;
   int64 memory_budget, memory_used;
   int32 nimages;
   ShownImage images[kMaxShownImages];

@@ -65,7 +65,7 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "gknn_service_status: return type must be a row type");
-  constexpr int kCols = 22;
+  constexpr int kCols = 25;
   Datum v[kCols];
   bool nulls[kCols];
   for (int i = 0; i < kCols; ++i) nulls[i] = true;
@@ -106,6 +106,9 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
     v[19] = Int64GetDatum(c.load_bytes);
     v[20] = Int64GetDatum(c.deltas);
     v[21] = Int64GetDatum(c.delta_bytes);
+    v[22] = Int64GetDatum(c.topk_sessions);
+    v[23] = Int64GetDatum(c.topk_batches);
+    v[24] = Int64GetDatum(c.topk_rows);
     for (int i = 0; i < kCols; ++i) nulls[i] = false;
     if (!running) nulls[1] = nulls[4] = true;
     if (c.reason[0] == '\0') nulls[3] = true;

@@ -48,6 +48,7 @@
 #include "service_forget.h"
 #include "service_images.h"
 #include "service_shmem.h"
+#include "service_topk.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -583,7 +584,10 @@ int64 run_requests(ServiceShared* ctl, int n) {
         ++searches;
         continue;
       }
-      if (is_build_request(s->kind)) {  // service_build.cpp: answered now, or when its task ends
+      if (is_topk_request(s->kind)) {  // service_topk.cpp: answered now, or when its task ends
+        t.in_job = run_topk_request(*images, *executors, t.slot, s, t.payload, answer_slot);
+        if (t.in_job) continue;
+      } else if (is_build_request(s->kind)) {  // service_build.cpp: answered now, or when its task ends
         t.in_job = run_build_request(*images, *executors, t.slot, s, t.payload, answer_slot);
         if (t.in_job) continue;
       } else if (is_search_request(s->kind)) {
@@ -622,6 +626,13 @@ bool serve_round(ServiceShared* ctl) {
       worked = true;
       continue;
     }
+    if (is_topk_task(id)) {  // a GpuTopK session's open, batch or finish (service_topk.cpp)
+      bool fault = false;
+      finish_topk_task(*images, *executors, id, answer_slot, &fault);
+      if (fault) device_fault = true;
+      worked = true;
+      continue;
+    }
     auto it = jobs.find(id);
     if (it == jobs.end()) continue;
     complete_job(ctl, *it->second);
@@ -629,7 +640,8 @@ bool serve_round(ServiceShared* ctl) {
     worked = true;
   }
   const int n =
-      take_requests(ctl, static_cast<int>(jobs.size()) + build_tasks_running() < executors->threads());
+      take_requests(ctl, static_cast<int>(jobs.size()) + build_tasks_running() + topk_tasks_running() <
+                             executors->threads());
   if (n > 0) {
     for (int i = 0; i < n; ++i)
       taken[round_slots[i]].payload = map_payload(taken[round_slots[i]].s, &taken[round_slots[i]].seg);
@@ -670,6 +682,7 @@ void announce_start(ServiceShared* ctl) {
   ctl->requests = ctl->searches = ctl->batches = ctl->batched_queries = 0;
   ctl->loads = ctl->evictions = ctl->errors = ctl->busy_us = 0;
   ctl->load_bytes = ctl->deltas = ctl->delta_bytes = 0;
+  ctl->topk_sessions = ctl->topk_batches = ctl->topk_rows = 0;
   ctl->nimages = 0;
   ctl->memory_used = 0;
   SpinLockRelease(&ctl->mutex);
@@ -700,7 +713,8 @@ void gknn_service_main(Datum) {
   WaitEventSet* wait_set = make_wait_set();
   int64 last_request_us = 0;
   while (!stop_requested) {
-    sweep_build_sessions(ctl);  // builds that ended (service_build.cpp)
+    sweep_build_sessions(ctl);                      // builds that ended (service_build.cpp)
+    if (images) sweep_topk_sessions(ctl, *images);  // GpuTopK scans that ended (service_topk.cpp)
     if (ConfigReloadPending) {
       ConfigReloadPending = false;
       ProcessConfigFile(PGC_SIGHUP);

@@ -18,9 +18,6 @@ extern bool gknn_enable_topk;
 extern int gknn_topk_min_rows;
 extern int gknn_max_k;
 extern double gknn_topk_gpu_setup_cost;
-extern double gknn_topk_gpu_worker_setup_cost;
-enum GknnTopKParallelDevice { GKNN_TOPK_PARALLEL_SAME, GKNN_TOPK_PARALLEL_CPU };
-extern int gknn_topk_parallel_device;  // GUC gknn.topk_parallel_device
 
 void gknn_topk_register(void);  // _PG_init: hook and CustomScan methods
 

@@ -13,17 +13,30 @@
 // skips those already checked; if that runs out too, a last round filters
 // during the scan and skips the rows already returned.
 //
+// Where the rows are ranked: where gknn is preloaded (the GPU service runs),
+// every round's batches go to the service, which ranks them on its GPU (or
+// its CPU with gknn.service = cpu) and sends back the k best row ids; no
+// backend or parallel worker opens CUDA for GpuTopK. Otherwise, and with
+// gknn.device = cpu, the table cache (a backend's own) or a shape the GPU
+// kernels do not take, the backend's CPU interpreter ranks them. Both give
+// the same rows in the same order. A service that stops during a round
+// (gknn.device = auto) leaves the round to the backend's CPU: the rows it
+// had been sent are read again (the runs of blocks this participant
+// scanned, which it remembers) and the scan goes on; gknn.device = gpu
+// raises 55000 instead.
+//
 // In a parallel plan (Limit over Gather Merge over this node) every
 // participant runs the same node over its share of the heap (a parallel
 // table scan in the node's DSM chunk), returns its own best LIMIT + OFFSET
 // rows in order, and leaves OFFSET and LIMIT to the Limit above. Each
-// participant opens the GPU itself, lazily, when its scan starts; errors in
-// a worker (SQL or core) are ordinary errors there, which PostgreSQL
-// re-raises in the leader.
+// participant opens its own session with the service (its own request
+// slot); errors in a worker (SQL or core) are ordinary errors there, which
+// PostgreSQL re-raises in the leader.
 #include <cstring>
 
 #include "core_call.h"
 #include "device.h"
+#include "service/service.h"
 #include "topk_cache.h"
 #include "topk_state.h"
 #include "types/vector.h"
@@ -262,11 +275,54 @@ void rank_call(TopKScanState* s, F&& f) {
   s->round_rank_ms += ms_since(start);
 }
 
+void fall_back_to_cpu(TopKScanState* s);
+
+// The batch being filled: the service session's, or the backend TopK's.
+gknn::expr::BatchView* next_batch(TopKScanState* s) {
+  if (s->remote) return gknn_service_topk_batch(s->remote);
+  gknn::expr::BatchView* b = nullptr;
+  rank_call(s, [&] { b = &s->topk->next_batch(); });
+  return b;
+}
+
 void push_batch(TopKScanState* s) {
   gknn::expr::EvalError err;
+  if (s->remote) {  // waiting for the service counts as ranking too
+    instr_time start;
+    INSTR_TIME_SET_CURRENT(start);
+    const int r = gknn_service_topk_push(s->remote, &err);
+    s->round_rank_ms += ms_since(start);
+    if (r == kServiceTopKRaised) raise_eval_error(err);
+    if (r == kServiceTopKGone) fall_back_to_cpu(s);
+    return;
+  }
   bool ok = true;
   rank_call(s, [&] { ok = s->topk->push(err); });
   if (!ok) raise_eval_error(err);
+}
+
+// Remembers a row shipped to the service, as runs of rows in consecutive
+// blocks (first and last row id): a participant's blocks come in runs
+// (parallel scans hand out chunks; a sync scan wraps once), and every row
+// of a block it scanned within a run is its own.
+void note_shipped(TopKScanState* s, uint64 id) {
+  if (s->nshipped > 0) {
+    uint64* last = &s->shipped[2 * (s->nshipped - 1)];
+    const uint64 block = id >> 16, last_block = last[1] >> 16;
+    if (id > last[1] && (block == last_block || block == last_block + 1)) {
+      last[1] = id;
+      return;
+    }
+  }
+  if (s->nshipped == s->capshipped) {
+    const int cap = Max(64, 2 * s->capshipped);
+    MemoryContext cxt = s->css.ss.ps.state->es_query_cxt;
+    s->shipped = static_cast<uint64*>(s->shipped ? repalloc(s->shipped, sizeof(uint64) * 2 * cap)
+                                                 : MemoryContextAlloc(cxt, sizeof(uint64) * 2 * cap));
+    s->capshipped = cap;
+  }
+  s->shipped[2 * s->nshipped] = s->shipped[2 * s->nshipped + 1] = id;
+  ++s->nshipped;
 }
 
 AttrNumber max_attno(const TopKEmitter* em) {
@@ -279,15 +335,16 @@ AttrNumber max_attno(const TopKEmitter* em) {
 void add_row(TopKScanState* s, const TopKEmitter* em, TupleTableSlot* slot, AttrNumber natts,
              gknn::expr::BatchView*& b) {
   ExprContext* ec = s->css.ss.ps.ps_ExprContext;
-  if (!b) rank_call(s, [&] { b = &s->topk->next_batch(); });  // on the first row: a cache hit may need none
+  if (!b) b = next_batch(s);  // on the first row: a cache hit may need none
   slot_getsomeattrs(slot, natts);
   MemoryContext old = MemoryContextSwitchTo(ec->ecxt_per_tuple_memory);
   deform_row(em, slot, b, b->n++);
   MemoryContextSwitchTo(old);
+  if (s->remote) note_shipped(s, b->row_ids[b->n - 1]);
   if (b->n == b->capacity) {
-    push_batch(s);
+    push_batch(s);  // after a fall back to the CPU, b is the CPU's next
     CHECK_FOR_INTERRUPTS();
-    rank_call(s, [&] { b = &s->topk->next_batch(); });
+    b = next_batch(s);
   }
 }
 
@@ -430,10 +487,205 @@ void add_times(TopKTimes* to, const TopKTimes& from) {
   to->rank_ms += from.rank_ms;
 }
 
+void set_why(TopKPlace* place, const char* why) { strlcpy(place->why, why, sizeof(place->why)); }
+
+// The backend's CPU TopK of the round's program.
+void make_cpu_topk(TopKScanState* s, const TopKEmitter* em, int64 k) {
+  const int64 cap = batch_capacity(em, false);
+  rank_call(s, [&] {
+    gknn::expr::Program p;
+    std::vector<ColumnSpec> cols;
+    build_program(em, p, cols);
+    s->topk = gknn::expr::make_topk_cpu(p, cols, cap, k);
+  });
+}
+
+// Rows per batch shipped to the service: about 8 MB of shared memory per
+// batch (two per participant), 1024 to 2^18 rows.
+int64 service_capacity(const TopKEmitter* em) {
+  int64 row_bytes = 8;
+  for (int c = 0; c < em->ncolumns; ++c)
+    row_bytes += 1 + (em->columns[c].type == Type::Vector ? 4 + 4 * int64(em->columns[c].dim) : 8);
+  return Max(int64(1024), Min(int64(1) << 18, (int64(8) << 20) / row_bytes));
+}
+
+// Opens the round's session with the service; false when it went away
+// meanwhile (gknn.device = auto).
+bool start_service_round(TopKScanState* s, const TopKEmitter* em, int64 k) {
+  ServiceTopKProgram prog;
+  prog.code = em->code;
+  prog.ncode = em->ncode;
+  prog.consts = em->consts;
+  prog.const_nulls = em->const_nulls;
+  prog.nconst = em->nconst;
+  prog.vectors = em->vectors;
+  prog.nvectors = em->nvectors;
+  prog.qual = em->qual;
+  prog.check = em->check;
+  prog.keys = em->keys;
+  prog.nkeys = em->nkeys;
+  prog.columns = em->columns;
+  prog.ncolumns = em->ncolumns;
+  // The session goes with this context (deleted at the round's end, or with
+  // the query's after an ERROR), so rescans do not pile sessions up.
+  s->remote_cxt = AllocSetContextCreate(s->css.ss.ps.state->es_query_cxt, "GpuTopK service session",
+                                        ALLOCSET_SMALL_SIZES);
+  MemoryContext old = MemoryContextSwitchTo(s->remote_cxt);
+  int device = -1;
+  instr_time start;
+  INSTR_TIME_SET_CURRENT(start);
+  s->remote = gknn_service_topk_begin(prog, k, service_capacity(em), &device);
+  s->round_rank_ms += ms_since(start);
+  MemoryContextSwitchTo(old);
+  s->place.device = device;
+  return s->remote != nullptr;
+}
+
+// Where the round ranks, and starts it there (s->remote or s->topk): the
+// GPU service where it serves (gknn_service_route: gknn.device = gpu needs
+// it on a GPU, else 55000), else the backend's CPU. The backend's CPU also
+// ranks a round that uses the table cache (a backend's own, never with
+// gknn.device = gpu), and, on a GPU service, a shape its kernels do not
+// take (as a backend with its own GPU did). Returns whether the table cache
+// is used.
+bool start_round(TopKScanState* s, const TopKEmitter* em, int64 k) {
+  TopKPlace& place = s->place;
+  memset(&place, 0, sizeof(place));
+  place.device = -1;
+  s->nshipped = 0;
+  const bool cache = !s->partial && s->other_quals == NIL && gknn_device_mode != GKNN_DEVICE_GPU &&
+                     topk_cache_usable(s->css.ss.ss_currentRelation, s->css.ss.ps.state->es_snapshot);
+  ServiceRoute route{false, -1, "the table cache (gknn.topk_cache_mb)"};
+  if (!cache) route = gknn_service_route();
+  bool supported = true;
+  rank_call(s, [&] {
+    gknn::expr::Program p;
+    std::vector<ColumnSpec> cols;
+    build_program(em, p, cols);
+    gknn::expr::validate(p, cols);
+    supported = gknn::expr::gpu_supports(p, k);
+  });
+  if (route.use_service && (route.device < 0 || supported)) {
+    if (start_service_round(s, em, k)) {
+      place.service = true;
+      return false;
+    }
+    route.why = "the gknn service is not running";
+  } else if (route.use_service) {
+    route.why = "a shape the GPU kernels do not take";
+  }
+  set_why(&place, route.why);
+  make_cpu_topk(s, em, k);
+  return cache;
+}
+
+// Adds the session's trips into the node's totals.
+void absorb_trips(TopKScanState* s) {
+  const ServiceTopKTrips& t = gknn_service_topk_trips(s->remote);
+  s->trips.requests += t.requests;
+  s->trips.batches += t.batches;
+  s->trips.rows += t.rows;
+  s->trips.queue_ms += t.queue_ms;
+  s->trips.service_ms += t.service_ms;
+}
+
+// The rows shipped to the service in this round, read again into the
+// backend's TopK: the runs note_shipped kept, under the same snapshot, the
+// other quals run again where the round filters. Rows Scanned counts them
+// once.
+void rescan_shipped(TopKScanState* s, const TopKEmitter* em) {
+  Relation rel = s->css.ss.ss_currentRelation;
+  ExprContext* ec = s->css.ss.ps.ps_ExprContext;
+  const AttrNumber natts = max_attno(em);
+  TupleTableSlot* slot = table_slot_create(rel, nullptr);
+  TableScanDesc scan = table_beginscan_strat(rel, s->css.ss.ps.state->es_snapshot, 0, nullptr, true, false);
+  const int runs = s->nshipped;
+  s->nshipped = 0;
+  gknn::expr::BatchView* b = nullptr;
+  for (int i = 0; i < runs; ++i) {
+    const uint64 first = s->shipped[2 * i], last = s->shipped[2 * i + 1];
+    const BlockNumber from = static_cast<BlockNumber>(first >> 16), to = static_cast<BlockNumber>(last >> 16);
+    table_rescan(scan, nullptr);
+    heap_setscanlimits(scan, from, to - from + 1);
+    while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
+      const uint64 id = gknn::expr::make_row_id(ItemPointerGetBlockNumber(&slot->tts_tid),
+                                                ItemPointerGetOffsetNumber(&slot->tts_tid));
+      if (id < first || id > last) continue;
+      ResetExprContext(ec);
+      if (s->round_filter && s->residual) {
+        ec->ecxt_scantuple = slot;
+        if (!ExecQual(s->residual, ec)) continue;
+      }
+      add_row(s, em, slot, natts, b);
+    }
+  }
+  if (b && b->n > 0) push_batch(s);
+  table_endscan(scan);
+  ExecDropSingleTupleTableSlot(slot);
+}
+
+// The service stopped during the round (gknn.device = auto; gpu raised
+// 55000): the backend's CPU ranks the round, starting with the rows the
+// service had; the scan then goes on.
+void fall_back_to_cpu(TopKScanState* s) {
+  absorb_trips(s);
+  s->remote = nullptr;  // closed and unmapped by the client
+  s->place.fell_back = true;
+  set_why(&s->place, "the service stopped during the scan");
+  ereport(LOG,
+          (errmsg("gknn: the GPU service stopped during a GpuTopK scan; it goes on on the backend's CPU")));
+  make_cpu_topk(s, s->round_em, s->round_topk_k);
+  rescan_shipped(s, s->round_em);
+}
+
+// The round's rows, best first, from the service or the backend's TopK
+// (palloc'd ids); its counters into *stats.
+void finish_round(TopKScanState* s, uint64** ids, int64* n, gknn::expr::TopKStats* stats) {
+  gknn::expr::EvalError err;
+  *ids = nullptr;
+  *n = 0;
+  if (s->remote) {
+    instr_time start;
+    INSTR_TIME_SET_CURRENT(start);
+    const int r = gknn_service_topk_finish(s->remote, &err, ids, n, stats);
+    s->round_rank_ms += ms_since(start);
+    if (r == kServiceTopKGone) {
+      fall_back_to_cpu(s);  // then finished below
+    } else {
+      absorb_trips(s);
+      s->remote = nullptr;
+      if (r == kServiceTopKRaised) raise_eval_error(err);
+      return;
+    }
+  }
+  bool ok = true;
+  std::vector<gknn::expr::Selected>* rows = nullptr;
+  rank_call(s, [&] {
+    ok = s->topk->finish(err);
+    if (ok) rows = new std::vector<gknn::expr::Selected>(s->topk->result());
+    *stats = s->topk->stats();
+  });
+  if (!ok) raise_eval_error(err);
+  const int64 count = static_cast<int64>(rows->size());
+  uint64* out = static_cast<uint64*>(
+      palloc_extended(sizeof(uint64) * Max(count, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
+  gknn_pg::core_call([&] {
+    if (out)
+      for (int64 j = 0; j < count; ++j) out[j] = (*rows)[j].row_id();
+    delete rows;
+    delete s->topk;
+    s->topk = nullptr;
+  });
+  if (!out) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+  *ids = out;
+  *n = count;
+}
+
 // One scan: the best k rows (by the compiled quals, and by the other quals
 // too when `filter`) into s->row_ids.
 void run_round(TopKScanState* s, int64 k, bool filter) {
   const int64 heap_rows_before = s->heap_rows;
+  const ServiceTopKTrips trips_before = s->trips;
   instr_time start;
   INSTR_TIME_SET_CURRENT(start);
   s->round_rank_ms = 0;
@@ -441,55 +693,26 @@ void run_round(TopKScanState* s, int64 k, bool filter) {
   ++s->run_rounds;
   TopKEmitter em;
   compile_program(s, &em);
-  // gknn.topk_parallel_device = cpu: a parallel plan's participants never
-  // open the GPU.
-  int device = s->partial && gknn_topk_parallel_device == GKNN_TOPK_PARALLEL_CPU ? -1 : gknn_resolve_device();
-  const int64 cap_gpu = batch_capacity(&em, true), cap_cpu = batch_capacity(&em, false);
-  rank_call(s, [&] {
-    gknn::expr::Program p;
-    std::vector<ColumnSpec> cols;
-    build_program(&em, p, cols);
-    gknn::expr::validate(p, cols);
-    if (device >= 0 && !gknn::expr::gpu_supports(p, k)) device = -1;
-    s->topk = device >= 0 ? gknn::expr::make_topk_gpu(p, cols, cap_gpu, k, device)
-                          : gknn::expr::make_topk_cpu(p, cols, cap_cpu, k);
-  });
-  s->device = device;
+  s->round_em = &em;
+  s->round_topk_k = k;
+  s->round_filter = filter;
   s->cache = TOPK_CACHE_UNUSED;
   if (gknn_topk_cache_mb == 0) topk_cache_reset();  // turned off: its memory goes
-  // The table cache: a serial scan whose quals all run in the program.
-  if (!s->partial && s->other_quals == NIL &&
-      topk_cache_usable(s->css.ss.ss_currentRelation, s->css.ss.ps.state->es_snapshot))
-    scan_with_cache(s, &em, device);
+  if (start_round(s, &em, k))
+    scan_with_cache(s, &em, -1);
   else
     scan_heap(s, &em, filter);
-  gknn::expr::EvalError err;
-  bool ok = true;
-  int64 n = 0;
   uint64* ids = nullptr;
-  std::vector<gknn::expr::Selected>* rows = nullptr;
+  int64 n = 0;
   gknn::expr::TopKStats run_stats;
-  rank_call(s, [&] {
-    ok = s->topk->finish(err);
-    if (ok) rows = new std::vector<gknn::expr::Selected>(s->topk->result());
-    run_stats = s->topk->stats();
-  });
+  finish_round(s, &ids, &n, &run_stats);
   // EXPLAIN ANALYZE's numbers are totals over the node's runs (rescans).
   add_stats(&s->stats, run_stats);
   const TopKTimes run_times{ms_since(start) - s->round_rank_ms, s->round_rank_ms};
   add_times(&s->times, run_times);
-  if (!ok) raise_eval_error(err);
-  n = static_cast<int64>(rows->size());
-  ids =
-      static_cast<uint64*>(palloc_extended(sizeof(uint64) * Max(n, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
-  gknn_pg::core_call([&] {
-    if (ids)
-      for (int64 j = 0; j < n; ++j) ids[j] = (*rows)[j].row_id();
-    delete rows;
-    delete s->topk;
-    s->topk = nullptr;
-  });
-  if (!ids) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+  if (s->remote_cxt) MemoryContextDelete(s->remote_cxt);  // the session, closed
+  s->remote_cxt = nullptr;
+  s->round_em = nullptr;
   if (s->row_ids) pfree(s->row_ids);
   s->row_ids = ids;
   s->nrows = n;
@@ -497,10 +720,15 @@ void run_round(TopKScanState* s, int64 k, bool filter) {
   if (s->shared && IsParallelWorker() && ParallelWorkerNumber < s->shared->nworkers) {
     TopKWorkerStats* w = &s->shared->workers[ParallelWorkerNumber];  // this worker's slot: no lock
     w->ran = true;
-    w->device = s->device;
+    w->place = s->place;
     w->heap_rows += s->heap_rows - heap_rows_before;
     add_stats(&w->stats, run_stats);
     add_times(&w->times, run_times);
+    w->trips.requests += s->trips.requests - trips_before.requests;
+    w->trips.batches += s->trips.batches - trips_before.batches;
+    w->trips.rows += s->trips.rows - trips_before.rows;
+    w->trips.queue_ms += s->trips.queue_ms - trips_before.queue_ms;
+    w->trips.service_ms += s->trips.service_ms - trips_before.service_ms;
   }
 }
 
@@ -646,7 +874,12 @@ void copy_worker_stats(dsm_segment* seg, Datum arg) {
       TopKWorkerStats& to = s->worker_stats[i];
       if (!from.ran) continue;
       to.ran = true;
-      to.device = from.device;
+      to.place = from.place;
+      to.trips.requests += from.trips.requests;
+      to.trips.batches += from.trips.batches;
+      to.trips.rows += from.trips.rows;
+      to.trips.queue_ms += from.trips.queue_ms;
+      to.trips.service_ms += from.trips.service_ms;
       to.heap_rows += from.heap_rows;
       add_stats(&to.stats, from.stats);
       add_times(&to.times, from.times);

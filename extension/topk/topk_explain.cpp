@@ -1,8 +1,10 @@
 // EXPLAIN for GpuTopK: where each qual runs (Compiled Filter: the program,
 // on the device; Filter: PostgreSQL during the scan; Recheck Filter:
 // PostgreSQL over the fetched candidates), the ORDER BY keys, and with
-// ANALYZE the device, k, rows scanned and passing, batches, bytes moved,
-// GPU time, and a recheck's rounds and candidates. In a parallel plan the
+// ANALYZE where the rows were ranked (Ranked On: the GPU service's GPU or
+// CPU, or the backend's CPU and why), k, rows scanned and passing, batches,
+// the batches shipped to the service and its queue wait and service time,
+// bytes moved, GPU time, and a recheck's rounds and candidates. In a parallel plan the
 // lines are the leader's own (as Sort reports its method), followed by one
 // line (text) or group per worker.
 #include "topk_state.h"
@@ -35,13 +37,36 @@ void show_keys(TopKScanState* s, List* ctx, ExplainState* es) {
   ExplainPropertyList("Order By", out, es);
 }
 
+// "service GPU 0", "service CPU", "backend CPU (why)", or the service's
+// place followed by ", then backend CPU (why)" when it stopped midway.
+const char* ranked_on(const TopKPlace& p) {
+  const char* service = p.device >= 0 ? psprintf("service GPU %d", p.device) : "service CPU";
+  if (!p.service) return psprintf("backend CPU (%s)", p.why);
+  if (p.fell_back) return psprintf("%s, then backend CPU (%s)", service, p.why);
+  return service;
+}
+
+bool on_gpu(const TopKPlace& p) { return p.service && !p.fell_back && p.device >= 0; }
+
+void show_trips(const ServiceTopKTrips& t, ExplainState* es) {
+  if (t.requests == 0) return;
+  ExplainPropertyInteger("Service Batches", nullptr, t.batches, es);
+  ExplainPropertyInteger("Service Rows", nullptr, t.rows, es);
+  ExplainPropertyInteger("Service Requests", nullptr, t.requests, es);
+  if (es->timing) {
+    ExplainPropertyFloat("Queue Wait Time", "ms", t.queue_ms, 3, es);
+    ExplainPropertyFloat("Service Time", "ms", t.service_ms, 3, es);
+  }
+}
+
 void show_run(TopKScanState* s, ExplainState* es) {
-  ExplainPropertyText("Device", s->device >= 0 ? psprintf("gpu %d", s->device) : "cpu", es);
+  ExplainPropertyText("Ranked On", ranked_on(s->place), es);
   if (s->k != PG_INT64_MAX) ExplainPropertyInteger("K", nullptr, s->k, es);
   ExplainPropertyInteger("Rows Scanned", nullptr, s->heap_rows, es);
   ExplainPropertyInteger("Rows Passed", nullptr, s->stats.rows_passed, es);
   ExplainPropertyInteger("Batches", nullptr, s->stats.batches, es);
-  if (s->device >= 0) {
+  show_trips(s->trips, es);
+  if (on_gpu(s->place)) {
     ExplainPropertyInteger("Bytes To Device", "bytes", s->stats.bytes_to_device, es);
     if (es->timing) ExplainPropertyFloat("GPU Time", "ms", s->stats.device_ms, 3, es);
   }
@@ -65,11 +90,17 @@ void show_worker(int n, const TopKWorkerStats& w, ExplainState* es) {
   if (es->format == EXPLAIN_FORMAT_TEXT) {
     appendStringInfoSpaces(es->str, es->indent * 2);
     appendStringInfo(es->str,
-                     "Worker %d:  Device: %s  Rows Scanned: " INT64_FORMAT "  Rows Passed: " INT64_FORMAT
+                     "Worker %d:  Ranked On: %s  Rows Scanned: " INT64_FORMAT "  Rows Passed: " INT64_FORMAT
                      "  Batches: " INT64_FORMAT,
-                     n, w.device >= 0 ? psprintf("gpu %d", w.device) : "cpu", w.heap_rows,
-                     w.stats.rows_passed, w.stats.batches);
-    if (w.device >= 0) {
+                     n, ranked_on(w.place), w.heap_rows, w.stats.rows_passed, w.stats.batches);
+    if (w.trips.requests > 0) {
+      appendStringInfo(es->str, "  Service Batches: " INT64_FORMAT "  Service Rows: " INT64_FORMAT,
+                       w.trips.batches, w.trips.rows);
+      if (es->timing)
+        appendStringInfo(es->str, "  Queue Wait: %.3f ms  Service Time: %.3f ms", w.trips.queue_ms,
+                         w.trips.service_ms);
+    }
+    if (on_gpu(w.place)) {
       appendStringInfo(es->str, "  Bytes To Device: " INT64_FORMAT "kB",
                        (w.stats.bytes_to_device + 1023) / 1024);
       if (es->timing) appendStringInfo(es->str, "  GPU Time: %.3f ms", w.stats.device_ms);
@@ -81,11 +112,12 @@ void show_worker(int n, const TopKWorkerStats& w, ExplainState* es) {
   }
   ExplainOpenGroup("Worker", nullptr, true, es);
   ExplainPropertyInteger("Worker Number", nullptr, n, es);
-  ExplainPropertyText("Device", w.device >= 0 ? psprintf("gpu %d", w.device) : "cpu", es);
+  ExplainPropertyText("Ranked On", ranked_on(w.place), es);
   ExplainPropertyInteger("Rows Scanned", nullptr, w.heap_rows, es);
   ExplainPropertyInteger("Rows Passed", nullptr, w.stats.rows_passed, es);
   ExplainPropertyInteger("Batches", nullptr, w.stats.batches, es);
-  if (w.device >= 0) {
+  show_trips(w.trips, es);
+  if (on_gpu(w.place)) {
     ExplainPropertyInteger("Bytes To Device", "bytes", w.stats.bytes_to_device, es);
     if (es->timing) ExplainPropertyFloat("GPU Time", "ms", w.stats.device_ms, 3, es);
   }

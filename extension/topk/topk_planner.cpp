@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "device.h"
+#include "service/service.h"
 #include "topk.h"
 #include "topk_cache.h"
 
@@ -51,14 +52,6 @@ bool gknn_enable_topk = true;
 int gknn_topk_min_rows = 10000;
 int gknn_max_k = 100000;
 double gknn_topk_gpu_setup_cost = 5000;
-// Measured on the H200 host (bench/results/topk-H200-2026-11-21-run3.md):
-// a parallel plan whose workers open the GPU took 1.2-1.3 s at 10M rows,
-// whatever the query, against 0.14-0.23 s with the participants on the CPU
-// interpreter: about 1 s per query of CUDA set-up in new processes. Hence
-// participants on the CPU by default, and that set-up's price (1 s at about
-// 0.003 ms per cost unit) when they are asked to use the GPU.
-double gknn_topk_gpu_worker_setup_cost = 350000;
-int gknn_topk_parallel_device = GKNN_TOPK_PARALLEL_CPU;
 
 extern CustomScanMethods gknn_topk_scan_methods;  // topk_exec.cpp
 
@@ -183,10 +176,12 @@ QualSplit split_quals(PlannerInfo* root, RelOptInfo* rel, TopKEmitter* em) {
 //              bytecode length + 2), x 0.02 on a GPU (overlapped with the scan)
 //   quals      PostgreSQL's cost for quals that did not compile
 //   fetch      k x (cpu_tuple_cost + 0.1 seq_page_cost): the k rows by TID
-//   GPU setup  gknn.topk_gpu_setup_cost per query (pinned batches, device
-//              buffers); in a parallel plan every participant pays it and
-//              gknn.topk_gpu_worker_setup_cost (a worker is a new process:
-//              CUDA context), concurrently, so once in the participant's cost
+//   GPU setup  gknn.topk_gpu_setup_cost per query (a session in the GPU
+//              service: its batches and device buffers); in a parallel plan
+//              every participant opens its own, concurrently, so once in the
+//              participant's cost. (Parallel workers used to open a CUDA
+//              context each, about 1 s at 10M rows on the H200: with the
+//              service no process but the service opens one.)
 // A partial path is one participant: rows, program and quals are divided by
 // the parallel divisor (get_parallel_divisor's rule), and it fetches and
 // returns its own k rows.
@@ -223,7 +218,7 @@ void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, cons
   if (q.other != NIL) cost_qual_eval(&qc, q.other, root);
   startup += qc.startup;
   if (!recheck) cpu += qc.per_tuple * rel->tuples;
-  if (gpu) startup += gknn_topk_gpu_setup_cost + (workers > 0 ? gknn_topk_gpu_worker_setup_cost : 0);
+  if (gpu) startup += gknn_topk_gpu_setup_cost;
   double rows = k < 0 ? rel->rows / divisor : Min(k, rel->rows / divisor);
   Cost fetch = rows * (cpu_tuple_cost + seq_page_cost * 0.1);
   if (recheck) {
@@ -308,8 +303,9 @@ void add_partial_topk_path(PlannerInfo* root, RelOptInfo* rel, RelOptInfo* final
   const int workers = topk_workers(rel);
   if (workers <= 0) return;
   CustomPath* p = make_topk_path(rel, target, root->sort_pathkeys, workers, false, 1.0);
-  const bool gpu =
-      gknn_device_mode != GKNN_DEVICE_CPU && gknn_topk_parallel_device == GKNN_TOPK_PARALLEL_SAME;
+  // The participants rank on a GPU only through the GPU service (one that
+  // serves on a GPU now; a plan may outlive it, and then runs on CPUs).
+  const bool gpu = gknn_device_mode != GKNN_DEVICE_CPU && gknn_service_serves_gpu();
   cost_topk(root, rel, p, k, quals, ops, gpu, workers, false);
   double rows = p->path.rows * parallel_divisor(workers);
   GatherMergePath* gm =

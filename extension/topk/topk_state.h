@@ -2,6 +2,7 @@
 // topk_explain.cpp.
 #pragma once
 
+#include "service/service.h"
 #include "topk.h"
 
 extern "C" {
@@ -19,10 +20,21 @@ struct TopKTimes {
   double rank_ms;
 };
 
+// Where a participant ranked its rows (EXPLAIN's Ranked On): in the GPU
+// service (on its device, -1: its CPU) or on the backend's CPU, and why
+// not the service. Plain text, no pointers: workers copy it to the leader.
+struct TopKPlace {
+  bool service;    // the service ranked (its last round's rows)
+  bool fell_back;  // ...until it stopped: the backend's CPU ranked them again
+  int device;      // the service's device (-1: its CPU), when service
+  char why[64];    // why the backend's CPU, when !service or fell_back
+};
+
 // What one participant of a parallel GpuTopK did, for EXPLAIN ANALYZE.
 struct TopKWorkerStats {
   bool ran;
-  int device;  // -1: CPU
+  TopKPlace place;
+  ServiceTopKTrips trips;
   int64 heap_rows;
   gknn::expr::TopKStats stats;
   TopKTimes times;
@@ -58,6 +70,19 @@ struct TopKScanState {
   TupleTableSlot* fetch_slot;  // the table AM's slot, for fetches by TID
   // the run
   gknn::expr::TopK* topk;  // freed by EndCustomScan or the memory context callback
+  // The round's ranking in the GPU service instead (null: the backend's
+  // `topk`), in a memory context of its own that goes with the round.
+  ServiceTopK* remote;
+  MemoryContext remote_cxt;
+  // What the backend's CPU needs to rank the round again when the service
+  // stops midway: the round's program, k and filter, and the rows shipped
+  // (pairs of first and last row id of runs in consecutive blocks, in scan
+  // order).
+  const TopKEmitter* round_em;
+  int64 round_topk_k;
+  bool round_filter;
+  uint64* shipped;
+  int nshipped, capshipped;
   MemoryContextCallback free_cb;
   bool done;
   uint64* row_ids;  // the current round's rows, best first
@@ -75,7 +100,8 @@ struct TopKScanState {
   int64 heap_rows;
   int rounds;                // scans (a recheck may need more than one)
   int64 rechecked, removed;  // candidates rechecked, and those the recheck removed
-  int device;                // -1: CPU
+  TopKPlace place;           // the last round's
+  ServiceTopKTrips trips;
   gknn::expr::TopKStats stats;
   TopKTimes times;
   TopKCacheUse cache;  // the last scan's

@@ -130,7 +130,6 @@ SET LOCAL parallel_setup_cost = 0;
 SET LOCAL parallel_tuple_cost = 0;
 SET LOCAL min_parallel_table_scan_size = 0;
 SET LOCAL max_parallel_workers_per_gather = 2;
-SET LOCAL gknn.topk_gpu_worker_setup_cost = 0;
 
 SELECT plan(2 * (SELECT count(*)::int FROM cases) + 2 * (SELECT count(*)::int FROM pcases));
 SELECT ok(pg_temp.uses_topk(q), 'plan is GpuTopK: ' || q) FROM cases ORDER BY n;

@@ -1,0 +1,445 @@
+// The GPU service's side of GpuTopK (service_topk.h): a backend (or a
+// parallel plan's participant) opens a session with its compiled program,
+// ships the columns of its heap scan in batches, asks for the k best rows
+// and fetches their row ids. The service ranks them with the core's running
+// top-k on its device (gknn::expr::make_topk_gpu), or on its CPU
+// (make_topk_cpu) for gknn.service = cpu or a shape the GPU kernels do not
+// take: the same rows in the same order either way, as in a backend.
+//
+// Threads: sessions and tasks belong to the main thread. Opening a
+// session's TopK (device memory, pinned buffers), ranking a batch and the
+// finish are tasks on the executor threads; a session has at most one task
+// at a time (its requester sends one request at a time), and a session
+// dropped meanwhile is kept alive by its task. The batch is read from the
+// requester's shared memory, which the main thread keeps mapped until it
+// answers.
+//
+// Memory: a session's working memory (two batches in pinned host memory and
+// on the device, the selection's scratch, k rows) is reserved under
+// gknn.gpu_memory_limit with the resident images (least recently used
+// images are evicted to make room) for the session's life; a session that
+// cannot fit is answered 53200.
+//
+// Errors: a row that raises in the program is no error of the service's: its
+// position and kind go back in the reply (the requester raises PostgreSQL's
+// error for it), and the session ranks nothing more. Core errors become
+// replies; nothing here throws out or raises a PostgreSQL ERROR.
+#include "service_topk.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core_call.h"
+#include "gknn/error.h"
+#include "gknn/expr.h"
+#include "service_topk_wire.h"
+
+extern "C" {
+#include "storage/latch.h"
+}
+
+namespace gknn_service {
+namespace {
+
+using gknn::Error;
+using gknn::ErrorCode;
+using gknn::expr::ErrorKind;
+
+// Main thread only.
+ResidentImages* budget_owner = nullptr;  // whose budget sessions reserve (the worker's images)
+
+struct Session {
+  std::uint64_t id = 0;
+  int device = -1;  // -1: the CPU
+  TopKWireProgram head{};
+  gknn::expr::Program program;
+  std::vector<gknn::expr::ColumnSpec> columns;
+  std::unique_ptr<gknn::expr::TopK> topk;
+  std::int64_t reserved = 0;
+  gknn::expr::EvalError error;  // the first row that raised (kind None: none)
+  std::vector<std::uint64_t> result;
+  gknn::expr::TopKStats stats;
+  bool finished = false;  // the finish ran: only fetches follow
+
+  ~Session() {
+    // Destroyed on the main thread (the last reference is a session map's or
+    // a finished task's); the TopK's destructor frees device memory only.
+    if (budget_owner && reserved > 0) budget_owner->release(device, reserved);
+  }
+};
+
+// An open, a batch or a finish. The executor thread writes the outcome.
+struct Task {
+  int slot = 0;
+  RequestSlot* s = nullptr;
+  std::shared_ptr<Session> session;
+  char* payload = nullptr;
+  bool failed = false;
+  ErrorCode code = ErrorCode::InvalidArgument;
+  int sqlstate = 0;
+  std::string message;
+};
+
+// Made once and never destroyed: a session may hold a GPU TopK, whose
+// destructor must not run after the CUDA runtime's own teardown at exit.
+std::map<int, std::shared_ptr<Session>>* sessions = nullptr;
+std::map<std::uint64_t, std::unique_ptr<Task>>* tasks = nullptr;
+std::deque<std::uint64_t>* waiting = nullptr;
+std::uint64_t next_task = 0;
+int running = 0;
+
+void ensure_state() {
+  if (sessions) return;
+  sessions = new std::map<int, std::shared_ptr<Session>>();
+  tasks = new std::map<std::uint64_t, std::unique_ptr<Task>>();
+  waiting = new std::deque<std::uint64_t>();
+}
+
+[[noreturn]] void invalid(const std::string& what) {
+  throw Error(ErrorCode::InvalidArgument, "GpuTopK request: " + what);
+}
+
+void set_error(RequestSlot* s, int sqlstate, const char* message) {
+  s->reply = kError;
+  s->sqlstate = sqlstate;
+  strlcpy(s->message, message, sizeof(s->message));
+}
+
+std::string kb(std::int64_t bytes) { return std::to_string((bytes + 1023) >> 10); }
+
+// Working memory of a session's TopK on a GPU (gpu/expr/topk_cuda.cu): two
+// slots, each a batch in pinned host memory and on the device, the
+// selection's scratch (about four words per row) and k words on both sides.
+// On the CPU: one batch and the k rows kept.
+std::int64_t session_bytes(const Session& ss) {
+  const std::int64_t batch =
+      topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, nullptr, nullptr);
+  const std::int64_t word = 8 * (ss.program.key_limbs() + 1);
+  const std::int64_t kept = word * std::min<std::int64_t>(std::max<std::int64_t>(ss.head.k, 1), 1 << 24);
+  if (ss.device < 0) return batch + 2 * kept;
+  return 2 * (2 * batch + 4 * word * ss.head.capacity + 2 * kept);
+}
+
+// --- the executor's part (no PostgreSQL) ---------------------------------------
+
+void rank_batch(Session& ss, const RequestSlot* s, char* payload) {
+  if (ss.error.kind != ErrorKind::None) return;  // a row raised: nothing more is ranked
+  gknn::expr::BatchView from;
+  topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, payload, &from);
+  gknn::expr::BatchView& to = ss.topk->next_batch();
+  topk_wire_copy(from, ss.head.columns, s->count, to);
+  gknn::expr::EvalError err;
+  if (!ss.topk->push(err)) ss.error = err;
+}
+
+void finish_ranking(Session& ss) {
+  ss.finished = true;
+  gknn::expr::EvalError err;
+  if (ss.error.kind == ErrorKind::None && !ss.topk->finish(err)) ss.error = err;
+  ss.stats = ss.topk->stats();
+  if (ss.error.kind != ErrorKind::None) return;
+  const std::vector<gknn::expr::Selected> rows = ss.topk->result();
+  ss.result.resize(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) ss.result[i] = rows[i].row_id();
+}
+
+void run_task(Task& t) {
+  Session& ss = *t.session;
+  try {
+    switch (t.s->kind) {
+      case kTopKBegin:
+        ss.topk.reset(
+            ss.device >= 0
+                ? gknn::expr::make_topk_gpu(ss.program, ss.columns, ss.head.capacity, ss.head.k, ss.device)
+                : gknn::expr::make_topk_cpu(ss.program, ss.columns, ss.head.capacity, ss.head.k));
+        break;
+      case kTopKBatch:
+        rank_batch(ss, t.s, t.payload);
+        break;
+      default:
+        finish_ranking(ss);
+        break;
+    }
+    t.failed = false;
+    return;
+  } catch (const Error& e) {
+    t.code = e.code();
+    t.sqlstate = gknn_pg::sqlstate_for(e.code());
+    t.message = e.what();
+  } catch (const std::bad_alloc&) {
+    t.code = ErrorCode::OutOfMemory;
+    t.sqlstate = ERRCODE_OUT_OF_MEMORY;
+    t.message = "out of memory in the gknn service";
+  } catch (const std::exception& e) {
+    t.code = ErrorCode::InvalidArgument;
+    t.sqlstate = ERRCODE_INTERNAL_ERROR;
+    t.message = e.what();
+  }
+  t.failed = true;
+}
+
+// --- the main thread's part ------------------------------------------------------
+
+// The session a kTopKBegin describes: its program read from the payload and
+// checked (the core's validator, as for any program), its device and its
+// memory reserved.
+std::shared_ptr<Session> open_session(ResidentImages& images, const RequestSlot* s, const char* payload) {
+  if (!payload) invalid("could not map the program");
+  if (s->payload_bytes < std::int64_t(sizeof(TopKWireProgram))) invalid("a program shorter than its header");
+  auto ss = std::make_shared<Session>();
+  std::memcpy(&ss->head, payload, sizeof(TopKWireProgram));
+  const TopKWireProgram& h = ss->head;
+  if (h.ncode < 0 || h.nconst < 0 || h.nvectors < 0 || h.nkeys < 0 || h.nkeys > gknn::expr::kMaxKeyLimbs ||
+      h.ncolumns < 0 || h.ncolumns > gknn::expr::kMaxColumns || h.k < 0 || h.capacity < 1 ||
+      h.capacity > (std::int64_t(1) << 24))
+    invalid("a malformed program header");
+  for (int c = 0; c < h.ncolumns; ++c)
+    if (h.columns[c].dim < 0 || h.columns[c].dim > 16000) invalid("a vector column of a bad dimension");
+  const TopKWireOffsets o = topk_wire_offsets(h);
+  if (o.end > s->payload_bytes) invalid("a program longer than its payload");
+  gknn::expr::Program& p = ss->program;
+  const auto* code = reinterpret_cast<const gknn::expr::Instr*>(payload + o.code);
+  const auto* consts = reinterpret_cast<const gknn::expr::Value*>(payload + o.consts);
+  const auto* nulls = reinterpret_cast<const std::uint8_t*>(payload + o.const_nulls);
+  const auto* vectors = reinterpret_cast<const float*>(payload + o.vectors);
+  p.code.assign(code, code + h.ncode);
+  p.consts.assign(consts, consts + h.nconst);
+  p.const_nulls.assign(nulls, nulls + h.nconst);
+  p.vectors.assign(vectors, vectors + h.nvectors);
+  p.qual = h.qual;
+  p.check = h.check;
+  p.keys.assign(h.keys, h.keys + h.nkeys);
+  ss->columns.assign(h.columns, h.columns + h.ncolumns);
+  gknn::expr::validate(p, ss->columns);
+  const int device = shared()->device;  // the service's first device (-1: its CPU)
+  ss->device = device >= 0 && gknn::expr::gpu_supports(p, h.k) ? device : -1;
+  ss->id = s->build_id;
+  const std::int64_t need = session_bytes(*ss);
+  if (!images.reserve(ss->device, need))
+    throw Error(ErrorCode::OutOfMemory, "a GpuTopK scan needs " + kb(need) +
+                                            " kB, more than gknn.gpu_memory_limit allows (" +
+                                            kb(images.budget()) + " kB)");
+  ss->reserved = need;
+  return ss;
+}
+
+// A batch's payload holds `count` rows of the session's layout.
+void check_batch(const Session& ss, const RequestSlot* s, const char* payload) {
+  if (!ss.topk) invalid("a batch before the session was opened");
+  if (ss.finished) invalid("a batch after the finish");
+  const std::int64_t bytes =
+      topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, nullptr, nullptr);
+  if (!payload || s->payload_bytes < bytes) invalid("a batch shorter than its layout");
+  if (s->count < 0 || s->count > ss.head.capacity) invalid("a batch of more rows than its capacity");
+}
+
+// kTopKFinish's or kTopKFetch's row ids: `n` of them from row `from` on.
+void copy_rows(const Session& ss, RequestSlot* s, char* payload, std::int64_t from, std::int64_t n) {
+  const std::int64_t total = static_cast<std::int64_t>(ss.result.size());
+  if (from < 0 || n < 0 || from > total || n > total - from || n * 8 > s->payload_bytes ||
+      (n > 0 && !payload))
+    invalid("result rows past the result or the payload");
+  if (n > 0) std::memcpy(payload, ss.result.data() + from, static_cast<std::size_t>(n) * 8);
+}
+
+void outcome(const Session& ss, RequestSlot* s) {
+  TopKOutcome& o = s->topk;
+  std::memset(&o, 0, sizeof(o));
+  o.eval_kind = static_cast<int32>(ss.error.kind);
+  o.eval_detail[0] = ss.error.detail[0];
+  o.eval_detail[1] = ss.error.detail[1];
+  o.eval_row = ss.error.row_id;
+  o.rows_scanned = ss.stats.rows_scanned;
+  o.rows_passed = ss.stats.rows_passed;
+  o.batches = ss.stats.batches;
+  o.bytes_to_device = ss.stats.bytes_to_device;
+  o.device_ms = ss.stats.device_ms;
+  o.device = ss.device;
+}
+
+bool withdrawn(RequestSlot* s) {
+  SpinLockAcquire(&s->mutex);
+  const bool gone = s->state == kAbandoned;
+  SpinLockRelease(&s->mutex);
+  return gone;
+}
+
+// Hands waiting tasks to the executors while the share allows (all
+// executors but one: index searches always keep one).
+void start_waiting(Executors& executors, AnswerFn answer, int own_slot, bool* own_failed) {
+  const int share = std::max(1, executors.threads() - 1);
+  while (running < share && !waiting->empty()) {
+    const std::uint64_t id = waiting->front();
+    waiting->pop_front();
+    auto it = tasks->find(id);
+    if (it == tasks->end()) continue;
+    Task& t = *it->second;
+    bool started = false;
+    if (withdrawn(t.s)) {
+      t.s->reply = kServiceGone;  // given up while waiting: nobody reads a reply
+    } else {
+      Task* task = &t;
+      try {
+        executors.submit(id, [task] { run_task(*task); });
+        started = true;
+      } catch (const std::exception&) {
+        set_error(t.s, ERRCODE_OUT_OF_MEMORY, "out of memory in the gknn service");
+      }
+    }
+    if (started) {
+      ++running;
+      continue;
+    }
+    const int slot = t.slot;
+    tasks->erase(it);
+    if (slot == own_slot)
+      *own_failed = true;
+    else
+      answer(slot);
+  }
+}
+
+void queue_task(int slot, const std::shared_ptr<Session>& ss, RequestSlot* s, char* payload) {
+  auto t = std::make_unique<Task>();
+  t->slot = slot;
+  t->s = s;
+  t->session = ss;
+  t->payload = payload;
+  const std::uint64_t id = kTopKTaskBit | ++next_task;
+  (*tasks)[id] = std::move(t);
+  waiting->push_back(id);
+}
+
+// True when the request became a task.
+bool dispatch(ResidentImages& images, int slot, RequestSlot* s, char* payload) {
+  if (s->kind == kTopKBegin) {
+    sessions->erase(slot);  // an earlier session of the same requester
+    auto ss = open_session(images, s, payload);
+    (*sessions)[slot] = ss;
+    SpinLockAcquire(&shared()->mutex);
+    shared()->topk_sessions++;
+    SpinLockRelease(&shared()->mutex);
+    queue_task(slot, ss, s, payload);
+    return true;
+  }
+  auto it = sessions->find(slot);
+  if (it == sessions->end() || it->second->id != s->build_id) {
+    // A service that restarted since the session was opened (or one that
+    // dropped it after an error): the requester takes it as the service gone.
+    s->reply = kServiceGone;
+    return false;
+  }
+  Session& ss = *it->second;
+  switch (s->kind) {
+    case kTopKBatch:
+      check_batch(ss, s, payload);
+      queue_task(slot, it->second, s, payload);
+      return true;
+    case kTopKFinish:
+      if (!ss.topk || ss.finished) invalid("a finish before the session was opened, or twice");
+      queue_task(slot, it->second, s, payload);
+      return true;
+    case kTopKFetch:
+      if (!ss.finished) invalid("a fetch before the finish");
+      copy_rows(ss, s, payload, s->section_offset, s->count);
+      return false;
+    default:
+      invalid("unknown kind " + std::to_string(s->kind));
+  }
+}
+
+}  // namespace
+
+bool run_topk_request(ResidentImages& images, Executors& executors, int slot, RequestSlot* s, char* payload,
+                      AnswerFn answer) {
+  budget_owner = &images;
+  s->reply = kOk;
+  try {
+    ensure_state();
+    if (!dispatch(images, slot, s, payload)) return false;
+    bool failed = false;
+    start_waiting(executors, answer, slot, &failed);
+    return !failed;
+  } catch (const Error& e) {
+    set_error(s, gknn_pg::sqlstate_for(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    set_error(s, ERRCODE_OUT_OF_MEMORY, "out of memory in the gknn service");
+  } catch (const std::exception& e) {
+    set_error(s, ERRCODE_INTERNAL_ERROR, e.what());
+  }
+  try {
+    if (sessions) sessions->erase(slot);  // a failed request ends the session (its requester raises an ERROR)
+  } catch (...) {
+  }
+  return false;
+}
+
+void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, AnswerFn answer, bool* fault) {
+  (void)images;
+  *fault = false;
+  if (!tasks) return;
+  auto it = tasks->find(id);
+  if (it == tasks->end()) return;
+  --running;
+  Task& t = *it->second;
+  Session& ss = *t.session;
+  RequestSlot* s = t.s;
+  const int slot = t.slot;
+  bool drop = false;
+  if (t.failed) {
+    *fault = t.code == ErrorCode::DeviceFault;
+    set_error(s, t.sqlstate, t.message.c_str());
+    drop = true;
+  } else {
+    s->reply = kOk;
+    outcome(ss, s);
+    if (s->kind == kTopKBatch) {
+      SpinLockAcquire(&shared()->mutex);
+      shared()->topk_batches++;
+      shared()->topk_rows += s->count;
+      SpinLockRelease(&shared()->mutex);
+    } else if (s->kind == kTopKFinish) {
+      const std::int64_t total = static_cast<std::int64_t>(ss.result.size());
+      s->count = total;
+      try {
+        copy_rows(ss, s, t.payload, 0, std::min<std::int64_t>(total, s->payload_bytes / 8));
+      } catch (const std::exception& e) {
+        set_error(s, ERRCODE_INTERNAL_ERROR, e.what());
+        drop = true;
+      }
+    }
+  }
+  if (drop) {
+    auto sit = sessions->find(slot);
+    if (sit != sessions->end() && sit->second == t.session) sessions->erase(sit);
+  }
+  tasks->erase(it);
+  answer(slot);
+  try {
+    bool unused = false;
+    start_waiting(executors, answer, -1, &unused);
+  } catch (const std::exception&) {
+    // Out of memory while starting the next: it starts when another ends.
+  }
+}
+
+int topk_tasks_running() { return running; }
+
+void sweep_topk_sessions(ServiceShared* ctl, ResidentImages& images) {
+  budget_owner = &images;
+  if (!sessions) return;
+  for (auto it = sessions->begin(); it != sessions->end();) {
+    RequestSlot* s = &ctl->slots[it->first];
+    SpinLockAcquire(&s->mutex);
+    const bool open = s->topk_open == it->second->id;
+    SpinLockRelease(&s->mutex);
+    it = open ? std::next(it) : sessions->erase(it);
+  }
+}
+
+}  // namespace gknn_service

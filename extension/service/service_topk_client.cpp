@@ -1,0 +1,283 @@
+// The backend's side of GpuTopK through the GPU service (service.h): a
+// session (kTopKBegin with the compiled program), the heap scan's batches
+// filled straight into shared memory and shipped one by one (kTopKBatch),
+// the k best rows asked for (kTopKFinish) and fetched back (kTopKFetch).
+// The backend (or parallel worker) never opens CUDA for it.
+//
+// Two DSM segments take turns: while the service ranks the batch in one,
+// the backend fills the other; it reads the service's answer to a batch
+// before it ships the next (a row that raised, the service gone), so at
+// most one request is in flight and the slot is never touched while it is.
+//
+// The session lives in the caller's memory context: its reset (the end of
+// the scan's round, or an ERROR) closes it, giving up a request in flight,
+// and the service drops it when it next looks. Nothing here holds a C++
+// object with a destructor across a PostgreSQL call (acquire_slot,
+// await_reply and ereport may leave by longjmp).
+#include <cstring>
+
+#include "device.h"
+#include "service.h"
+#include "service_client.h"
+#include "service_shmem.h"
+#include "service_topk_wire.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "storage/dsm.h"
+#include "utils/memutils.h"
+}
+
+struct ServiceTopK {
+  MemoryContextCallback cb;
+  bool open;
+  bool inflight;  // a batch is submitted and its answer not read yet
+  uint64 id;
+  dsm_segment* seg[2];
+  char* buf[2];
+  int64 buf_bytes;    // each segment's
+  int64 batch_bytes;  // one batch's layout
+  int cur;            // the segment being filled
+  int64 capacity;
+  int ncolumns;
+  gknn::expr::ColumnSpec columns[gknn::expr::kMaxColumns];
+  gknn::expr::BatchView view;  // the batch being filled, carved into buf[cur]
+  ServiceTopKTrips trips;
+};
+
+namespace gknn_service {
+namespace {
+
+uint64 session_counter = 0;
+
+// Marks the session closed for the service (it drops it when it next looks),
+// giving up a batch in flight, and wakes it. Raises nothing: also runs as a
+// memory context callback.
+void close_session(ServiceTopK* t) {
+  if (!t->open) return;
+  t->open = false;
+  RequestSlot* s = my_slot();
+  if (t->inflight) abandon(s);
+  t->inflight = false;
+  SpinLockAcquire(&s->mutex);
+  if (s->topk_open == t->id) s->topk_open = 0;
+  SpinLockRelease(&s->mutex);
+  wake_service();
+}
+
+void on_memory_reset(void* arg) { close_session(static_cast<ServiceTopK*>(arg)); }
+
+void detach(ServiceTopK* t) {
+  for (int i = 0; i < 2; ++i) {
+    if (t->seg[i]) dsm_detach(t->seg[i]);
+    t->seg[i] = nullptr;
+    t->buf[i] = nullptr;
+  }
+}
+
+// The service stopped (or restarted, losing the session): gknn.device = gpu
+// needs it (55000); auto goes on on the backend's CPU.
+int service_gone(ServiceTopK* t) {
+  close_session(t);
+  detach(t);
+  if (gknn_device_mode == GKNN_DEVICE_GPU)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("the gknn GPU service stopped while a GpuTopK scan waited for it"),
+                    errhint("It restarts by itself; try again.")));
+  return kServiceTopKGone;
+}
+
+void count_trip(ServiceTopK* t, const RequestSlot* s) {
+  t->trips.requests++;
+  t->trips.queue_ms += (s->start_us - s->submit_us) / 1000.0;
+  t->trips.service_ms += (s->end_us - s->start_us) / 1000.0;
+}
+
+// The slot filled for a request of the session whose payload is segment
+// `which` (bytes of it; 0: none).
+RequestSlot* request(ServiceTopK* t, uint32 kind, int which, int64 bytes) {
+  RequestSlot* s = my_slot();
+  acquire_slot(s);
+  s->kind = kind;
+  s->build_id = t->id;
+  s->payload_bytes = bytes;
+  s->payload_dsm = bytes > 0 ? dsm_segment_handle(t->seg[which]) : DSM_HANDLE_INVALID;
+  return s;
+}
+
+// A row that raised in the service's program, if the answer says so.
+bool raised(const RequestSlot* s, gknn::expr::EvalError* err) {
+  if (s->topk.eval_kind == 0) return false;
+  err->kind = static_cast<gknn::expr::ErrorKind>(s->topk.eval_kind);
+  err->row_id = s->topk.eval_row;
+  err->detail[0] = s->topk.eval_detail[0];
+  err->detail[1] = s->topk.eval_detail[1];
+  return true;
+}
+
+// Reads an answer: ERROR on the service's error, the outcome otherwise.
+int reply_step(ServiceTopK* t, RequestSlot* s, ReplyCode reply, gknn::expr::EvalError* err) {
+  if (reply == kServiceGone) return service_gone(t);
+  count_trip(t, s);
+  if (reply == kError) raise_reply_error(s);
+  if (reply != kOk) return service_gone(t);
+  return err && raised(s, err) ? kServiceTopKRaised : kServiceTopKOk;
+}
+
+int send(ServiceTopK* t, RequestSlot* s, gknn::expr::EvalError* err) {
+  return reply_step(t, s, call(s), err);
+}
+
+// The answer to the batch in flight.
+int collect(ServiceTopK* t, gknn::expr::EvalError* err) {
+  if (!t->inflight) return kServiceTopKOk;
+  RequestSlot* s = my_slot();
+  ReplyCode reply = await_reply(s);
+  t->inflight = false;
+  return reply_step(t, s, reply, err);
+}
+
+void carve(ServiceTopK* t) {
+  topk_wire_layout(t->columns, t->ncolumns, t->capacity, t->buf[t->cur], &t->view);
+}
+
+ServiceTopK* open_session(int64 buf_bytes) {
+  auto* t = static_cast<ServiceTopK*>(palloc0(sizeof(ServiceTopK)));
+  t->buf_bytes = buf_bytes;
+  for (int i = 0; i < 2; ++i) {
+    t->seg[i] = dsm_create(buf_bytes, 0);
+    t->buf[i] = static_cast<char*>(dsm_segment_address(t->seg[i]));
+  }
+  t->id = (static_cast<uint64>(MyProcPid) << 32) | ++session_counter;
+  RequestSlot* s = my_slot();
+  acquire_slot(s);
+  SpinLockAcquire(&s->mutex);
+  s->topk_open = t->id;
+  SpinLockRelease(&s->mutex);
+  t->open = true;
+  t->cb.func = on_memory_reset;
+  t->cb.arg = t;
+  MemoryContextRegisterResetCallback(CurrentMemoryContext, &t->cb);
+  return t;
+}
+
+template <typename T>
+void put(char* base, int64 at, const T* src, int64 n) {
+  if (n > 0) memcpy(base + at, src, sizeof(T) * n);
+}
+
+}  // namespace
+}  // namespace gknn_service
+
+using namespace gknn_service;
+
+ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64 capacity, int* device) {
+  TopKWireProgram head{};
+  head.k = k;
+  head.capacity = capacity;
+  head.ncode = p.ncode;
+  head.nconst = p.nconst;
+  head.nvectors = p.nvectors;
+  head.nkeys = p.nkeys;
+  head.ncolumns = p.ncolumns;
+  head.qual = p.qual;
+  head.check = p.check;
+  for (int i = 0; i < p.nkeys; ++i) head.keys[i] = p.keys[i];
+  for (int c = 0; c < p.ncolumns; ++c) head.columns[c] = p.columns[c];
+  const TopKWireOffsets o = topk_wire_offsets(head);
+  const int64 batch = topk_wire_layout(p.columns, p.ncolumns, capacity, nullptr, nullptr);
+  ServiceTopK* t = open_session(Max(Max(batch, o.end), int64{64} << 10));
+  t->batch_bytes = batch;
+  t->capacity = capacity;
+  t->ncolumns = p.ncolumns;
+  for (int c = 0; c < p.ncolumns; ++c) t->columns[c] = p.columns[c];
+
+  char* b = t->buf[0];
+  memcpy(b, &head, sizeof(head));
+  put(b, o.code, p.code, p.ncode);
+  put(b, o.consts, p.consts, p.nconst);
+  put(b, o.const_nulls, p.const_nulls, p.nconst);
+  put(b, o.vectors, p.vectors, p.nvectors);
+  RequestSlot* s = request(t, kTopKBegin, 0, o.end);
+  if (send(t, s, nullptr) != kServiceTopKOk) return nullptr;
+  *device = s->topk.device;
+  t->cur = 0;
+  carve(t);
+  return t;
+}
+
+gknn::expr::BatchView* gknn_service_topk_batch(ServiceTopK* t) { return &t->view; }
+
+int gknn_service_topk_push(ServiceTopK* t, gknn::expr::EvalError* err) {
+  const int done = collect(t, err);  // the previous batch's answer first
+  if (done != kServiceTopKOk) return done;
+  const int64 n = t->view.n;
+  if (n == 0) return kServiceTopKOk;
+  RequestSlot* s = request(t, kTopKBatch, t->cur, t->batch_bytes);
+  s->count = n;
+  if (!submit(s)) return service_gone(t);
+  t->inflight = true;
+  t->trips.batches++;
+  t->trips.rows += n;
+  t->cur ^= 1;  // the other segment's batch was answered: the service is done with it
+  carve(t);
+  return kServiceTopKOk;
+}
+
+int gknn_service_topk_finish(ServiceTopK* t, gknn::expr::EvalError* err, uint64** rows, int64* nrows,
+                             gknn::expr::TopKStats* stats) {
+  *rows = nullptr;
+  *nrows = 0;
+  int done = collect(t, err);
+  if (done != kServiceTopKOk) return done;
+  RequestSlot* s = request(t, kTopKFinish, 0, t->buf_bytes);
+  done = send(t, s, err);
+  stats->rows_scanned = s->topk.rows_scanned;
+  stats->rows_passed = s->topk.rows_passed;
+  stats->batches = s->topk.batches;
+  stats->bytes_to_device = s->topk.bytes_to_device;
+  stats->device_ms = s->topk.device_ms;
+  if (done != kServiceTopKOk) return done;
+  const int64 total = s->count;
+  const int64 per_piece = t->buf_bytes / static_cast<int64>(sizeof(uint64));
+  if (total < 0)
+    elog(ERROR, "gknn GPU service: a GpuTopK result of %lld rows", static_cast<long long>(total));
+  uint64* ids = static_cast<uint64*>(
+      palloc_extended(sizeof(uint64) * Max(total, int64{1}), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
+  if (!ids) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+  int64 got = Min(total, per_piece);
+  memcpy(ids, t->buf[0], sizeof(uint64) * got);
+  while (got < total) {
+    const int64 n = Min(total - got, per_piece);
+    s = request(t, kTopKFetch, 0, t->buf_bytes);
+    s->section_offset = got;
+    s->count = n;
+    done = send(t, s, nullptr);
+    if (done != kServiceTopKOk) {
+      pfree(ids);
+      return done;
+    }
+    memcpy(ids + got, t->buf[0], sizeof(uint64) * n);
+    got += n;
+  }
+  *rows = ids;
+  *nrows = total;
+  gknn_service_topk_end(t);
+  return kServiceTopKOk;
+}
+
+void gknn_service_topk_end(ServiceTopK* t) {
+  close_session(t);
+  detach(t);
+}
+
+const ServiceTopKTrips& gknn_service_topk_trips(const ServiceTopK* t) { return t->trips; }
+
+bool gknn_service_serves_gpu() {
+  ServiceShared* ctl = shared();
+  if (!ctl) return false;
+  SpinLockAcquire(&ctl->mutex);
+  const bool gpu = ctl->state == kReady && ctl->device >= 0;
+  SpinLockRelease(&ctl->mutex);
+  return gpu;
+}
