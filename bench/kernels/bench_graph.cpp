@@ -1,6 +1,6 @@
 // The gpu_graph core (issue 15): build time and search recall / QPS.
 //
-//   gknn_bench_graph [n=1000000] [dim=128] [degree=32] [file.fvecs] [cpu]
+//   gknn_bench_graph [n=1000000] [dim=128] [degree=32] [file.fvecs] [cpu|profile]
 //
 // Data: a clustered synthetic set (1,000 Gaussian centres, noise 0.35 of
 // the centres' spread) or the first n vectors of an .fvecs file; 1,000
@@ -14,7 +14,10 @@
 // at the same ef on 200 queries (recall only), the CPU path's check. Also:
 // the recall of the build's initial kNN graph (knn_graph, internal) on
 // 1,000 sampled nodes against their exact kNN, and the GPU search's recall
-// without the graph's entries (the seeded sample alone).
+// without the graph's entries (the seeded sample alone). "profile": after
+// the build, only single-query searches (ef 16 and 64, the default width)
+// between cudaProfilerStart/Stop, for `ncu --profile-from-start off`, with
+// the host's time per call.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +27,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <cuda_profiler_api.h>
 
 #include "gknn/graph.h"
 #include "gknn/knn.h"
@@ -116,12 +121,35 @@ void knn_graph_recall(const float* base, std::int64_t n, const gknn::graph::Buil
 
 }  // namespace
 
+// Single queries only, the profiled ones between cudaProfilerStart/Stop.
+int profile_single_queries(const gknn::graph::Graph& g, const float* base, const float* queries, int dim,
+                           int k) {
+  const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
+  std::vector<std::int64_t> ids(k);
+  std::vector<double> dist(k);
+  gknn::graph::SearchParams sp;
+  sp.k = k;
+  for (int i = 0; i < 20; ++i) dg.search(queries + i * dim, 1, sp, ids.data(), dist.data());  // warm-up
+  cudaProfilerStart();
+  for (int ef : {16, 64}) {
+    sp.ef = ef;
+    for (int i = 20; i < 23; ++i) {
+      const auto t = Clock::now();
+      dg.search(queries + i * dim, 1, sp, ids.data(), dist.data());
+      std::printf("profile: ef %d width %d query %d: %.3f ms\n", ef, sp.width, i, since(t) * 1e3);
+    }
+  }
+  cudaProfilerStop();
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
   int dim = argc > 2 ? std::atoi(argv[2]) : 128;
   const int degree = argc > 3 ? std::atoi(argv[3]) : 32;
   const char* file = argc > 4 && std::strcmp(argv[4], "-") != 0 ? argv[4] : nullptr;
   const bool with_cpu = argc > 5 && std::strcmp(argv[5], "cpu") == 0;
+  const bool profile = argc > 5 && std::strcmp(argv[5], "profile") == 0;
   constexpr std::int64_t nq = 1000;
   constexpr int k = 10;
   std::vector<float> all;
@@ -161,6 +189,7 @@ int main(int argc, char** argv) {
     std::printf("#   %-24s %8.2f s\n", last, since(phase_start));
     std::printf("build_cpu: %.2f s\n", since(t0));
   }
+  if (profile) return profile_single_queries(g, base, queries, dim, k);
   gknn::KnnRequest r;
   r.base = base;
   r.n = n;

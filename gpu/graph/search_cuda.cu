@@ -25,15 +25,19 @@
 namespace gknn::graph {
 namespace {
 
-// Threads per CTA (also the merge batch): 256 for small batches, where one
-// CTA per query leaves most of the GPU idle and a row of 32 nodes is scored
-// by 32 groups at once; 128 for large ones, where more CTAs fit an SM.
-constexpr int kMaxThreads = 256;
-constexpr std::int64_t kWideUpTo = 128;  // queries per call that get 256 threads
-constexpr int kPrefetch = 32;            // elements per lane held in registers: dim <= 256
-constexpr int kMaxEf = kMaxDeviceEf;     // the list in shared memory
-constexpr int kHashSlots = 4096;         // visited set, power of 2
-constexpr std::uint32_t kExpanded = 1;   // list flag bits
+// Threads per CTA (also the merge batch): 512 for a few queries, 256 for
+// small batches, where one CTA per query leaves most of the GPU idle and a
+// lone query's time is the chain of rows each group scores in turn (the
+// entry sample, ~2 sqrt(n) nodes, 64 rows a group at 256 threads for 1M
+// nodes: the larger part of one query's 0.45 ms there, ncu on the H100);
+// 128 for large ones, where more CTAs fit an SM.
+constexpr int kMaxThreads = 512;
+constexpr std::int64_t kWidestUpTo = 16;  // queries per call that get 512 threads
+constexpr std::int64_t kWideUpTo = 128;   // ... 256
+constexpr int kPrefetch = 32;             // elements per lane held in registers: dim <= 256
+constexpr int kMaxEf = kMaxDeviceEf;      // the list in shared memory
+constexpr int kHashSlots = 4096;          // visited set, power of 2
+constexpr std::uint32_t kExpanded = 1;    // list flag bits
 
 struct Lists {
   double d[kMaxEf];
@@ -402,7 +406,7 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   if (sp.skip)
     GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
-  const int threads = nq <= kWideUpTo ? kMaxThreads : kMaxThreads / 2;
+  const int threads = nq <= kWidestUpTo ? kMaxThreads : nq <= kWideUpTo ? kMaxThreads / 2 : kMaxThreads / 4;
   for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {
     const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
     search_kernel<<<unsigned(rows), threads, im.smem, s>>>(
