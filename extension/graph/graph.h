@@ -15,10 +15,11 @@
 //   graph_info.cpp      gknn_graph_info(regclass)
 #pragma once
 
+#include "am/heap_id.h"
 #include "gknn/distance.h"
 #include "gknn/graph.h"
 #include "graph_format.h"
-#include "ivfpq/ivfpq.h"  // IvfpqScanStats (EXPLAIN), the cancellable core call, the LIMIT hint
+#include "ivfpq/ivfpq.h"  // the cancellable core call and its interrupt check
 #include "pg.h"
 
 extern "C" {
@@ -85,12 +86,8 @@ IndexBulkDeleteResult* graph_vacuumcleanup(IndexVacuumInfo* info, IndexBulkDelet
 void graph_costestimate(PlannerInfo* root, IndexPath* path, double loop_count, Cost* startup_cost,
                         Cost* total_cost, Selectivity* selectivity, double* correlation, double* pages);
 bool graph_validate(Oid opclassoid);
+// amrescan, amgettuple, amendscan: am/ordered_scan.h (shared with gpu_ivfpq).
 IndexScanDesc graph_beginscan(Relation index, int nkeys, int norderbys);
-void graph_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys);
-bool graph_gettuple(IndexScanDesc scan, ScanDirection dir);
-void graph_endscan(IndexScanDesc scan);
-// A scan's numbers for EXPLAIN ANALYZE (ivfpq_explain.cpp prints them).
-const IvfpqScanStats* graph_scan_stats(IndexScanDesc scan);
 
 // ---- pages (graph_pages.cpp) ----
 
@@ -138,13 +135,7 @@ inline uint32* graph_slot_adjacency(char* slot, const GraphMeta& meta) {
 // A new block at the end of the index, exclusively locked.
 Buffer graph_new_buffer(Relation index);
 
-// Heap TIDs as int64 ids (block << 16 | offset), as gpu_ivfpq does.
-inline int64 graph_tid_to_id(const ItemPointerData* tid) {
-  return (static_cast<int64>(ItemPointerGetBlockNumber(tid)) << 16) | ItemPointerGetOffsetNumber(tid);
-}
-inline void graph_id_to_tid(int64 id, ItemPointerData* tid) {
-  ItemPointerSet(tid, static_cast<BlockNumber>(id >> 16), static_cast<OffsetNumber>(id & 0xffff));
-}
+// Heap TIDs as int64 ids: am/heap_id.h.
 
 // ---- the searchable image (graph_image.cpp) ----
 
@@ -156,7 +147,7 @@ struct GraphImage {
   GraphMeta meta;
   const gknn::graph::Graph* graph;  // rows x degree
   const float* vectors;             // rows x dim
-  const int64* ids;                 // heap TID of each row (graph_tid_to_id)
+  const int64* ids;                 // heap TID of each row (heap_tid_to_id)
   const uint32* row_node;           // node number of each row
   const uint32* node_row;           // row of each node below meta.nodes (kGraphNoNode: none)
   int64 rows;

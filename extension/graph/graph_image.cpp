@@ -116,12 +116,12 @@ void read_nodes(Relation index, const GraphMeta& meta, ImageData* d) {
       const uint16 flags = graph_slot_flags(slot);
       node_row[node] = kGraphNoNode;
       if (flags & kGraphNodeNull) {
-        nulls[nnulls++] = graph_tid_to_id(graph_slot_tid(slot));
+        nulls[nnulls++] = heap_tid_to_id(graph_slot_tid(slot));
       } else if (!(flags & kGraphNodeDead)) {
         node_row[node] = static_cast<uint32>(rows);
         memcpy(vectors + rows * dim, graph_slot_vector(slot), sizeof(float) * dim);
         memcpy(edges + rows * degree, graph_slot_adjacency(slot, meta), sizeof(uint32) * degree);
-        ids[rows] = graph_tid_to_id(graph_slot_tid(slot));
+        ids[rows] = heap_tid_to_id(graph_slot_tid(slot));
         row_node[rows] = static_cast<uint32>(node);
         if (flags & kGraphNodeEntry) entries[nentries++] = static_cast<uint32>(rows);  // ascending
         ++rows;
