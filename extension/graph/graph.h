@@ -64,7 +64,6 @@ void graph_check_dim(int dim, int degree);
 
 // The metric of the index's operator class (support function 1).
 gknn::Metric graph_index_metric(Relation index);
-const char* graph_metric_name(int metric);
 
 // Build phases (pg_stat_progress_create_index.phase through amphasename).
 enum GraphBuildPhase {

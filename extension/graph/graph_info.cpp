@@ -1,31 +1,17 @@
 // gknn_graph_info(index regclass): what a gpu_graph index holds, read from
 // its pages (for monitoring and tests), for callers who may read its table.
+#include "am/am_info.h"
+#include "am/am_opclass.h"
 #include "graph.h"
 
 extern "C" {
 #include "access/htup_details.h"
 #include "access/relation.h"
-#include "catalog/index.h"
-#include "commands/defrem.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
-#include "utils/lsyscache.h"
 }
 
 namespace {
-
-// As gknn_ivfpq_info: SELECT on the index's table (42501), checked before
-// the index is locked.
-void check_can_read(Oid indexoid) {
-  Oid table = IndexGetRelation(indexoid, true);
-  Oid target = OidIsValid(table) ? table : indexoid;
-  bool missing = false;
-  AclResult acl = pg_class_aclcheck_ext(target, GetUserId(), ACL_SELECT, &missing);
-  if (missing) return;  // relation_open says so
-  if (acl != ACLCHECK_OK)
-    aclcheck_error(acl, get_relkind_objtype(get_rel_relkind(target)), get_rel_name(target));
-}
 
 struct Counts {
   int64 live, dead, nulls;
@@ -98,11 +84,7 @@ Datum gknn_graph_info(PG_FUNCTION_ARGS) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "return type must be a row type");
-  check_can_read(indexoid);
-  Relation index = relation_open(indexoid, AccessShareLock);
-  if (index->rd_rel->relkind != RELKIND_INDEX || index->rd_rel->relam != get_index_am_oid("gpu_graph", false))
-    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-                    errmsg("\"%s\" is not a gpu_graph index", RelationGetRelationName(index))));
+  Relation index = am_info_open(indexoid, "gpu_graph");
   GraphMeta meta;
   Buffer mbuf = graph_lock_meta(index, BUFFER_LOCK_SHARE, &meta);
   Counts c = count_nodes(index, meta);
@@ -112,7 +94,7 @@ Datum gknn_graph_info(PG_FUNCTION_ARGS) {
 
   Datum values[13] = {Int32GetDatum(meta.dim),
                       Int32GetDatum(meta.degree),
-                      CStringGetTextDatum(graph_metric_name(meta.metric)),
+                      CStringGetTextDatum(am_metric_name(meta.metric)),
                       Int64GetDatum(static_cast<int64>(meta.generation)),
                       Int64GetDatum(meta.nodes),
                       Int64GetDatum(c.live),

@@ -76,8 +76,8 @@ void ivfpq_check_vector_dim(int dim);
 // large for a page.
 void ivfpq_check_params(int dim, int m, int nbits);
 
-// The metric and element type of an index: ivfpq_element.h.
-const char* ivfpq_metric_name(int metric);
+// The metric and element type of an index: ivfpq_element.h (its name:
+// am/am_opclass.h).
 
 // Build phases (pg_stat_progress_create_index.phase through amphasename).
 enum IvfpqBuildPhase {

@@ -1,5 +1,4 @@
-// gpu_ivfpq: the access method's handler, its GUCs and build phase names,
-// and the names of metrics.
+// gpu_ivfpq: the access method's handler, its GUCs and build phase names.
 #include "am/am_routine.h"
 #include "ivfpq.h"
 
@@ -62,20 +61,6 @@ char* ivfpq_phasename(int64 phase) {
 }  // namespace
 
 bool ivfpq_interrupt_pending() { return QueryCancelPending || ProcDiePending; }
-
-const char* ivfpq_metric_name(int metric) {
-  switch (static_cast<gknn::Metric>(metric)) {
-    case gknn::Metric::L2:
-      return "l2";
-    case gknn::Metric::InnerProduct:
-      return "inner_product";
-    case gknn::Metric::Cosine:
-      return "cosine";
-    case gknn::Metric::L1:
-      return "l1";
-  }
-  return "unknown";
-}
 
 extern "C" {
 
