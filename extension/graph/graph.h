@@ -13,6 +13,8 @@
 //   graph_cost.cpp      amcostestimate
 //   graph_validate.cpp  amvalidate
 //   graph_info.cpp      gknn_graph_info(regclass)
+// What it shares with gpu_ivfpq (the scan machinery, the cost frame, the
+// IndexAmRoutine, operator class reads): ../am/.
 #pragma once
 
 #include "am/heap_id.h"
@@ -25,6 +27,7 @@
 extern "C" {
 #include "access/amapi.h"
 #include "access/genam.h"
+#include "miscadmin.h"
 #include "nodes/pathnodes.h"
 #include "storage/bufmgr.h"
 #include "storage/bufpage.h"
@@ -133,6 +136,32 @@ inline uint32* graph_slot_adjacency(char* slot, const GraphMeta& meta) {
 }
 // A new block at the end of the index, exclusively locked.
 Buffer graph_new_buffer(Relation index);
+
+// Calls fn(node, slot) for every node, in node order, each node page read
+// (through `strategy`; null: the default), share-locked and checked against
+// `meta`, copied under the metapage lock the caller holds; between_pages()
+// after each page (a cancel check, or VACUUM's delay point).
+template <typename Fn>
+void graph_for_each_node(Relation index, const GraphMeta& meta, BufferAccessStrategy strategy,
+                         void (*between_pages)(), Fn fn) {
+  const uint32 pages = graph_node_pages(meta, meta.nodes);
+  for (uint32 p = 0; p < pages; ++p) {
+    BlockNumber blk = kGraphFirstNodeBlock + p;
+    Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buf);
+    graph_check_node_page(index, meta, blk, page);
+    const uint32 count = graph_nodes_on_page(meta, blk, meta.nodes);
+    for (uint32 i = 0; i < count; ++i) {
+      const uint64 node = uint64{p} * meta.nodes_per_page + i;
+      fn(node, graph_slot(page, meta, node));
+    }
+    UnlockReleaseBuffer(buf);
+    between_pages();
+  }
+}
+// between_pages for readers outside VACUUM.
+inline void graph_check_interrupts() { CHECK_FOR_INTERRUPTS(); }
 
 // Heap TIDs as int64 ids: am/heap_id.h.
 

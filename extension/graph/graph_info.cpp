@@ -21,33 +21,13 @@ struct Counts {
   int64 entries;      // live nodes flagged as the graph's entries
 };
 
-// Calls fn(node, slot) for every node, the pages read under the metapage
-// lock the caller holds.
-template <typename Fn>
-void for_each_node(Relation index, const GraphMeta& meta, Fn fn) {
-  const uint32 pages = graph_node_pages(meta, meta.nodes);
-  for (uint32 p = 0; p < pages; ++p) {
-    BlockNumber blk = kGraphFirstNodeBlock + p;
-    Buffer buf = ReadBuffer(index, blk);
-    LockBuffer(buf, BUFFER_LOCK_SHARE);
-    Page page = BufferGetPage(buf);
-    graph_check_node_page(index, meta, blk, page);
-    const uint32 count = graph_nodes_on_page(meta, blk, meta.nodes);
-    for (uint32 i = 0; i < count; ++i) {
-      const uint64 node = uint64{p} * meta.nodes_per_page + i;
-      fn(node, graph_slot(page, meta, node));
-    }
-    UnlockReleaseBuffer(buf);
-    CHECK_FOR_INTERRUPTS();
-  }
-}
-
 Counts count_nodes(Relation index, const GraphMeta& meta) {
   Counts c{};
   uint8* flags = static_cast<uint8*>(palloc0(Max(meta.nodes, int64{1})));
   bool* pointed = static_cast<bool*>(palloc0(Max(meta.nodes, int64{1})));
-  for_each_node(index, meta, [&](uint64 node, char* slot) { flags[node] = graph_slot_flags(slot); });
-  for_each_node(index, meta, [&](uint64 node, char* slot) {
+  graph_for_each_node(index, meta, nullptr, graph_check_interrupts,
+                      [&](uint64 node, char* slot) { flags[node] = graph_slot_flags(slot); });
+  graph_for_each_node(index, meta, nullptr, graph_check_interrupts, [&](uint64 node, char* slot) {
     if (flags[node] & kGraphNodeNull) {
       c.nulls++;
       return;

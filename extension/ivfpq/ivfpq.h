@@ -18,6 +18,8 @@
 //   ivfpq_validate.cpp  amvalidate
 //   ivfpq_info.cpp      gknn_ivfpq_info(regclass)
 //   ivfpq_explain.cpp   EXPLAIN ANALYZE lines of a scan (where it searched, batches, waits)
+// What it shares with gpu_graph (the scan machinery, the cost frame, the
+// IndexAmRoutine, operator class reads): ../am/.
 #pragma once
 
 #include "pg.h"

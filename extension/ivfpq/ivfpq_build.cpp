@@ -15,6 +15,8 @@
 // them (float, binary16, a bit string).
 #include <cstring>
 
+#include "am/build_progress.h"
+#include "context_owned.h"
 #include "device.h"
 #include "ivfpq.h"
 #include "service/service.h"
@@ -35,16 +37,7 @@ namespace {
 
 // The quantizer lives on the C++ heap; the build's memory context owns it
 // (deleted by a reset callback), so an ERROR anywhere frees it.
-struct QuantizerHolder {
-  MemoryContextCallback cb;
-  gknn::ivfpq::Quantizer* q;
-};
-
-void free_quantizer(void* arg) {
-  auto* h = static_cast<QuantizerHolder*>(arg);
-  delete h->q;
-  h->q = nullptr;
-}
+using QuantizerHolder = ContextOwned<gknn::ivfpq::Quantizer>;
 
 struct BuildState {
   Relation index;
@@ -189,13 +182,9 @@ void chain_flush(Relation index, Page page, BlockNumber* last) {
 
 bool build_progress(gknn::ivfpq::Phase phase, std::int64_t done, std::int64_t total) {
   // Shared-memory counters only: nothing here can raise an error.
-  if (phase != gknn::ivfpq::Phase::Encode) {
-    const int index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
-                         PROGRESS_CREATEIDX_TUPLES_DONE};
-    const int64 val[] = {phase == gknn::ivfpq::Phase::CoarseKmeans ? kIvfpqPhaseCoarse : kIvfpqPhasePq, total,
-                         done};
-    pgstat_progress_update_multi_param(3, index, val);
-  }
+  if (phase != gknn::ivfpq::Phase::Encode)
+    build_progress_report(phase == gknn::ivfpq::Phase::CoarseKmeans ? kIvfpqPhaseCoarse : kIvfpqPhasePq,
+                          total, done);
   return !ivfpq_interrupt_pending();
 }
 
@@ -320,10 +309,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
   table_index_build_scan(heap, index, info, false, true, sample_callback, &st, nullptr);
 
   IvfpqMeta meta = empty_meta(st.dim, opclass);
-  QuantizerHolder* holder = static_cast<QuantizerHolder*>(palloc0(sizeof(QuantizerHolder)));
-  holder->cb.func = free_quantizer;
-  holder->cb.arg = holder;
-  MemoryContextRegisterResetCallback(CurrentMemoryContext, &holder->cb);
+  QuantizerHolder* holder = context_owned_new<gknn::ivfpq::Quantizer>();
 
   // Block 0 is the metapage; it is written last, once everything is known.
   Page page = static_cast<Page>(palloc0(BLCKSZ));
@@ -355,18 +341,18 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     p.seed = kIvfpqSeed;
     gknn_pg::core_call([&] {
       gknn::ivfpq::validate(p);
-      holder->q = new gknn::ivfpq::Quantizer();
+      holder->object = new gknn::ivfpq::Quantizer();
     });
     st.batch_cap =
         Max(static_cast<int64>(1), Min(static_cast<int64>(8192), (int64{64} << 20) / (4 * st.dim)));
     if (use_service) st.service = gknn_service_build_begin(p, st.nsample, st.batch_cap);
-    if (st.service && !gknn_service_build_train(st.service, st.sample, service_progress, holder->q))
+    if (st.service && !gknn_service_build_train(st.service, st.sample, service_progress, holder->object))
       st.service = nullptr;  // gone (auto): trained here instead
     if (!st.service)
       ivfpq_core_call_cancellable(
-          [&] { *holder->q = gknn::ivfpq::train(p, st.sample, st.nsample, device, build_progress); });
+          [&] { *holder->object = gknn::ivfpq::train(p, st.sample, st.nsample, device, build_progress); });
     CHECK_FOR_INTERRUPTS();
-    const gknn::ivfpq::Quantizer* q = holder->q;
+    const gknn::ivfpq::Quantizer* q = holder->object;
     pfree(st.sample);
     st.sample = nullptr;
 
