@@ -25,7 +25,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "am/build_progress.h"
+#include "am/index_build.h"
 #include "context_owned.h"
 #include "graph.h"
 #include "service/service.h"
@@ -168,22 +168,6 @@ uint32 central_node(const float* vectors, int64 n, int dim) {
 }
 
 // Appends a page image at the end of the index.
-void append_page(Relation index, Page page) {
-  Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, P_NEW, RBM_NORMAL, nullptr);
-  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-  memcpy(BufferGetPage(buf), page, BLCKSZ);
-  MarkBufferDirty(buf);
-  UnlockReleaseBuffer(buf);
-}
-
-void overwrite_page(Relation index, BlockNumber blk, Page page) {
-  Buffer buf = ReadBuffer(index, blk);
-  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-  memcpy(BufferGetPage(buf), page, BLCKSZ);
-  MarkBufferDirty(buf);
-  UnlockReleaseBuffer(buf);
-}
-
 // Node pages: the vectors' nodes with their graph rows, then the NULLs.
 void write_nodes(Relation index, const GraphMeta& meta, const BuildState& st, const gknn::graph::Graph* g) {
   Page page = static_cast<Page>(palloc(BLCKSZ));
@@ -212,7 +196,7 @@ void write_nodes(Relation index, const GraphMeta& meta, const BuildState& st, co
       }
     }
     graph_set_contents_size(page, count * meta.node_bytes);
-    append_page(index, page);
+    index_build_append_page(index, page);
     pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, first + count);
     CHECK_FOR_INTERRUPTS();
   }
@@ -244,11 +228,7 @@ GraphMeta new_meta(int dim, int metric, const GraphOptions& o) {
 }  // namespace
 
 IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
-  if (RelationGetNumberOfBlocks(index) != 0)
-    elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
-  // REINDEX, TRUNCATE, VACUUM FULL and CLUSTER build again: the service's
-  // images of this index are stale once this transaction commits.
-  gknn_service_forget_index(RelationGetRelid(index));
+  index_build_begin(index);
   GraphOptions opt = graph_get_options(index);
   graph_check_options(opt);
   // Decided once, before the rows are read: gknn.device = gpu without a
@@ -294,25 +274,18 @@ IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
   meta.entry = central_node(st.vectors, st.n, st.dim);
   Page page = static_cast<Page>(palloc0(BLCKSZ));
   graph_init_meta_page(page, new_meta(st.dim, static_cast<int>(metric), opt));
-  append_page(index, page);
+  index_build_append_page(index, page);
   pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kGraphPhaseWrite);
   pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, meta.nodes);
   write_nodes(index, meta, st, holder->object);
   graph_init_meta_page(page, meta);
-  overwrite_page(index, kGraphMetaBlock, page);
+  index_build_overwrite_page(index, kGraphMetaBlock, page);
   context_owned_free<gknn::graph::Graph>(holder);
 
   // 4. WAL: every page as a full image, once.
-  if (RelationNeedsWAL(index)) {
-    pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kGraphPhaseWal);
-    log_newpage_range(index, MAIN_FORKNUM, 0, RelationGetNumberOfBlocks(index), true);
-  }
-
   MemoryContextDelete(st.tmp);
-  IndexBuildResult* result = static_cast<IndexBuildResult*>(palloc(sizeof(IndexBuildResult)));
-  result->heap_tuples = static_cast<double>(st.n + st.nnull);
-  result->index_tuples = static_cast<double>(st.n + st.nnull);
-  return result;
+  return index_build_finish(index, kGraphPhaseWal, static_cast<double>(st.n + st.nnull),
+                            static_cast<double>(st.n + st.nnull));
 }
 
 // Unlogged indexes: the init fork holds an index of no nodes with the main
