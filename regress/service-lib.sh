@@ -84,6 +84,23 @@ terminate_while_queued() {
   wait "$bg"
   client_rc=$?
 }
+# restarted_since N: the service is ready again, restarted once since its
+# restart count was N (within 10 s).
+restarted_since() {
+  wait_for "(SELECT state = 'ready' AND restarts = $1 + 1 FROM gknn_service_status())" 100
+}
+# fallback_ok QUERY EXPECTED: QUERY (gknn.device = auto) waits for the
+# stopped service, which is then terminated; the backend's CPU answers
+# EXPECTED, and the postmaster restarts the service.
+fallback_ok() {
+  local restarts out
+  restarts=$(status restarts)
+  terminate_while_queued "$tmp/auto.out" -c "$1" || return 1
+  out=$(cat "$tmp/auto.out")
+  echo "auto: $out (expected $2)"
+  [ "$out" = "$2" ] || return 1
+  restarted_since "$restarts"
+}
 # wait_service_replaced PID: up to a minute for a ready service other than
 # PID (until the postmaster has reset the cluster after a SIGKILL, the old
 # shared memory still says "ready").
