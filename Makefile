@@ -19,6 +19,7 @@ OBJS = \
 	extension/device.o \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/types/*.cpp))) \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/topk/*.cpp))) \
+	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/am/*.cpp))) \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/ivfpq/*.cpp))) \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/graph/*.cpp))) \
 	$(patsubst %.cpp,%.o,$(sort $(wildcard extension/service/*.cpp)))

@@ -13,29 +13,10 @@
 #
 #   regress/graph-live.sh   (GKNN_PSQL, GKNN_PGBENCH name the clients)
 set -uo pipefail
-PSQL=${GKNN_PSQL:-psql}
-PGBENCH=${GKNN_PGBENCH:-pgbench}
 DB=gknn_graph_live
-. "$(dirname "$0")/tap.sh"
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-# equal EXPECTED SQL: the query's output is EXPECTED
-equal() {
-  local got
-  got=$(sql -c "$2") || return 1
-  [ "$got" = "$1" ] || { echo "expected: $1"; echo "got: $got"; return 1; }
-}
-wait_ready() {  # the server accepts queries again (after crash recovery)
-  local i
-  for ((i = 0; i < 120; i++)); do
-    "$PSQL" -X -qAt -d postgres -c 'SELECT 1' >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  return 1
-}
-
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null
-sql -c 'CREATE EXTENSION gknn' >/dev/null
+. "$(dirname "$0")/live-lib.sh"
+. "$(dirname "$0")/index-live-lib.sh"
+fresh_gknn_db
 
 # index_complete TABLE: every row comes out of the index once (a LIMIT above
 # the row count: the scan ranks every row). index_exact TABLE: for a few
@@ -61,31 +42,7 @@ index_exact() {
 }
 
 # --- concurrency --------------------------------------------------------------
-sql <<'SQL' >/dev/null
-CREATE TABLE t (id bigserial PRIMARY KEY, emb vector(8));
-INSERT INTO t (emb)
-SELECT ARRAY(SELECT ((i * 7919 + j * 104729) % 1009) / 1009.0 FROM generate_series(1, 8) j)::float8[]::vector
-FROM generate_series(1, 3000) i;
-CREATE INDEX t_emb ON t USING gpu_graph (emb) WITH (degree = 8);
-SQL
-cat >"$tmp/insert.sql" <<'SQL'
-\set i random(1, 100000)
-INSERT INTO t (emb) SELECT ARRAY(SELECT ((:i * 7919 + j * 104729) % 1009) / 1009.0 FROM generate_series(1, 8) j)::float8[]::vector;
-SQL
-cat >"$tmp/query.sql" <<'SQL'
-\set i random(1, 1000000)
-SELECT id FROM t ORDER BY emb <-> (SELECT ARRAY(SELECT ((:i * 31 + j * 17) % 101) / 101.0 FROM generate_series(1, 8) j)::float8[]::vector) LIMIT 10;
-SQL
-cat >"$tmp/delete.sql" <<'SQL'
-\set i random(1, 6000)
-DELETE FROM t WHERE id = :i;
-SQL
-cat >"$tmp/vacuum.sql" <<'SQL'
-VACUUM t;
-SQL
-check "pgbench: 4 sessions insert, search, delete and vacuum concurrently without errors" \
-  "$PGBENCH" -n -c 4 -j 2 -t 150 -f "$tmp/insert.sql@10" -f "$tmp/query.sql@10" \
-  -f "$tmp/delete.sql@3" -f "$tmp/vacuum.sql@1" "$DB"
+concurrent_workload "gpu_graph (emb) WITH (degree = 8)"
 check "after concurrent work the index returns every row once" index_complete t
 check "after concurrent work its first rows are the exact nearest" index_exact t
 sql -c 'VACUUM t' >/dev/null
@@ -93,32 +50,7 @@ check "once vacuumed: its live nodes are the table's rows, no edge to a dead nod
   SELECT live = (SELECT count(*) FROM t) AND dead_edges = 0 FROM gknn_graph_info('t_emb')"
 
 # --- crash ---------------------------------------------------------------------
-sql -c 'CHECKPOINT' >/dev/null
-sql <<'SQL' >/dev/null
-CREATE TABLE c (id bigserial PRIMARY KEY, emb vector(8));
-INSERT INTO c (emb)
-SELECT ARRAY(SELECT ((i * 7919 + j * 104729) % 1009) / 1009.0 FROM generate_series(1, 8) j)::float8[]::vector
-FROM generate_series(1, 2000) i;
-CREATE INDEX c_emb ON c USING gpu_graph (emb) WITH (degree = 8);
-CREATE PROCEDURE fill() LANGUAGE plpgsql AS $$
-BEGIN
-  FOR i IN 1..100000 LOOP
-    INSERT INTO c (emb) SELECT ARRAY(SELECT ((i * 31 + j * 7) % 997) / 997.0 FROM generate_series(1, 8) j)::float8[]::vector
-      FROM generate_series(1, 5);
-    IF i % 3 = 0 THEN COMMIT; END IF;
-  END LOOP;
-END $$;
-SQL
-# The index build and these inserts are only in WAL (no checkpoint since).
-PGAPPNAME=graph_filler "$PSQL" -X -q -d "$DB" -c 'CALL fill()' >/dev/null 2>&1 &
-filler=$!
-sleep 3
-pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'graph_filler'")
-check "a backend inserting into the index is running" test -n "$pid"
-[ -n "$pid" ] && kill -9 "$pid"
-wait "$filler" 2>/dev/null
-check "the server recovers after the backend is killed" wait_ready
-check "after the crash some inserted rows were committed" equal t "SELECT count(*) > 2000 FROM c"
+crash_while_inserting "gpu_graph (emb) WITH (degree = 8)" graph_filler
 check "after the crash the index reads without error (gknn_graph_info)" \
   sql -c "SELECT * FROM gknn_graph_info('c_emb')"
 check "after the crash the index returns every committed row once" index_complete c
@@ -133,5 +65,5 @@ check "after REINDEX the exact answers are the same" index_exact c
 check "after REINDEX the index holds every row once" equal t "
   SELECT live = (SELECT count(*) FROM c) AND nodes = live FROM gknn_graph_info('c_emb')"
 
-"$PSQL" -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1
+drop_db
 tap_end

@@ -13,36 +13,14 @@
 #
 #   regress/graph-recall.sh   (GKNN_PSQL names psql; GKNN_FMNIST_DIR the idx files)
 set -uo pipefail
-PSQL=${GKNN_PSQL:-psql}
 DB=gknn_graph_recall
-DIR=${GKNN_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 BASE=${GKNN_GRAPH_BASE:-10000}
 INSERTS=$((BASE / 5))
 QUERIES=200
-. "$(dirname "$0")/tap.sh"
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-
-if [ ! -f "$DIR/train-images-idx3-ubyte.gz" ] || [ ! -f "$DIR/t10k-images-idx3-ubyte.gz" ]; then
-  echo "1..0 # SKIP no Fashion-MNIST in $DIR (Debian package dataset-fashion-mnist)"
-  exit 0
-fi
-
-# idx3 images -> COPY text rows "id<TAB>[p0,p1,...]" (raw pixels 0..255),
-# read by the benchmark's own reader (bench/datasets/prepare.py).
-to_copy() {  # file rows out
-  python3 - "$1" "$2" "$(dirname "$0")/../bench/datasets" >"$3" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[3])
-from prepare import read_idx_images
-n, dim, pixels = read_idx_images(sys.argv[1])
-for i in range(min(int(sys.argv[2]), n)):
-    print(f"{i}\t[{','.join(map(str, pixels[i * dim:(i + 1) * dim]))}]")
-PY
-}
-
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null
-sql -c 'CREATE EXTENSION gknn' >/dev/null
+. "$(dirname "$0")/live-lib.sh"
+. "$(dirname "$0")/fmnist.sh"
+fmnist_require
+fresh_gknn_db
 to_copy "$DIR/train-images-idx3-ubyte.gz" "$((BASE + INSERTS))" "$tmp/all.tsv"
 head -n "$BASE" "$tmp/all.tsv" >"$tmp/base.tsv"
 tail -n "$INSERTS" "$tmp/all.tsv" >"$tmp/more.tsv"
@@ -106,5 +84,5 @@ truth
 sweep "after VACUUM"
 check "after VACUUM: recall@10 >= 0.98 at ef_search 10" at_least 10 0.98
 check "after VACUUM: recall@10 >= 0.995 at the default ef_search" at_least 0 0.995
-[ -n "${KEEP:-}" ] || "$PSQL" -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null
+[ -n "${KEEP:-}" ] || drop_db
 tap_end

@@ -11,29 +11,10 @@
 #
 #   regress/ivfpq-live.sh   (GKNN_PSQL, GKNN_PGBENCH name the clients)
 set -uo pipefail
-PSQL=${GKNN_PSQL:-psql}
-PGBENCH=${GKNN_PGBENCH:-pgbench}
 DB=gknn_ivfpq_live
-. "$(dirname "$0")/tap.sh"
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-# equal WHAT EXPECTED SQL: the query's output is EXPECTED
-equal() {
-  local got
-  got=$(sql -c "$2") || return 1
-  [ "$got" = "$1" ] || { echo "expected: $1"; echo "got: $got"; return 1; }
-}
-wait_ready() {  # the server accepts queries again (after crash recovery)
-  local i
-  for ((i = 0; i < 120; i++)); do
-    "$PSQL" -X -qAt -d postgres -c 'SELECT 1' >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  return 1
-}
-
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null
-sql -c 'CREATE EXTENSION gknn' >/dev/null
+. "$(dirname "$0")/live-lib.sh"
+. "$(dirname "$0")/index-live-lib.sh"
+fresh_gknn_db
 
 # index_complete TABLE: every row found through the index (all lists, every
 # row re-ranked); index_exact TABLE: the 10 nearest of a few queries through
@@ -60,31 +41,7 @@ index_exact() {
 }
 
 # --- concurrency --------------------------------------------------------------
-sql <<'SQL' >/dev/null
-CREATE TABLE t (id bigserial PRIMARY KEY, emb vector(8));
-INSERT INTO t (emb)
-SELECT ARRAY(SELECT ((i * 7919 + j * 104729) % 1009) / 1009.0 FROM generate_series(1, 8) j)::float8[]::vector
-FROM generate_series(1, 3000) i;
-CREATE INDEX t_emb ON t USING gpu_ivfpq (emb) WITH (lists = 16, m = 4);
-SQL
-cat >"$tmp/insert.sql" <<'SQL'
-\set i random(1, 100000)
-INSERT INTO t (emb) SELECT ARRAY(SELECT ((:i * 7919 + j * 104729) % 1009) / 1009.0 FROM generate_series(1, 8) j)::float8[]::vector;
-SQL
-cat >"$tmp/query.sql" <<'SQL'
-\set i random(1, 1000000)
-SELECT id FROM t ORDER BY emb <-> (SELECT ARRAY(SELECT ((:i * 31 + j * 17) % 101) / 101.0 FROM generate_series(1, 8) j)::float8[]::vector) LIMIT 10;
-SQL
-cat >"$tmp/delete.sql" <<'SQL'
-\set i random(1, 6000)
-DELETE FROM t WHERE id = :i;
-SQL
-cat >"$tmp/vacuum.sql" <<'SQL'
-VACUUM t;
-SQL
-check "pgbench: 4 sessions insert, search, delete and vacuum concurrently without errors" \
-  "$PGBENCH" -n -c 4 -j 2 -t 150 -f "$tmp/insert.sql@10" -f "$tmp/query.sql@10" \
-  -f "$tmp/delete.sql@3" -f "$tmp/vacuum.sql@1" "$DB"
+concurrent_workload "gpu_ivfpq (emb) WITH (lists = 16, m = 4)"
 check "after concurrent work the index finds every row" index_complete t
 check "after concurrent work the index answers exactly with every list probed" index_exact t
 sql -c 'VACUUM t' >/dev/null
@@ -92,33 +49,8 @@ check "the index's entries are the table's rows once vacuumed" equal t "
   SELECT entries = (SELECT count(*) FROM t) FROM gknn_ivfpq_info('t_emb')"
 
 # --- crash ---------------------------------------------------------------------
-sql -c 'CHECKPOINT' >/dev/null
-sql <<'SQL' >/dev/null
-CREATE TABLE c (id bigserial PRIMARY KEY, emb vector(8));
-INSERT INTO c (emb)
-SELECT ARRAY(SELECT ((i * 7919 + j * 104729) % 1009) / 1009.0 FROM generate_series(1, 8) j)::float8[]::vector
-FROM generate_series(1, 2000) i;
-CREATE INDEX c_emb ON c USING gpu_ivfpq (emb) WITH (lists = 16, m = 4);
-CREATE PROCEDURE fill() LANGUAGE plpgsql AS $$
-BEGIN
-  FOR i IN 1..100000 LOOP
-    INSERT INTO c (emb) SELECT ARRAY(SELECT ((i * 31 + j * 7) % 997) / 997.0 FROM generate_series(1, 8) j)::float8[]::vector
-      FROM generate_series(1, 5);
-    IF i % 3 = 0 THEN COMMIT; END IF;
-  END LOOP;
-END $$;
-SQL
-# The index build and these inserts are only in WAL (no checkpoint since).
-PGAPPNAME=ivfpq_filler "$PSQL" -X -q -d "$DB" -c 'CALL fill()' >/dev/null 2>&1 &
-filler=$!
-sleep 3
-pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'ivfpq_filler'")
-check "a backend inserting into the index is running" test -n "$pid"
-[ -n "$pid" ] && kill -9 "$pid"
-wait "$filler" 2>/dev/null
-check "the server recovers after the backend is killed" wait_ready
+crash_while_inserting "gpu_ivfpq (emb) WITH (lists = 16, m = 4)" ivfpq_filler
 # t and c now hold what WAL replay made of them
-check "after the crash some inserted rows were committed" equal t "SELECT count(*) > 2000 FROM c"
 check "after the crash the index finds every committed row" index_complete c
 check "after the crash the index answers exactly with every list probed" index_exact c
 check "after the crash the concurrency table's index is intact too" index_complete t
@@ -127,5 +59,5 @@ check "after REINDEX the exact answers are the same" index_exact c
 check "after REINDEX the index holds every row once" equal t "
   SELECT entries = (SELECT count(*) FROM c) FROM gknn_ivfpq_info('c_emb')"
 
-"$PSQL" -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null 2>&1
+drop_db
 tap_end

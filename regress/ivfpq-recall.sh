@@ -12,35 +12,13 @@
 #
 #   regress/ivfpq-recall.sh   (GKNN_PSQL names psql; GKNN_FMNIST_DIR the idx files)
 set -uo pipefail
-PSQL=${GKNN_PSQL:-psql}
 DB=gknn_ivfpq_recall
-DIR=${GKNN_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 BASE=10000
 QUERIES=200
-. "$(dirname "$0")/tap.sh"
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-
-if [ ! -f "$DIR/train-images-idx3-ubyte.gz" ] || [ ! -f "$DIR/t10k-images-idx3-ubyte.gz" ]; then
-  echo "1..0 # SKIP no Fashion-MNIST in $DIR (Debian package dataset-fashion-mnist)"
-  exit 0
-fi
-
-# idx3 images -> COPY text rows "id<TAB>[p0,p1,...]" (raw pixels 0..255),
-# read by the benchmark's own reader (bench/datasets/prepare.py).
-to_copy() {  # file rows out
-  python3 - "$1" "$2" "$(dirname "$0")/../bench/datasets" >"$3" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[3])
-from prepare import read_idx_images
-n, dim, pixels = read_idx_images(sys.argv[1])
-for i in range(min(int(sys.argv[2]), n)):
-    print(f"{i}\t[{','.join(map(str, pixels[i * dim:(i + 1) * dim]))}]")
-PY
-}
-
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null
-sql -c 'CREATE EXTENSION gknn' >/dev/null
+. "$(dirname "$0")/live-lib.sh"
+. "$(dirname "$0")/fmnist.sh"
+fmnist_require
+fresh_gknn_db
 to_copy "$DIR/train-images-idx3-ubyte.gz" "$BASE" "$tmp/base.tsv"
 to_copy "$DIR/t10k-images-idx3-ubyte.gz" "$QUERIES" "$tmp/queries.tsv"
 sql -c "CREATE TABLE fm (id int PRIMARY KEY, emb vector(784))" -c "\\copy fm FROM '$tmp/base.tsv'" \
@@ -82,5 +60,5 @@ check "recall@10 >= 0.95 at probes 4, refine 4" at_least 4 4 0.95
 check "recall@10 >= 0.98 at probes 8, refine 4" at_least 8 4 0.98
 check "recall@10 >= 0.995 at probes 16, refine 16" at_least 16 16 0.995
 check "recall@10 = 1 with every list probed and refine 1000" at_least 100 1000 1.0
-[ -n "${KEEP:-}" ] || "$PSQL" -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" >/dev/null
+[ -n "${KEEP:-}" ] || drop_db
 tap_end

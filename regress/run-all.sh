@@ -358,28 +358,31 @@ run_pgtap() {
   tally "$stage" "$rc" "$p" "$f"
 }
 
-# run_sql_fuzz STAGE BATCHES: random hostile SQL (fixed seed); TAP lines
-# count like pgTAP's. It reads the server log for crashes from its own start
-# on, so it runs before a stage kills backends on purpose, or after one
-# has recovered.
-run_sql_fuzz() {
-  local stage=$1 batches=$2 rc=0 p f
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) GKNN_SERVER_LOG=$(cluster_log_file) \
-    GKNN_FUZZ_BATCHES=$batches run_logged "$stage" regress/sql-fuzz.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path "$stage")")"
-  if grep -q '^1\.\.0 # SKIP' "$(log_path "$stage")"; then
-    skip_stage "$stage" "$(sed -n 's/^1\.\.0 # SKIP //p' "$(log_path "$stage")")"
+# run_tap STAGE SCRIPT [ARGS...]: a TAP script against the server, with
+# the cluster's psql and pgbench (GKNN_PSQL, GKNN_PGBENCH; more environment
+# may prefix the call). Its lines count like pgTAP's; a run that prints
+# "1..0 # SKIP why" is a stage not run.
+run_tap() {
+  local stage=$1 rc=0 p f log
+  shift
+  log=$(log_path "$stage")
+  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
+    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
+    run_logged "$stage" "$@" || rc=$?
+  read -r p f <<<"$(count_pgtap "$log")"
+  if grep -q '^1\.\.0 # SKIP' "$log"; then
+    skip_stage "$stage" "$(sed -n 's/^1\.\.0 # SKIP //p' "$log")"
   else
     tally "$stage" "$rc" "$p" "$f"
   fi
 }
 
-# pg_dump / pg_restore round trips; TAP lines count like pgTAP's.
-run_dump_restore() {
-  local rc=0 p f
-  GKNN_PG_BIN=$GKNN_PG_BIN run_logged dump regress/dump-restore.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path dump)")"
-  tally dump "$rc" "$p" "$f"
+# run_sql_fuzz STAGE BATCHES: random hostile SQL (fixed seed); TAP lines
+# count like pgTAP's. It reads the server log for crashes from its own start
+# on, so it runs before a stage kills backends on purpose, or after one
+# has recovered.
+run_sql_fuzz() {
+  GKNN_SERVER_LOG=$(cluster_log_file) GKNN_FUZZ_BATCHES=$2 run_tap "$1" regress/sql-fuzz.sh
 }
 
 # bench/: the load generator's unit tests, then (with a server) its live
@@ -405,59 +408,10 @@ run_bench_tests() {
   tally bench "$rc" "$p" "$f" "$s"
 }
 
-# gpu_ivfpq under concurrent sessions and a backend crash; TAP lines count
-# like pgTAP's.
-run_ivfpq_live() {
-  local rc=0 p f
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
-    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
-    run_logged ivfpq-live regress/ivfpq-live.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path ivfpq-live)")"
-  tally ivfpq-live "$rc" "$p" "$f"
-}
-
-# gpu_ivfpq's recall on Fashion-MNIST (Debian's dataset-fashion-mnist);
-# TAP, skipped without the dataset.
-run_ivfpq_recall() {
-  local rc=0 p f
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
-    run_logged ivfpq-recall regress/ivfpq-recall.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path ivfpq-recall)")"
-  if grep -q '^1\.\.0 # SKIP' "$(log_path ivfpq-recall)"; then
-    skip_stage ivfpq-recall "$(sed -n 's/^1\.\.0 # SKIP //p' "$(log_path ivfpq-recall)")"
-  else
-    tally ivfpq-recall "$rc" "$p" "$f"
-  fi
-}
-
-# gpu_graph under concurrent sessions and a backend crash (as run_ivfpq_live).
-run_graph_live() {
-  local rc=0 p f
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
-    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
-    run_logged graph-live regress/graph-live.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path graph-live)")"
-  tally graph-live "$rc" "$p" "$f"
-}
-
-# gpu_graph's recall on Fashion-MNIST (as run_ivfpq_recall).
-run_graph_recall() {
-  local rc=0 p f
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
-    run_logged graph-recall regress/graph-recall.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path graph-recall)")"
-  if grep -q '^1\.\.0 # SKIP' "$(log_path graph-recall)"; then
-    skip_stage graph-recall "$(sed -n 's/^1\.\.0 # SKIP //p' "$(log_path graph-recall)")"
-  else
-    tally graph-recall "$rc" "$p" "$f"
-  fi
-}
-
 # The GPU service (regress/service-live.sh, TAP): on a cluster of its own with
 # gknn preloaded and the service on the CPU (gknn.service = cpu), or on the
 # server given (GKNN_USE_SERVER=1), which must preload gknn.
 run_service_live() {
-  local rc=0 p f
   if [ "${GKNN_USE_SERVER:-0}" != 1 ]; then
     GKNN_CLUSTER_LOG=$(realpath "$LOGS")/server-service.log
     # shellcheck disable=SC2119
@@ -468,32 +422,14 @@ run_service_live() {
   fi
   # Images kept fresh by deltas (before service-live.sh, which crashes the
   # service on purpose).
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
-    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
-    run_logged service-delta regress/service-delta.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path service-delta)")"
-  tally service-delta "$rc" "$p" "$f"
-  rc=0
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
-    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
-    run_logged service regress/service-live.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path service)")"
-  tally service "$rc" "$p" "$f"
+  run_tap service-delta regress/service-delta.sh
+  run_tap service regress/service-live.sh
   # gpu_graph searches through the service (after service-live.sh: it too
   # kills the service, and waits for the server to recover).
-  rc=0
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
-    GKNN_PGBENCH=$(command -v "$GKNN_PG_BIN/pgbench" || command -v pgbench) \
-    run_logged service-graph regress/service-graph.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path service-graph)")"
-  tally service-graph "$rc" "$p" "$f"
+  run_tap service-graph regress/service-graph.sh
   # GpuTopK through the service (after service-graph.sh: it too kills the
   # service, and waits for the server to recover).
-  rc=0
-  GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
-    run_logged service-topk regress/service-topk.sh || rc=$?
-  read -r p f <<<"$(count_pgtap "$(log_path service-topk)")"
-  tally service-topk "$rc" "$p" "$f"
+  run_tap service-topk regress/service-topk.sh
   # The gpu_ivfpq, gpu_graph and GpuTopK SQL suites again, with gknn
   # preloaded: builds (gpu_ivfpq's), searches and GpuTopK's ranking then go
   # through the service and must give what they give without it.
@@ -525,12 +461,16 @@ run_sql_suites() {
   run_pg_regress
   run_pgtap
   run_sql_fuzz sql-fuzz 30
-  run_dump_restore
+  # pg_dump / pg_restore round trips.
+  GKNN_PG_BIN=$GKNN_PG_BIN run_tap dump regress/dump-restore.sh
   run_bench_tests 1
-  run_ivfpq_recall
-  timed graph-recall run_graph_recall
-  run_ivfpq_live
-  run_graph_live
+  # gpu_ivfpq's and gpu_graph's recall on Fashion-MNIST (Debian's
+  # dataset-fashion-mnist), skipped without the dataset.
+  run_tap ivfpq-recall regress/ivfpq-recall.sh
+  timed graph-recall run_tap graph-recall regress/graph-recall.sh
+  # gpu_ivfpq, then gpu_graph, under concurrent sessions and a backend crash.
+  run_tap ivfpq-live regress/ivfpq-live.sh
+  run_tap graph-live regress/graph-live.sh
   cluster_stop
   run_service_live
 }

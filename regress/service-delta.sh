@@ -16,29 +16,12 @@
 #
 #   regress/service-delta.sh   (GKNN_PSQL, GKNN_PGBENCH name the clients)
 set -uo pipefail
-PSQL=${GKNN_PSQL:-psql}
-PGBENCH=${GKNN_PGBENCH:-pgbench}
 DB=gknn_service_delta
-. "$(dirname "$0")/tap.sh"
+. "$(dirname "$0")/service-lib.sh"
 exec 3>&1  # measurements shown whether a check passes or not
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-status() { sql -c "SELECT $1 FROM gknn_service_status()"; }
-equal() {  # equal EXPECTED SQL
-  local got
-  got=$(sql -c "$2") || return 1
-  [ "$got" = "$1" ] || { echo "expected: $1"; echo "got: $got"; return 1; }
-}
 
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null
-sql -c 'CREATE EXTENSION gknn' >/dev/null
-ready=$(sql -c "SELECT state = 'ready' FROM gknn_service_status()")
-for ((i = 0; i < 300; i++)); do
-  [ "$ready" = t ] && break
-  sleep 0.1
-  ready=$(sql -c "SELECT state = 'ready' FROM gknn_service_status()")
-done
-check "the service is ready" [ "$ready" = t ]
+fresh_gknn_db
+check "the service is ready" wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 300
 
 # Three indexes: l2 and cosine with stored vectors, and one of 2,048
 # dimensions (its items cannot hold the vector: PQ estimates, re-ranked from

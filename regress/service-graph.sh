@@ -34,35 +34,10 @@
 #
 #   regress/service-graph.sh   (GKNN_PSQL, GKNN_PGBENCH name the clients)
 set -uo pipefail
-PSQL=${GKNN_PSQL:-psql}
-PGBENCH=${GKNN_PGBENCH:-pgbench}
 DB=gknn_service_graph
-. "$(dirname "$0")/tap.sh"
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-status() { sql -c "SELECT $1 FROM gknn_service_status()"; }
-equal() { # equal EXPECTED SQL
-  local got
-  got=$(sql -c "$2") || return 1
-  [ "$got" = "$1" ] || { echo "expected: $1"; echo "got: $got"; return 1; }
-}
-wait_for() { # wait_for SQL-CONDITION [TENTHS]: true within the time
-  local i
-  for ((i = 0; i < ${2:-100}; i++)); do
-    [ "$(sql -c "SELECT ($1)" 2>/dev/null)" = t ] && return 0
-    sleep 0.1
-  done
-  echo "still false: $1"
-  return 1
-}
-ms_now() { date +%s%3N; }
-service_pid() { status pid; }
-set_limit() {
-  "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM SET gknn.gpu_memory_limit = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
-}
+. "$(dirname "$0")/service-lib.sh"
 
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null
-sql -c 'CREATE EXTENSION gknn' >/dev/null
+fresh_gknn_db
 
 check "the service is ready" wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 300
 echo "# service on: $(status device)"
@@ -160,13 +135,7 @@ SELECT check_one(:q, :k);
 SQL
 before_batches=$(status batches)
 before_searches=$(status searches)
-pgbench_ok() {
-  "$PGBENCH" -n -c 32 -j 4 -t 15 -f "$tmp/check.sql" "$DB" >"$tmp/pgbench.log" 2>&1
-  local rc=$?
-  cat "$tmp/pgbench.log"
-  ((rc == 0)) && ! grep -q -i 'aborted\|error' "$tmp/pgbench.log"
-}
-check "32 concurrent sessions (random LIMIT): every graph answer equals the CPU's" pgbench_ok
+check "32 concurrent sessions (random LIMIT): every graph answer equals the CPU's" pgbench_ok 32 4
 check "the 480 graph searches were batched (fewer batches than searches)" equal t "
   SELECT searches - $before_searches >= 480 AND batches - $before_batches < searches - $before_searches
   FROM gknn_service_status()"
@@ -190,11 +159,8 @@ check "DROP INDEX: the graph's image leaves the service at commit" \
 # On the CPU the pages must be the backend's own build's, byte for byte past
 # each page's LSN and checksum (both build_cpu with the same seed; a GPU's
 # kNN graph may differ, so on a GPU only the searches are compared).
+create_index_pages
 sql <<'SQL' >/dev/null
-CREATE EXTENSION pageinspect;
-CREATE FUNCTION index_pages(idx regclass) RETURNS text LANGUAGE sql AS $$
-  SELECT md5(string_agg(substr(get_raw_page(idx::text, b::int), 11), ''::bytea ORDER BY b))
-  FROM generate_series(0, pg_relation_size(idx) / 8192 - 1) b $$;
 SET gknn.device = cpu;
 CREATE INDEX ga_cpu ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16);
 CREATE INDEX gb_cpu ON gb USING gpu_graph (emb vector_cosine_ops) WITH (degree = 8);
@@ -231,11 +197,8 @@ check "an index built by the service answers as the CPU does" equal 0 "
   SELECT count(*) FROM qs WHERE answer('ga', '<->', v, 40, 10, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, 10, 'cpu')"
 sql -c "DROP INDEX ga_svc, gb_svc"
 if [ "$on_cpu" = t ]; then
-  check "gknn.device = gpu with the service on the CPU: 55000" equal 55000 "
-    CREATE TEMP TABLE e (s text);
-    DO \$\$ BEGIN SET LOCAL gknn.device = gpu; CREATE INDEX gb_gpu ON gb USING gpu_graph (emb vector_cosine_ops) WITH (degree = 8);
-    INSERT INTO e VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO e VALUES (SQLSTATE); END \$\$;
-    SELECT s FROM e"
+  check "gknn.device = gpu with the service on the CPU: 55000" sqlstate_is 55000 \
+    "SET LOCAL gknn.device = gpu; CREATE INDEX gb_gpu ON gb USING gpu_graph (emb vector_cosine_ops) WITH (degree = 8)"
 else
   check "gknn.device = gpu: the build runs in the service" equal t "
     SET gknn.device = gpu; CREATE INDEX gb_gpu ON gb USING gpu_graph (emb vector_cosine_ops) WITH (degree = 8);
@@ -282,18 +245,13 @@ else
   echo "# not run on a GPU service (its build of gbig is too short to interrupt): pg_cancel_backend and statement_timeout during a graph build"
 fi
 build_fallback_ok() {
-  local restarts pid
+  local restarts
   restarts=$(status restarts)
-  pid=$(service_pid)
-  kill -STOP "$pid"
-  sql -c "SET gknn.device = auto" -c "CREATE INDEX ga_fb ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16)" >"$tmp/fb.out" 2>&1 &
-  local bg=$!
-  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
-  kill -TERM "$pid"
-  kill -CONT "$pid"
-  wait "$bg" || { cat "$tmp/fb.out"; return 1; }
+  terminate_while_queued "$tmp/fb.out" -c "SET gknn.device = auto" \
+    -c "CREATE INDEX ga_fb ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16)" || return 1
+  ((client_rc == 0)) || { cat "$tmp/fb.out"; return 1; }
   equal t "SELECT index_pages('ga_fb') = (SELECT md5 FROM pages_cpu WHERE idx = 'ga_svc')" && sql -c "DROP INDEX ga_fb" &&
-    wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
+    restarted_since "$restarts"
 }
 check "service terminated while a graph build waits: gknn.device = auto builds on the backend's CPU, the same pages; restarted" \
   build_fallback_ok
@@ -301,71 +259,27 @@ check "service terminated while a graph build waits: gknn.device = auto builds o
 # --- budget ------------------------------------------------------------------------
 set_limit 10kB
 check "the budget is applied" wait_for "(SELECT memory_budget = 10240 AND memory_used <= 10240 FROM gknn_service_status())"
-check "a graph image larger than the budget: SQLSTATE 53200" equal 53200 "
-  CREATE TEMP TABLE e (s text);
-  DO \$\$ BEGIN PERFORM answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 1;
-  INSERT INTO e VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO e VALUES (SQLSTATE); END \$\$;
-  SELECT s FROM e"
-check "a graph build larger than the budget: SQLSTATE 53200" equal 53200 "
-  CREATE TEMP TABLE eb (s text);
-  DO \$\$ BEGIN CREATE INDEX ga_no ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16);
-  INSERT INTO eb VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO eb VALUES (SQLSTATE); END \$\$;
-  SELECT s FROM eb"
-"$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.gpu_memory_limit" -c "SELECT pg_reload_conf()" >/dev/null
+check "a graph image larger than the budget: SQLSTATE 53200" sqlstate_is 53200 \
+  "PERFORM answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 1"
+check "a graph build larger than the budget: SQLSTATE 53200" sqlstate_is 53200 \
+  "CREATE INDEX ga_no ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16)"
+reset_limit
 check "the budget is back" wait_for "(SELECT memory_budget > 10240 FROM gknn_service_status())"
 
 # --- cancellation with the service stopped --------------------------------------------
 query_g="SELECT answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 2"
-waiting="(SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''ga''%' AND wait_event_type = 'Extension')"
 spid=$(service_pid)
 kill -STOP "$spid"
-timeout_ok() {
-  local t0 t1 out
-  t0=$(ms_now)
-  out=$(sql -c "SET statement_timeout = 300" -c "$query_g" 2>&1)
-  t1=$(ms_now)
-  echo "$out; $((t1 - t0)) ms"
-  grep -q 'statement timeout' <<<"$out" && ((t1 - t0 < 1300))
-}
-check "statement_timeout ends a graph search waiting for the stopped service" timeout_ok
-cancel_ok() {
-  local t0 t1 pid
-  sql -c "$query_g" >"$tmp/cancel.out" 2>&1 &
-  local bg=$!
-  wait_for "$waiting" || return 1
-  pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''ga''%'")
-  t0=$(ms_now)
-  sql -c "SELECT pg_cancel_backend($pid)" >/dev/null
-  wait "$bg"
-  t1=$(ms_now)
-  cat "$tmp/cancel.out"
-  echo "cancelled after $((t1 - t0)) ms"
-  grep -q 'canceling statement due to user request' "$tmp/cancel.out" && ((t1 - t0 < 1000))
-}
-check "pg_cancel_backend ends a graph search waiting for the stopped service" cancel_ok
+check "statement_timeout ends a graph search waiting for the stopped service" timeout_ok "$query_g"
+check "pg_cancel_backend ends a graph search waiting for the stopped service" cancel_ok "$query_g" "SELECT answer(''ga''"
 kill -CONT "$spid"
 check "the service serves graph searches again" equal 0 "
   SELECT count(*) FROM qs WHERE answer('ga', '<->', v, 40, 10, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, 10, 'cpu')"
 
 # --- the service stops while graph searches wait ------------------------------------
 expected=$(sql -c "SELECT answer('ga', '<->', v, 40, 10, 'cpu') FROM qs WHERE q = 3")
-stop_ok() {
-  local restarts pid out
-  restarts=$(status restarts)
-  pid=$(service_pid)
-  kill -STOP "$pid"
-  sql -c "SELECT answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 3" >"$tmp/auto.out" 2>&1 &
-  local bg=$!
-  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
-  kill -TERM "$pid"
-  kill -CONT "$pid"
-  wait "$bg"
-  out=$(cat "$tmp/auto.out")
-  echo "auto: $out (expected $expected)"
-  [ "$out" = "$expected" ] || return 1
-  wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
-}
-check "service terminated while a graph search waits: gknn.device = auto answers on the CPU; restarted" stop_ok
+check "service terminated while a graph search waits: gknn.device = auto answers on the CPU; restarted" fallback_ok \
+  "SELECT answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 3" "$expected"
 
 # SIGKILL while four sessions wait: the postmaster resets the cluster; each
 # session ends with its answer or a clean error within seconds, none hangs.
@@ -389,10 +303,7 @@ kill9_ok() {
     grep -q '^[0-9]*:' "$tmp/k9.$((i + 1))" || grep -qi 'terminat\|crash\|connection' "$tmp/k9.$((i + 1))" || rc=1
   done
   ((rc == 0)) || return 1
-  for ((i = 0; i < 600; i++)); do
-    [ "$(sql -c "SELECT state = 'ready' AND pid <> $killed FROM gknn_service_status()" 2>/dev/null)" = t ] && break
-    sleep 0.1
-  done
+  wait_service_replaced "$killed"
   equal 0 "SELECT count(*) FROM qs WHERE answer('ga', '<->', v, 40, 10, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, 10, 'cpu')" &&
     equal t "SELECT searches > 0 FROM gknn_service_status()"
 }
@@ -401,7 +312,7 @@ check "SIGKILL of the service while four graph searches wait: none hangs; the se
 # SIGKILL while a graph build waits on the service: the postmaster resets the
 # cluster; the build's session ends with a clean error, never hangs.
 kill9_build_ok() {
-  local killed s i
+  local killed s
   killed=$(service_pid)
   timeout 60 "$PSQL" -X -qAt -d "$DB" -c "$build_big" >"$tmp/k9b" 2>&1 &
   local bg=$!
@@ -411,10 +322,7 @@ kill9_build_ok() {
   s=$?
   cat "$tmp/k9b"
   ((s != 124 && s != 0)) && grep -qi 'terminat\|crash\|connection' "$tmp/k9b" || return 1
-  for ((i = 0; i < 600; i++)); do
-    [ "$(sql -c "SELECT state = 'ready' AND pid <> $killed FROM gknn_service_status()" 2>/dev/null)" = t ] && break
-    sleep 0.1
-  done
+  wait_service_replaced "$killed"
   sql -c "CREATE INDEX ga_after ON ga USING gpu_graph (emb vector_l2_ops) WITH (degree = 16)" &&
     { [ "$on_cpu" = f ] || equal t "SELECT index_pages('ga_after') = (SELECT md5 FROM pages_cpu WHERE idx = 'ga_svc')"; }
 }

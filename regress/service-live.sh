@@ -32,32 +32,10 @@
 #
 #   regress/service-live.sh   (GKNN_PSQL, GKNN_PGBENCH name the clients)
 set -uo pipefail
-PSQL=${GKNN_PSQL:-psql}
-PGBENCH=${GKNN_PGBENCH:-pgbench}
 DB=gknn_service_live
-. "$(dirname "$0")/tap.sh"
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-status() { sql -c "SELECT $1 FROM gknn_service_status()"; }
-equal() {  # equal EXPECTED SQL
-  local got
-  got=$(sql -c "$2") || return 1
-  [ "$got" = "$1" ] || { echo "expected: $1"; echo "got: $got"; return 1; }
-}
-wait_for() {  # wait_for SQL-CONDITION [TENTHS]: true within the time
-  local i
-  for ((i = 0; i < ${2:-100}; i++)); do
-    [ "$(sql -c "SELECT ($1)" 2>/dev/null)" = t ] && return 0
-    sleep 0.1
-  done
-  echo "still false: $1"
-  return 1
-}
-ms_now() { date +%s%3N; }
-service_pid() { status pid; }
+. "$(dirname "$0")/service-lib.sh"
 
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null
-sql -c 'CREATE EXTENSION gknn' >/dev/null
+fresh_gknn_db
 
 check "the service is ready" wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 300
 device=$(status device)
@@ -293,22 +271,13 @@ SELECT check_one(:q, CASE :p WHEN 1 THEN 1 WHEN 2 THEN 4 ELSE 16 END);
 SQL
 before_batches=$(status batches)
 before_searches=$(status searches)
-pgbench_ok() {
-  "$PGBENCH" -n -c 64 -j 8 -t 15 -f "$tmp/check.sql" "$DB" >"$tmp/pgbench.log" 2>&1
-  local rc=$?
-  cat "$tmp/pgbench.log"
-  ((rc == 0)) && ! grep -q -i 'aborted\|error' "$tmp/pgbench.log"
-}
-check "64 concurrent sessions: every answer equals the CPU's" pgbench_ok
+check "64 concurrent sessions: every answer equals the CPU's" pgbench_ok 64 8
 check "the 960 searches were batched (fewer batches than searches)" equal t "
   SELECT searches - $before_searches >= 960 AND batches - $before_batches < searches - $before_searches
   FROM gknn_service_status()"
 echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_searches, round(mean_batch::numeric, 2) FROM gknn_service_status()")"
 
 # --- eviction under a small budget ----------------------------------------------
-set_limit() {
-  "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM SET gknn.gpu_memory_limit = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
-}
 # Room for one image of a (141 kB with its vectors) or c (134 kB), not for both.
 set_limit 200kB
 check "the budget is applied" wait_for "(SELECT memory_budget = 204800 FROM gknn_service_status())"
@@ -321,22 +290,16 @@ check "answers unchanged while images are evicted and reloaded" equal "0|t" "
 # A smaller budget evicts what no longer fits; then nothing fits.
 set_limit 10kB
 check "a smaller budget evicts down to it" wait_for "(SELECT memory_budget = 10240 AND memory_used <= 10240 FROM gknn_service_status())"
-check "an image larger than the budget: SQLSTATE 53200" equal 53200 "
-  CREATE TEMP TABLE e (s text);
-  DO \$\$ BEGIN PERFORM answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 1 AND dim = 8;
-  INSERT INTO e VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO e VALUES (SQLSTATE); END \$\$;
-  SELECT s FROM e"
-"$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.gpu_memory_limit" -c "SELECT pg_reload_conf()" >/dev/null
+check "an image larger than the budget: SQLSTATE 53200" sqlstate_is 53200 \
+  "PERFORM answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 1 AND dim = 8"
+reset_limit
 
 # --- index builds through the service -----------------------------------------------
 # CREATE INDEX / REINDEX ship the training sample, the service trains and
 # encodes; the backend waits on its latch. The pages must be the backend's
 # own CPU build's, byte for byte past each page's LSN and checksum.
+create_index_pages
 sql <<'SQL' >/dev/null
-CREATE EXTENSION pageinspect;
-CREATE FUNCTION index_pages(idx regclass) RETURNS text LANGUAGE sql AS $$
-  SELECT md5(string_agg(substr(get_raw_page(idx::text, b::int), 11), ''::bytea ORDER BY b))
-  FROM generate_series(0, pg_relation_size(idx) / 8192 - 1) b $$;
 SET gknn.device = cpu;
 CREATE INDEX a_cpu ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4);
 CREATE TABLE pages_cpu AS SELECT index_pages('a_cpu') AS md5;
@@ -422,41 +385,16 @@ budget_build_ok() {
 }
 check "a build's memory counts under gknn.gpu_memory_limit: a resident image is evicted to make room" budget_build_ok
 set_limit 30kB
-check "a build that does not fit the budget: SQLSTATE 53200" equal 53200 "
-  CREATE TEMP TABLE eb (s text);
-  DO \$\$ BEGIN CREATE INDEX sm_no ON sm USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 2, m = 2, nbits = 4);
-  INSERT INTO eb VALUES ('no error'); EXCEPTION WHEN OTHERS THEN INSERT INTO eb VALUES (SQLSTATE); END \$\$;
-  SELECT s FROM eb"
-"$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.gpu_memory_limit" -c "SELECT pg_reload_conf()" >/dev/null
+check "a build that does not fit the budget: SQLSTATE 53200" sqlstate_is 53200 \
+  "CREATE INDEX sm_no ON sm USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 2, m = 2, nbits = 4)"
+reset_limit
 
 # --- cancellation with the service stopped ----------------------------------------
 query_a="SELECT answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 2 AND dim = 8"
 spid=$(service_pid)
 kill -STOP "$spid"
-timeout_ok() {
-  local t0 t1 out
-  t0=$(ms_now)
-  out=$(sql -c "SET statement_timeout = 300" -c "$query_a" 2>&1)
-  t1=$(ms_now)
-  echo "$out; $((t1 - t0)) ms"
-  grep -q 'statement timeout' <<<"$out" && ((t1 - t0 < 1300))
-}
-check "statement_timeout ends a query waiting for the stopped service" timeout_ok
-cancel_ok() {
-  local t0 t1 pid
-  sql -c "SELECT pg_backend_pid()" -c "$query_a" >"$tmp/cancel.out" 2>&1 &
-  local bg=$!
-  wait_for "(SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''a''%' AND wait_event_type = 'Extension')" || return 1
-  pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT answer(''a''%'")
-  t0=$(ms_now)
-  sql -c "SELECT pg_cancel_backend($pid)" >/dev/null
-  wait "$bg"
-  t1=$(ms_now)
-  cat "$tmp/cancel.out"
-  echo "cancelled after $((t1 - t0)) ms"
-  grep -q 'canceling statement due to user request' "$tmp/cancel.out" && ((t1 - t0 < 1000))
-}
-check "pg_cancel_backend ends a query waiting for the stopped service" cancel_ok
+check "statement_timeout ends a query waiting for the stopped service" timeout_ok "$query_a"
+check "pg_cancel_backend ends a query waiting for the stopped service" cancel_ok "$query_a" "SELECT answer(''a''"
 terminate_ok() {
   sql -c "$query_a" >/dev/null 2>&1 &
   local bg=$!
@@ -473,68 +411,31 @@ check "the service serves again" equal 0 "SELECT mismatches('auto')"
 
 # --- the service stops while a query waits -----------------------------------------
 expected=$(sql -c "SELECT answer('a', '<->', v, 4, 10, 'cpu') FROM qs WHERE q = 3 AND dim = 8")
-stop_ok() {
-  local restarts pid out
-  restarts=$(status restarts)
-  pid=$(service_pid)
-  kill -STOP "$pid"
-  sql -c "SELECT answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 3 AND dim = 8" >"$tmp/auto.out" 2>&1 &
-  local bg=$!
-  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
-  kill -TERM "$pid"
-  kill -CONT "$pid"
-  wait "$bg"
-  out=$(cat "$tmp/auto.out")
-  echo "auto: $out (expected $expected)"
-  [ "$out" = "$expected" ] || return 1
-  wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
-}
-check "service terminated while a query waits: gknn.device = auto answers on the CPU; restarted" stop_ok
+check "service terminated while a query waits: gknn.device = auto answers on the CPU; restarted" fallback_ok \
+  "SELECT answer('a', '<->', v, 4, 10, 'auto') FROM qs WHERE q = 3 AND dim = 8" "$expected"
 build_fallback_ok() {
-  local restarts pid
+  local restarts
   restarts=$(status restarts)
-  pid=$(service_pid)
-  kill -STOP "$pid"
-  sql -c "SET gknn.device = auto" -c "DROP INDEX IF EXISTS a_fb" -c "CREATE INDEX a_fb ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" \
-    >"$tmp/fb.out" 2>&1 &
-  local bg=$!
-  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
-  kill -TERM "$pid"
-  kill -CONT "$pid"
-  wait "$bg" || { cat "$tmp/fb.out"; return 1; }
+  terminate_while_queued "$tmp/fb.out" -c "SET gknn.device = auto" -c "DROP INDEX IF EXISTS a_fb" \
+    -c "CREATE INDEX a_fb ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" || return 1
+  ((client_rc == 0)) || { cat "$tmp/fb.out"; return 1; }
   equal t "SELECT index_pages('a_fb') = (SELECT md5 FROM pages_cpu)" && sql -c "DROP INDEX a_fb" &&
-    wait_for "(SELECT state = 'ready' AND restarts = $restarts + 1 FROM gknn_service_status())" 100
+    restarted_since "$restarts"
 }
 check "service terminated while a build waits: gknn.device = auto builds on the backend's CPU, the same pages; restarted" \
   build_fallback_ok
 if [ "$(status "device <> 'cpu'")" = t ]; then
   gpu_stop_ok() {
-    local pid
-    pid=$(service_pid)
-    kill -STOP "$pid"
-    sql -c "SET gknn.device = gpu" -c "SELECT answer('a', '<->', v, 4, 10, 'gpu') FROM qs WHERE q = 3 AND dim = 8" \
-      >"$tmp/gpu.out" 2>&1 &
-    local bg=$!
-    wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
-    kill -TERM "$pid"
-    kill -CONT "$pid"
-    wait "$bg"
+    terminate_while_queued "$tmp/gpu.out" -c "SET gknn.device = gpu" \
+      -c "SELECT answer('a', '<->', v, 4, 10, 'gpu') FROM qs WHERE q = 3 AND dim = 8" || return 1
     cat "$tmp/gpu.out"
     grep -q 'the gknn GPU service stopped while a query waited' "$tmp/gpu.out" &&
       wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 100
   }
   check "service terminated while a query waits: gknn.device = gpu gets a clean error" gpu_stop_ok
   gpu_build_stop_ok() {
-    local pid
-    pid=$(service_pid)
-    kill -STOP "$pid"
-    sql -c "SET gknn.device = gpu" -c "CREATE INDEX a_gpu ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" \
-      >"$tmp/gpu.out" 2>&1 &
-    local bg=$!
-    wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
-    kill -TERM "$pid"
-    kill -CONT "$pid"
-    wait "$bg"
+    terminate_while_queued "$tmp/gpu.out" -c "SET gknn.device = gpu" \
+      -c "CREATE INDEX a_gpu ON a USING gpu_ivfpq (emb vector_l2_ops) WITH (lists = 16, m = 4)" || return 1
     cat "$tmp/gpu.out"
     grep -q 'the gknn GPU service stopped while an index was built' "$tmp/gpu.out" &&
       wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 100
@@ -547,13 +448,7 @@ check "after a restart the image is shipped again and answers are unchanged" equ
 killed=$(service_pid)
 kill -KILL "$killed"
 back_ok() {
-  local i
-  # Until the postmaster has reset the cluster, the old shared memory still
-  # says "ready": wait for a service with another pid.
-  for ((i = 0; i < 600; i++)); do
-    [ "$(sql -c "SELECT state = 'ready' AND pid <> $killed FROM gknn_service_status()" 2>/dev/null)" = t ] && break
-    sleep 0.1
-  done
+  wait_service_replaced "$killed"
   equal 0 "SELECT mismatches('auto')"
 }
 check "after SIGKILL of the service the server recovers and the service serves again" back_ok

@@ -18,7 +18,6 @@
 #                          GKNN_FUZZ_SEED (2), GKNN_FUZZ_BATCHES (30)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-PSQL=${GKNN_PSQL:-psql}
 SEED=${GKNN_FUZZ_SEED:-2}
 BATCHES=${GKNN_FUZZ_BATCHES:-30}
 LOG=${GKNN_SERVER_LOG:-}
@@ -26,20 +25,11 @@ DB=gknn_sql_fuzz
 # The postmaster's lines for a backend that died, and glibc's and the stack
 # protector's (written to the same log) for the heap or stack it corrupted.
 CRASH_RE='server process \(PID [0-9]+\) (was terminated|exited with exit code)|terminating any other active server processes|PANIC:|double free or corruption|malloc\(\): |free\(\): invalid|corrupted size vs|corrupted double-linked|stack smashing detected'
-. regress/tap.sh
+. regress/live-lib.sh
 
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 log_size() { if [ -r "$LOG" ]; then stat -c %s "$LOG"; else echo 0; fi; }
 # Crash lines the log gained after byte $1 (nothing when there is no log).
 crashes_since() { [ -r "$LOG" ] && tail -c +"$(($1 + 1))" "$LOG" | grep -aE -A1 "$CRASH_RE"; true; }
-wait_ready() {  # the server accepts queries again (after a crash's recovery)
-  local i
-  for ((i = 0; i < 120; i++)); do
-    "$PSQL" -X -qAt -d postgres -c 'SELECT 1' >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  return 1
-}
 
 if ! command -v python3 >/dev/null; then
   echo "1..0 # SKIP no python3 to write the batches"
@@ -49,8 +39,7 @@ fi
 [ -z "$LOG" ] && echo "# no GKNN_SERVER_LOG: crashes are seen by the sentinel and psql only"
 start=$(log_size)
 
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null || exit 1
+fresh_db || exit 1
 # The cast makes the datums older gknn versions could store (0, > 16000 and
 # int16-wrapped dimensions): only a superuser can create it.
 sql -c 'CREATE EXTENSION gknn' -c 'CREATE CAST (bytea AS vector) WITHOUT FUNCTION' >/dev/null || exit 1

@@ -13,17 +13,21 @@
 //   graph_cost.cpp      amcostestimate
 //   graph_validate.cpp  amvalidate
 //   graph_info.cpp      gknn_graph_info(regclass)
+// What it shares with gpu_ivfpq (the scan machinery, the cost frame, the
+// IndexAmRoutine, operator class reads): ../am/.
 #pragma once
 
+#include "am/heap_id.h"
 #include "gknn/distance.h"
 #include "gknn/graph.h"
 #include "graph_format.h"
-#include "ivfpq/ivfpq.h"  // IvfpqScanStats (EXPLAIN), the cancellable core call, the LIMIT hint
+#include "ivfpq/ivfpq.h"  // the cancellable core call and its interrupt check
 #include "pg.h"
 
 extern "C" {
 #include "access/amapi.h"
 #include "access/genam.h"
+#include "miscadmin.h"
 #include "nodes/pathnodes.h"
 #include "storage/bufmgr.h"
 #include "storage/bufpage.h"
@@ -63,7 +67,6 @@ void graph_check_dim(int dim, int degree);
 
 // The metric of the index's operator class (support function 1).
 gknn::Metric graph_index_metric(Relation index);
-const char* graph_metric_name(int metric);
 
 // Build phases (pg_stat_progress_create_index.phase through amphasename).
 enum GraphBuildPhase {
@@ -85,12 +88,8 @@ IndexBulkDeleteResult* graph_vacuumcleanup(IndexVacuumInfo* info, IndexBulkDelet
 void graph_costestimate(PlannerInfo* root, IndexPath* path, double loop_count, Cost* startup_cost,
                         Cost* total_cost, Selectivity* selectivity, double* correlation, double* pages);
 bool graph_validate(Oid opclassoid);
+// amrescan, amgettuple, amendscan: am/ordered_scan.h (shared with gpu_ivfpq).
 IndexScanDesc graph_beginscan(Relation index, int nkeys, int norderbys);
-void graph_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys);
-bool graph_gettuple(IndexScanDesc scan, ScanDirection dir);
-void graph_endscan(IndexScanDesc scan);
-// A scan's numbers for EXPLAIN ANALYZE (ivfpq_explain.cpp prints them).
-const IvfpqScanStats* graph_scan_stats(IndexScanDesc scan);
 
 // ---- pages (graph_pages.cpp) ----
 
@@ -138,13 +137,33 @@ inline uint32* graph_slot_adjacency(char* slot, const GraphMeta& meta) {
 // A new block at the end of the index, exclusively locked.
 Buffer graph_new_buffer(Relation index);
 
-// Heap TIDs as int64 ids (block << 16 | offset), as gpu_ivfpq does.
-inline int64 graph_tid_to_id(const ItemPointerData* tid) {
-  return (static_cast<int64>(ItemPointerGetBlockNumber(tid)) << 16) | ItemPointerGetOffsetNumber(tid);
+// Calls fn(node, slot) for every node, in node order, each node page read
+// (through `strategy`; null: the default), share-locked and checked against
+// `meta`, copied under the metapage lock the caller holds; between_pages()
+// after each page (a cancel check, or VACUUM's delay point).
+template <typename Fn>
+void graph_for_each_node(Relation index, const GraphMeta& meta, BufferAccessStrategy strategy,
+                         void (*between_pages)(), Fn fn) {
+  const uint32 pages = graph_node_pages(meta, meta.nodes);
+  for (uint32 p = 0; p < pages; ++p) {
+    BlockNumber blk = kGraphFirstNodeBlock + p;
+    Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
+    LockBuffer(buf, BUFFER_LOCK_SHARE);
+    Page page = BufferGetPage(buf);
+    graph_check_node_page(index, meta, blk, page);
+    const uint32 count = graph_nodes_on_page(meta, blk, meta.nodes);
+    for (uint32 i = 0; i < count; ++i) {
+      const uint64 node = uint64{p} * meta.nodes_per_page + i;
+      fn(node, graph_slot(page, meta, node));
+    }
+    UnlockReleaseBuffer(buf);
+    between_pages();
+  }
 }
-inline void graph_id_to_tid(int64 id, ItemPointerData* tid) {
-  ItemPointerSet(tid, static_cast<BlockNumber>(id >> 16), static_cast<OffsetNumber>(id & 0xffff));
-}
+// between_pages for readers outside VACUUM.
+inline void graph_check_interrupts() { CHECK_FOR_INTERRUPTS(); }
+
+// Heap TIDs as int64 ids: am/heap_id.h.
 
 // ---- the searchable image (graph_image.cpp) ----
 
@@ -156,7 +175,7 @@ struct GraphImage {
   GraphMeta meta;
   const gknn::graph::Graph* graph;  // rows x degree
   const float* vectors;             // rows x dim
-  const int64* ids;                 // heap TID of each row (graph_tid_to_id)
+  const int64* ids;                 // heap TID of each row (heap_tid_to_id)
   const uint32* row_node;           // node number of each row
   const uint32* node_row;           // row of each node below meta.nodes (kGraphNoNode: none)
   int64 rows;

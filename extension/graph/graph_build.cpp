@@ -25,6 +25,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "am/index_build.h"
+#include "context_owned.h"
 #include "graph.h"
 #include "service/service.h"
 #include "types/vector.h"
@@ -42,17 +44,8 @@ extern "C" {
 namespace {
 
 // The graph lives on the C++ heap; the build's memory context owns it
-// (deleted by a reset callback), so an ERROR anywhere frees it.
-struct GraphHolder {
-  MemoryContextCallback cb;
-  gknn::graph::Graph* g;
-};
-
-void free_graph(void* arg) {
-  auto* h = static_cast<GraphHolder*>(arg);
-  delete h->g;
-  h->g = nullptr;
-}
+// (context_owned.h), so an ERROR anywhere frees it.
+using GraphHolder = ContextOwned<gknn::graph::Graph>;
 
 struct BuildState {
   Relation index;
@@ -116,24 +109,18 @@ void build_callback(Relation, ItemPointer tid, Datum* values, bool* isnull, bool
 
 bool build_progress(const char* phase, std::int64_t done, std::int64_t total) {
   // Shared-memory counters only: nothing here can raise an error.
-  const int index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
-                       PROGRESS_CREATEIDX_TUPLES_DONE};
-  const int64 val[] = {strcmp(phase, gknn::graph::kPhaseKnn) == 0 ? kGraphPhaseKnn : kGraphPhaseOptimize,
-                       total, done};
-  pgstat_progress_update_multi_param(3, index, val);
+  build_progress_report(strcmp(phase, gknn::graph::kPhaseKnn) == 0 ? kGraphPhaseKnn : kGraphPhaseOptimize,
+                        total, done);
   return !ivfpq_interrupt_pending();
 }
 
 // The service's progress reports, shown as this backend's own (the wait
 // serves interrupts itself).
 void service_progress(int phase, int64 done, int64 total) {
-  const int index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
-                       PROGRESS_CREATEIDX_TUPLES_DONE};
-  const int64 val[] = {phase == kServiceGraphPhaseKnn ? kGraphPhaseKnn : kGraphPhaseOptimize, total, done};
-  pgstat_progress_update_multi_param(3, index, val);
+  build_progress_report(phase == kServiceGraphPhaseKnn ? kGraphPhaseKnn : kGraphPhaseOptimize, total, done);
 }
 
-// The graph over the n vectors, into holder->g. The one place that decides
+// The graph over the n vectors, into holder->object. The one place that decides
 // where a build runs: the service when `use_service` (and it stays), else
 // this backend's CPU.
 void build_graph(const BuildState& st, const gknn::graph::BuildParams& p, bool use_service,
@@ -142,17 +129,18 @@ void build_graph(const BuildState& st, const gknn::graph::BuildParams& p, bool u
   const int64 n = st.n;
   gknn_pg::core_call([&] {
     gknn::graph::validate(p);
-    holder->g = new gknn::graph::Graph();
+    holder->object = new gknn::graph::Graph();
   });
-  bool built = use_service && n > 0 && gknn_service_build_graph(p, vectors, n, service_progress, holder->g);
+  bool built =
+      use_service && n > 0 && gknn_service_build_graph(p, vectors, n, service_progress, holder->object);
   if (built)
-    gknn_pg::core_call([&] { gknn::graph::validate(*holder->g); });
+    gknn_pg::core_call([&] { gknn::graph::validate(*holder->object); });
   else
     ivfpq_core_call_cancellable([&] {
-      *holder->g = gknn::graph::build_cpu(vectors, n, p, build_progress);
-      gknn::graph::validate(*holder->g);  // what the pages will hold: ids in range, rows well formed
+      *holder->object = gknn::graph::build_cpu(vectors, n, p, build_progress);
+      gknn::graph::validate(*holder->object);  // what the pages will hold: ids in range, rows well formed
     });
-  const gknn::graph::Graph* g = holder->g;
+  const gknn::graph::Graph* g = holder->object;
   if (g->n != n || g->degree != p.degree || g->edges.size() != static_cast<size_t>(n) * p.degree)
     elog(ERROR, "gpu_graph: the core built a graph of an unexpected shape");
 }
@@ -180,22 +168,6 @@ uint32 central_node(const float* vectors, int64 n, int dim) {
 }
 
 // Appends a page image at the end of the index.
-void append_page(Relation index, Page page) {
-  Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, P_NEW, RBM_NORMAL, nullptr);
-  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-  memcpy(BufferGetPage(buf), page, BLCKSZ);
-  MarkBufferDirty(buf);
-  UnlockReleaseBuffer(buf);
-}
-
-void overwrite_page(Relation index, BlockNumber blk, Page page) {
-  Buffer buf = ReadBuffer(index, blk);
-  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-  memcpy(BufferGetPage(buf), page, BLCKSZ);
-  MarkBufferDirty(buf);
-  UnlockReleaseBuffer(buf);
-}
-
 // Node pages: the vectors' nodes with their graph rows, then the NULLs.
 void write_nodes(Relation index, const GraphMeta& meta, const BuildState& st, const gknn::graph::Graph* g) {
   Page page = static_cast<Page>(palloc(BLCKSZ));
@@ -224,7 +196,7 @@ void write_nodes(Relation index, const GraphMeta& meta, const BuildState& st, co
       }
     }
     graph_set_contents_size(page, count * meta.node_bytes);
-    append_page(index, page);
+    index_build_append_page(index, page);
     pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, first + count);
     CHECK_FOR_INTERRUPTS();
   }
@@ -256,11 +228,7 @@ GraphMeta new_meta(int dim, int metric, const GraphOptions& o) {
 }  // namespace
 
 IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
-  if (RelationGetNumberOfBlocks(index) != 0)
-    elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
-  // REINDEX, TRUNCATE, VACUUM FULL and CLUSTER build again: the service's
-  // images of this index are stale once this transaction commits.
-  gknn_service_forget_index(RelationGetRelid(index));
+  index_build_begin(index);
   GraphOptions opt = graph_get_options(index);
   graph_check_options(opt);
   // Decided once, before the rows are read: gknn.device = gpu without a
@@ -287,10 +255,7 @@ IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
              errhint("Declare the column as vector(n), or build the index once the table has rows.")));
 
   // 2. The graph.
-  GraphHolder* holder = static_cast<GraphHolder*>(palloc0(sizeof(GraphHolder)));
-  holder->cb.func = free_graph;
-  holder->cb.arg = holder;
-  MemoryContextRegisterResetCallback(CurrentMemoryContext, &holder->cb);
+  GraphHolder* holder = context_owned_new<gknn::graph::Graph>();
   gknn::graph::BuildParams p;
   p.dim = st.dim;
   p.metric = metric;
@@ -309,25 +274,18 @@ IndexBuildResult* graph_build(Relation heap, Relation index, IndexInfo* info) {
   meta.entry = central_node(st.vectors, st.n, st.dim);
   Page page = static_cast<Page>(palloc0(BLCKSZ));
   graph_init_meta_page(page, new_meta(st.dim, static_cast<int>(metric), opt));
-  append_page(index, page);
+  index_build_append_page(index, page);
   pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kGraphPhaseWrite);
   pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_TOTAL, meta.nodes);
-  write_nodes(index, meta, st, holder->g);
+  write_nodes(index, meta, st, holder->object);
   graph_init_meta_page(page, meta);
-  overwrite_page(index, kGraphMetaBlock, page);
-  free_graph(holder);
+  index_build_overwrite_page(index, kGraphMetaBlock, page);
+  context_owned_free<gknn::graph::Graph>(holder);
 
   // 4. WAL: every page as a full image, once.
-  if (RelationNeedsWAL(index)) {
-    pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kGraphPhaseWal);
-    log_newpage_range(index, MAIN_FORKNUM, 0, RelationGetNumberOfBlocks(index), true);
-  }
-
   MemoryContextDelete(st.tmp);
-  IndexBuildResult* result = static_cast<IndexBuildResult*>(palloc(sizeof(IndexBuildResult)));
-  result->heap_tuples = static_cast<double>(st.n + st.nnull);
-  result->index_tuples = static_cast<double>(st.n + st.nnull);
-  return result;
+  return index_build_finish(index, kGraphPhaseWal, static_cast<double>(st.n + st.nnull),
+                            static_cast<double>(st.n + st.nnull));
 }
 
 // Unlogged indexes: the init fork holds an index of no nodes with the main

@@ -1,10 +1,10 @@
 // gpu_graph: the access method's handler, its GUC and build phase names.
+#include "am/am_routine.h"
 #include "device.h"
 #include "graph.h"
 
 extern "C" {
 #include "commands/progress.h"
-#include "commands/vacuum.h"
 #include "utils/guc.h"
 }
 
@@ -46,49 +46,17 @@ extern "C" {
 
 PG_FUNCTION_INFO_V1(gknn_graph_handler);
 Datum gknn_graph_handler(PG_FUNCTION_ARGS) {
-  IndexAmRoutine* am = makeNode(IndexAmRoutine);
-  am->amstrategies = 1;
-  am->amsupport = 1;
-  am->amoptsprocnum = 0;
-  am->amcanorder = false;
-  am->amcanorderbyop = true;
-  am->amcanbackward = false;
-  am->amcanunique = false;
-  am->amcanmulticol = false;
-  am->amoptionalkey = true;  // ordered scans have no quals
-  am->amsearcharray = false;
-  am->amsearchnulls = false;
-  am->amstorage = false;
-  am->amclusterable = false;
-  am->ampredlocks = false;
-  am->amcanparallel = false;
-  am->amcaninclude = false;
-  am->amusemaintenanceworkmem = false;
-  am->amparallelvacuumoptions = VACUUM_OPTION_NO_PARALLEL;
-  am->amkeytype = InvalidOid;
-
+  IndexAmRoutine* am = ordered_index_am_routine();
   am->ambuild = graph_build;
   am->ambuildempty = graph_buildempty;
   am->aminsert = graph_insert;
   am->ambulkdelete = graph_bulkdelete;
   am->amvacuumcleanup = graph_vacuumcleanup;
-  am->amcanreturn = nullptr;
   am->amcostestimate = graph_costestimate;
   am->amoptions = graph_options;
-  am->amproperty = nullptr;
   am->ambuildphasename = graph_phasename;
   am->amvalidate = graph_validate;
-  am->amadjustmembers = nullptr;
   am->ambeginscan = graph_beginscan;
-  am->amrescan = graph_rescan;
-  am->amgettuple = graph_gettuple;
-  am->amgetbitmap = nullptr;
-  am->amendscan = graph_endscan;
-  am->ammarkpos = nullptr;
-  am->amrestrpos = nullptr;
-  am->amestimateparallelscan = nullptr;
-  am->aminitparallelscan = nullptr;
-  am->amparallelrescan = nullptr;
   PG_RETURN_POINTER(am);
 }
 

@@ -102,34 +102,21 @@ void read_nodes(Relation index, const GraphMeta& meta, ImageData* d) {
   int64* nulls = d->nulls.data();
   uint32* entries = d->graph.entries.data();
   int64 rows = 0, nnulls = 0, nentries = 0;
-  const uint32 pages = graph_node_pages(meta, meta.nodes);
-  for (uint32 p = 0; p < pages; ++p) {
-    BlockNumber blk = kGraphFirstNodeBlock + p;
-    Buffer buf = ReadBuffer(index, blk);
-    LockBuffer(buf, BUFFER_LOCK_SHARE);
-    Page page = BufferGetPage(buf);
-    graph_check_node_page(index, meta, blk, page);
-    const uint32 count = graph_nodes_on_page(meta, blk, meta.nodes);
-    for (uint32 i = 0; i < count; ++i) {
-      const uint64 node = uint64{p} * meta.nodes_per_page + i;
-      char* slot = graph_slot(page, meta, node);
-      const uint16 flags = graph_slot_flags(slot);
-      node_row[node] = kGraphNoNode;
-      if (flags & kGraphNodeNull) {
-        nulls[nnulls++] = graph_tid_to_id(graph_slot_tid(slot));
-      } else if (!(flags & kGraphNodeDead)) {
-        node_row[node] = static_cast<uint32>(rows);
-        memcpy(vectors + rows * dim, graph_slot_vector(slot), sizeof(float) * dim);
-        memcpy(edges + rows * degree, graph_slot_adjacency(slot, meta), sizeof(uint32) * degree);
-        ids[rows] = graph_tid_to_id(graph_slot_tid(slot));
-        row_node[rows] = static_cast<uint32>(node);
-        if (flags & kGraphNodeEntry) entries[nentries++] = static_cast<uint32>(rows);  // ascending
-        ++rows;
-      }
+  graph_for_each_node(index, meta, nullptr, graph_check_interrupts, [&](uint64 node, char* slot) {
+    const uint16 flags = graph_slot_flags(slot);
+    node_row[node] = kGraphNoNode;
+    if (flags & kGraphNodeNull) {
+      nulls[nnulls++] = heap_tid_to_id(graph_slot_tid(slot));
+    } else if (!(flags & kGraphNodeDead)) {
+      node_row[node] = static_cast<uint32>(rows);
+      memcpy(vectors + rows * dim, graph_slot_vector(slot), sizeof(float) * dim);
+      memcpy(edges + rows * degree, graph_slot_adjacency(slot, meta), sizeof(uint32) * degree);
+      ids[rows] = heap_tid_to_id(graph_slot_tid(slot));
+      row_node[rows] = static_cast<uint32>(node);
+      if (flags & kGraphNodeEntry) entries[nentries++] = static_cast<uint32>(rows);  // ascending
+      ++rows;
     }
-    UnlockReleaseBuffer(buf);
-    CHECK_FOR_INTERRUPTS();
-  }
+  });
   for (int64 r = 0; r < rows; ++r) remap_row(edges + r * degree, degree, node_row, meta.nodes);
   d->graph.n = rows;
   d->graph.degree = degree;

@@ -1,31 +1,17 @@
 // gknn_graph_info(index regclass): what a gpu_graph index holds, read from
 // its pages (for monitoring and tests), for callers who may read its table.
+#include "am/am_info.h"
+#include "am/am_opclass.h"
 #include "graph.h"
 
 extern "C" {
 #include "access/htup_details.h"
 #include "access/relation.h"
-#include "catalog/index.h"
-#include "commands/defrem.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
-#include "utils/lsyscache.h"
 }
 
 namespace {
-
-// As gknn_ivfpq_info: SELECT on the index's table (42501), checked before
-// the index is locked.
-void check_can_read(Oid indexoid) {
-  Oid table = IndexGetRelation(indexoid, true);
-  Oid target = OidIsValid(table) ? table : indexoid;
-  bool missing = false;
-  AclResult acl = pg_class_aclcheck_ext(target, GetUserId(), ACL_SELECT, &missing);
-  if (missing) return;  // relation_open says so
-  if (acl != ACLCHECK_OK)
-    aclcheck_error(acl, get_relkind_objtype(get_rel_relkind(target)), get_rel_name(target));
-}
 
 struct Counts {
   int64 live, dead, nulls;
@@ -35,33 +21,13 @@ struct Counts {
   int64 entries;      // live nodes flagged as the graph's entries
 };
 
-// Calls fn(node, slot) for every node, the pages read under the metapage
-// lock the caller holds.
-template <typename Fn>
-void for_each_node(Relation index, const GraphMeta& meta, Fn fn) {
-  const uint32 pages = graph_node_pages(meta, meta.nodes);
-  for (uint32 p = 0; p < pages; ++p) {
-    BlockNumber blk = kGraphFirstNodeBlock + p;
-    Buffer buf = ReadBuffer(index, blk);
-    LockBuffer(buf, BUFFER_LOCK_SHARE);
-    Page page = BufferGetPage(buf);
-    graph_check_node_page(index, meta, blk, page);
-    const uint32 count = graph_nodes_on_page(meta, blk, meta.nodes);
-    for (uint32 i = 0; i < count; ++i) {
-      const uint64 node = uint64{p} * meta.nodes_per_page + i;
-      fn(node, graph_slot(page, meta, node));
-    }
-    UnlockReleaseBuffer(buf);
-    CHECK_FOR_INTERRUPTS();
-  }
-}
-
 Counts count_nodes(Relation index, const GraphMeta& meta) {
   Counts c{};
   uint8* flags = static_cast<uint8*>(palloc0(Max(meta.nodes, int64{1})));
   bool* pointed = static_cast<bool*>(palloc0(Max(meta.nodes, int64{1})));
-  for_each_node(index, meta, [&](uint64 node, char* slot) { flags[node] = graph_slot_flags(slot); });
-  for_each_node(index, meta, [&](uint64 node, char* slot) {
+  graph_for_each_node(index, meta, nullptr, graph_check_interrupts,
+                      [&](uint64 node, char* slot) { flags[node] = graph_slot_flags(slot); });
+  graph_for_each_node(index, meta, nullptr, graph_check_interrupts, [&](uint64 node, char* slot) {
     if (flags[node] & kGraphNodeNull) {
       c.nulls++;
       return;
@@ -98,11 +64,7 @@ Datum gknn_graph_info(PG_FUNCTION_ARGS) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "return type must be a row type");
-  check_can_read(indexoid);
-  Relation index = relation_open(indexoid, AccessShareLock);
-  if (index->rd_rel->relkind != RELKIND_INDEX || index->rd_rel->relam != get_index_am_oid("gpu_graph", false))
-    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-                    errmsg("\"%s\" is not a gpu_graph index", RelationGetRelationName(index))));
+  Relation index = am_info_open(indexoid, "gpu_graph");
   GraphMeta meta;
   Buffer mbuf = graph_lock_meta(index, BUFFER_LOCK_SHARE, &meta);
   Counts c = count_nodes(index, meta);
@@ -112,7 +74,7 @@ Datum gknn_graph_info(PG_FUNCTION_ARGS) {
 
   Datum values[13] = {Int32GetDatum(meta.dim),
                       Int32GetDatum(meta.degree),
-                      CStringGetTextDatum(graph_metric_name(meta.metric)),
+                      CStringGetTextDatum(am_metric_name(meta.metric)),
                       Int64GetDatum(static_cast<int64>(meta.generation)),
                       Int64GetDatum(meta.nodes),
                       Int64GetDatum(c.live),

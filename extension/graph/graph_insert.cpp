@@ -303,7 +303,7 @@ void insert_vector(Relation index, const ItemPointerData* tid, const float* v, i
   c.generation_before = before;
   c.generation_after = before + 1;
   c.node = x;
-  c.id = graph_tid_to_id(tid);
+  c.id = heap_tid_to_id(tid);
   c.vector = v;
   c.adjacency = row;
   c.nchanged = nchanged;
@@ -328,7 +328,7 @@ void insert_null(Relation index, const ItemPointerData* tid) {
   c.generation_before = before;
   c.generation_after = before + 1;
   c.node = x;
-  c.id = graph_tid_to_id(tid);
+  c.id = heap_tid_to_id(tid);
   graph_image_apply_insert(index, c);
 }
 

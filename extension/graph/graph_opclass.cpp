@@ -2,13 +2,8 @@
 // function 1 (the distance function the graph is built and searched for).
 #include <cstring>
 
+#include "am/am_opclass.h"
 #include "graph.h"
-
-extern "C" {
-#include "access/htup_details.h"
-#include "catalog/pg_proc.h"
-#include "utils/syscache.h"
-}
 
 namespace {
 
@@ -27,17 +22,7 @@ constexpr KnownDistance kKnown[] = {
 }  // namespace
 
 gknn::Metric graph_index_metric(Relation index) {
-  Oid proc = index_getprocid(index, 1, 1);
-  if (!OidIsValid(proc))
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-                    errmsg("gpu_graph operator class of index \"%s\" has no distance function (support 1)",
-                           RelationGetRelationName(index))));
-  HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(proc));
-  if (!HeapTupleIsValid(tup)) elog(ERROR, "cache lookup failed for function %u", proc);
-  bool isnull;
-  Datum src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
-  char* symbol = isnull ? pstrdup("") : TextDatumGetCString(src);
-  ReleaseSysCache(tup);
+  char* symbol = am_distance_symbol(index, "gpu_graph");
   for (const KnownDistance& k : kKnown)
     if (strcmp(symbol, k.symbol) == 0) return k.metric;
   ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -45,18 +30,4 @@ gknn::Metric graph_index_metric(Relation index) {
                          RelationGetRelationName(index)),
                   errhint("Use vector_l2_ops, vector_ip_ops or vector_cosine_ops.")));
   pg_unreachable();
-}
-
-const char* graph_metric_name(int metric) {
-  switch (static_cast<gknn::Metric>(metric)) {
-    case gknn::Metric::L2:
-      return "l2";
-    case gknn::Metric::InnerProduct:
-      return "inner_product";
-    case gknn::Metric::Cosine:
-      return "cosine";
-    case gknn::Metric::L1:
-      return "l1";
-  }
-  return "unknown";
 }

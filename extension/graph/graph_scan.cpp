@@ -27,75 +27,35 @@
 // exhaustive round, for the NULL rows, and for a round whose candidate list
 // exceeds what the GPU search takes (kMaxDeviceEf). With gknn.device = auto,
 // a service that stops mid-scan leaves the rest of the scan to the CPU.
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 
+#include "am/heap_id.h"
+#include "am/ordered_scan.h"
 #include "device.h"
 #include "graph.h"
 #include "service/service.h"
 #include "types/vector.h"
 
 extern "C" {
-#include "access/relscan.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 }
 
 namespace {
 
-struct Candidate {
-  ItemPointerData tid;
-  double distance;
-  bool isnull;
-};
-
-struct GraphScan {
-  MemoryContext cxt;        // the scan's life
-  MemoryContext round_cxt;  // one round's candidates
-  bool started;
-  bool query_null;
-  float* query;
-  int qdim;
-  ServiceRoute route;
-  IvfpqScanStats stats;  // for EXPLAIN ANALYZE: kept across rescans
-  int64 k;
+// The shared state (ordered_scan.h) and a graph search's.
+struct GraphScan : OrderedScan {
   int64 want;       // rows the next round asks for
   int64 ef;         // its candidate list
   bool exhaustive;  // the next round ranks every row
   bool index_done;
   bool nulls_done;
-  HTAB* returned;
-  Candidate* batch;
-  int64 nbatch;
-  int64 pos;
 };
 
-bool candidate_less(const Candidate& a, const Candidate& b) {
-  bool na = std::isnan(a.distance), nb = std::isnan(b.distance);
-  if (na != nb) return nb;
-  if (!na && a.distance != b.distance) return a.distance < b.distance;
-  return ItemPointerCompare(const_cast<ItemPointer>(&a.tid), const_cast<ItemPointer>(&b.tid)) < 0;
-}
-
-// True the first time a TID is seen by this scan.
-bool claim(GraphScan* so, const ItemPointerData* tid) {
-  bool found;
-  hash_search(so->returned, tid, HASH_ENTER, &found);
-  return !found;
-}
-
-void start_scan(IndexScanDesc scan, GraphScan* so) {
-  if (scan->numberOfOrderBys != 1 || scan->numberOfKeys != 0)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("gpu_graph supports only ordered scans (ORDER BY column <-> value)")));
-  MemoryContext old = MemoryContextSwitchTo(so->cxt);
-  ScanKey key = &scan->orderByData[0];
-  so->query_null = (key->sk_flags & SK_ISNULL) != 0;
-  so->query = nullptr;
-  so->qdim = 0;
+// OrderedScanMethods::start: the query's floats, the first round's sizes.
+void start_scan(IndexScanDesc scan, OrderedScan* os) {
+  auto* so = static_cast<GraphScan*>(os);
   if (!so->query_null) {
-    const Vector* v = DatumGetVector(key->sk_argument);
+    const Vector* v = DatumGetVector(scan->orderByData[0].sk_argument);
     // A stored value of an impossible dimension (older gknn versions' avg
     // made them) must not size a copy.
     if (v->dim < 1 || v->dim > kGraphMaxDim)
@@ -105,20 +65,10 @@ void start_scan(IndexScanDesc scan, GraphScan* so) {
     so->query = static_cast<float*>(palloc(sizeof(float) * Max(v->dim, 1)));
     memcpy(so->query, v->x, sizeof(float) * v->dim);
   }
-  HASHCTL ctl;
-  memset(&ctl, 0, sizeof(ctl));
-  ctl.keysize = sizeof(ItemPointerData);
-  ctl.entrysize = sizeof(ItemPointerData);
-  ctl.hcxt = so->cxt;
-  so->returned = hash_create("gpu_graph returned TIDs", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-  MemoryContextSwitchTo(old);
   so->want = so->k;
   so->ef = Max(static_cast<int64>(gknn_graph_ef_search), so->k);
   so->exhaustive = false;
   so->index_done = so->nulls_done = false;
-  so->batch = nullptr;
-  so->nbatch = so->pos = 0;
-  so->started = true;
 }
 
 // Times a round ships the index's image and asks again before it gives up
@@ -130,21 +80,10 @@ constexpr int kShipAttempts = 4;
 // NULL ones (the rows of its image).
 int64 live_rows(const GraphMeta& meta) { return Max(meta.nodes - meta.dead - meta.nulls, int64{0}); }
 
-// Adds one search's trip through the service to the scan's numbers.
-void count_service_search(IvfpqScanStats* st, const ServiceTrip& trip, int64 count) {
-  st->service_searches++;
-  st->service_candidates += count;
-  st->batch_min = st->service_searches == 1 ? trip.batch_size : Min(st->batch_min, int64{trip.batch_size});
-  st->batch_max = Max(st->batch_max, int64{trip.batch_size});
-  st->batch_total += trip.batch_size;
-  st->queue_ms += trip.queue_ms;
-  st->service_ms += trip.run_ms;
-}
-
 // Ships this backend's image of `index` (its current generation) to the
 // service, then lets this backend's copy go (the service searches it).
 // Returns the generation shipped.
-uint64 ship_image(Relation index, IvfpqScanStats* st) {
+uint64 ship_image(Relation index, OrderedScanStats* st) {
   const GraphImage* image = graph_image_get(index);
   ServiceGraphImage ship;
   ship.rows = image->rows;
@@ -177,7 +116,7 @@ int64 service_search(Relation index, GraphScan* so, uint64 generation, int64 wan
     if (gknn_service_graph_search(RelationGetRelid(index), index->rd_node, generation, so->query, so->qdim,
                                   static_cast<int>(Min(ef, static_cast<int64>(PG_INT32_MAX))), want, ids,
                                   dist, &count, &rows, &gone, &trip)) {
-      count_service_search(&so->stats, trip, count);
+      scan_stats_count_service(&so->stats, trip, count);
       return count;
     }
     if (gone) {
@@ -234,11 +173,11 @@ int64 search_round(Relation index, GraphScan* so, const GraphMeta& meta, int64 w
 }
 
 void add_id(GraphScan* so, int64 id, double distance) {
-  Candidate c;
-  graph_id_to_tid(id, &c.tid);
+  ScanCandidate c;
+  heap_id_to_tid(id, &c.tid);
   c.distance = distance;
   c.isnull = false;
-  if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
+  ordered_scan_add(so, c);
 }
 
 void add_row(GraphScan* so, const GraphImage* image, int64 row, double distance) {
@@ -250,8 +189,8 @@ void exhaustive_round(GraphScan* so, const GraphImage* image) {
   if (so->route.use_service) so->stats.cpu_reason = "a last round ranks every row exactly";
   const auto metric = static_cast<gknn::Metric>(image->meta.metric);
   const int dim = image->meta.dim;
-  so->batch = static_cast<Candidate*>(
-      MemoryContextAllocHuge(so->round_cxt, sizeof(Candidate) * Max(image->rows, int64{1})));
+  so->batch = static_cast<ScanCandidate*>(
+      MemoryContextAllocHuge(so->round_cxt, sizeof(ScanCandidate) * Max(image->rows, int64{1})));
   for (int64 r = 0; r < image->rows; ++r) {
     add_row(so, image, r, gknn::distance(metric, image->vectors + r * dim, so->query, dim));
     if ((r & 4095) == 4095) CHECK_FOR_INTERRUPTS();
@@ -262,15 +201,7 @@ void exhaustive_round(GraphScan* so, const GraphImage* image) {
 
 // Every row (and NULL) with a NULL distance: ORDER BY column <-> NULL.
 void null_query_round(GraphScan* so, const GraphImage* image) {
-  so->batch = static_cast<Candidate*>(
-      MemoryContextAllocHuge(so->round_cxt, sizeof(Candidate) * Max(image->rows + image->nnulls, int64{1})));
-  for (int64 i = 0; i < image->rows + image->nnulls; ++i) {
-    Candidate c;
-    graph_id_to_tid(i < image->rows ? image->ids[i] : image->nulls[i - image->rows], &c.tid);
-    c.distance = 0;
-    c.isnull = true;
-    if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
-  }
+  ordered_scan_null_batch(so, image->ids, image->rows, image->nulls, image->nnulls);
   so->index_done = so->nulls_done = true;
 }
 
@@ -279,15 +210,7 @@ void nulls_round(GraphScan* so, Relation index) {
   GraphMeta meta;
   graph_read_meta(index, &meta);
   const GraphImage* image = meta.nulls > 0 ? graph_image_get(index) : nullptr;
-  const int64 nnulls = image ? image->nnulls : 0;
-  so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(nnulls, int64{1})));
-  for (int64 i = 0; i < nnulls; ++i) {
-    Candidate c;
-    graph_id_to_tid(image->nulls[i], &c.tid);
-    c.distance = 0;
-    c.isnull = true;
-    if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
-  }
+  ordered_scan_null_batch(so, image ? image->nulls : nullptr, image ? image->nnulls : 0, nullptr, 0);
   so->nulls_done = true;
 }
 
@@ -311,7 +234,7 @@ void index_round(IndexScanDesc scan, GraphScan* so) {
     // executor could not fetch them; the scan's snapshot cannot see them).
     const BlockNumber heap_blocks =
         scan->heapRelation ? RelationGetNumberOfBlocks(scan->heapRelation) : InvalidBlockNumber;
-    so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(found, int64{1})));
+    so->batch = static_cast<ScanCandidate*>(palloc(sizeof(ScanCandidate) * Max(found, int64{1})));
     for (int64 i = 0; i < found; ++i)
       if (ids[i] > 0 && (heap_blocks == InvalidBlockNumber || (ids[i] >> 16) < heap_blocks))
         add_id(so, ids[i], dist[i]);
@@ -323,86 +246,29 @@ void index_round(IndexScanDesc scan, GraphScan* so) {
   so->ef = so->ef > PG_INT64_MAX / 4 ? so->ef : so->ef * 2;
 }
 
-// Fills the next batch; false when the scan has nothing more.
-bool next_round(IndexScanDesc scan, GraphScan* so) {
+// OrderedScanMethods::next_round: the next batch; false when the scan has
+// nothing more.
+bool next_round(IndexScanDesc scan, OrderedScan* os) {
+  auto* so = static_cast<GraphScan*>(os);
   if (so->nulls_done) return false;
-  MemoryContextReset(so->round_cxt);
-  MemoryContext old = MemoryContextSwitchTo(so->round_cxt);
-  so->batch = nullptr;
-  so->nbatch = so->pos = 0;
   if (so->query_null)
     null_query_round(so, graph_image_get(scan->indexRelation));
   else if (so->index_done)
     nulls_round(so, scan->indexRelation);
   else
     index_round(scan, so);
-  std::sort(so->batch, so->batch + so->nbatch, candidate_less);
-  MemoryContextSwitchTo(old);
   return true;
 }
+
+const OrderedScanMethods kGraphScan = {
+    "gpu_graph", "gpu_graph scan", "gpu_graph scan round", "gpu_graph returned TIDs", kGraphDefaultK,
+    start_scan,  next_round,       /*release=*/nullptr};
 
 }  // namespace
 
 IndexScanDesc graph_beginscan(Relation index, int nkeys, int norderbys) {
-  IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
-  GraphScan* so = static_cast<GraphScan*>(palloc0(sizeof(GraphScan)));
-  so->cxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_graph scan", ALLOCSET_DEFAULT_SIZES);
-  so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_graph scan round", ALLOCSET_DEFAULT_SIZES);
-  so->route = gknn_service_route();
-  so->stats.via_service = so->route.use_service;
-  so->stats.service_device = so->route.device;
-  so->stats.cpu_reason = so->route.why;
-  int64 hint = ivfpq_limit_hint(RelationGetRelid(index));
-  so->k = hint > 0 ? Min(hint, static_cast<int64>(PG_INT32_MAX)) : kGraphDefaultK;
-  scan->opaque = so;
-  if (norderbys > 0) {  // the AM provides these arrays
-    scan->xs_orderbyvals = static_cast<Datum*>(palloc0(sizeof(Datum) * norderbys));
-    scan->xs_orderbynulls = static_cast<bool*>(palloc(sizeof(bool) * norderbys));
-    for (int i = 0; i < norderbys; ++i) scan->xs_orderbynulls[i] = true;
-  }
+  IndexScanDesc scan = ordered_scan_begin(index, nkeys, norderbys, sizeof(GraphScan), &kGraphScan);
+  auto* so = static_cast<GraphScan*>(scan->opaque);
+  so->k = Min(so->k, static_cast<int64>(PG_INT32_MAX));  // a search's k is an int
   return scan;
-}
-
-void graph_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys) {
-  auto* so = static_cast<GraphScan*>(scan->opaque);
-  if (keys && scan->numberOfKeys > 0) memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
-  if (orderbys && scan->numberOfOrderBys > 0)
-    memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
-  so->started = false;
-  so->batch = nullptr;
-  so->nbatch = so->pos = 0;
-  so->returned = nullptr;
-  // Drops the query copy, the TID set and round_cxt (a child).
-  MemoryContextReset(so->cxt);
-  so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_graph scan round", ALLOCSET_DEFAULT_SIZES);
-}
-
-bool graph_gettuple(IndexScanDesc scan, ScanDirection dir) {
-  auto* so = static_cast<GraphScan*>(scan->opaque);
-  if (!ScanDirectionIsForward(dir))
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("gpu_graph scans only forward")));
-  if (!so->started) start_scan(scan, so);
-  for (;;) {
-    if (so->pos < so->nbatch) {
-      const Candidate& c = so->batch[so->pos++];
-      scan->xs_heaptid = c.tid;
-      scan->xs_recheck = false;
-      scan->xs_recheckorderby = false;
-      scan->xs_orderbyvals[0] = c.isnull ? (Datum)0 : Float8GetDatum(c.distance);
-      scan->xs_orderbynulls[0] = c.isnull;
-      return true;
-    }
-    if (!next_round(scan, so)) return false;
-  }
-}
-
-const IvfpqScanStats* graph_scan_stats(IndexScanDesc scan) {
-  return &static_cast<const GraphScan*>(scan->opaque)->stats;
-}
-
-void graph_endscan(IndexScanDesc scan) {
-  auto* so = static_cast<GraphScan*>(scan->opaque);
-  MemoryContextDelete(so->cxt);
-  pfree(so);
-  scan->opaque = nullptr;
 }

@@ -18,6 +18,7 @@
 // REINDEX compacts it).
 #include <cstring>
 
+#include "context_owned.h"
 #include "graph.h"
 
 extern "C" {
@@ -29,16 +30,7 @@ extern "C" {
 namespace {
 
 // The graph of every node, owned by a memory context (an ERROR frees it).
-struct GraphHolder {
-  MemoryContextCallback cb;
-  gknn::graph::Graph* g;
-};
-
-void free_graph(void* arg) {
-  auto* h = static_cast<GraphHolder*>(arg);
-  delete h->g;
-  h->g = nullptr;
-}
+using GraphHolder = ContextOwned<gknn::graph::Graph>;
 
 // Pass 1 on one page: marks the nodes whose TIDs the callback calls dead.
 int64 mark_page(Relation index, BlockNumber blk, BufferAccessStrategy strategy,
@@ -93,26 +85,13 @@ int64 mark_page(Relation index, BlockNumber blk, BufferAccessStrategy strategy,
 // deleted flags the core repairs around (dead and NULL nodes).
 void read_all(Relation index, const GraphMeta& meta, BufferAccessStrategy strategy, float* vectors,
               uint8* deleted, bool* entry, gknn::graph::Graph* g) {
-  const uint32 pages = graph_node_pages(meta, meta.nodes);
-  for (uint32 p = 0; p < pages; ++p) {
-    BlockNumber blk = kGraphFirstNodeBlock + p;
-    Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
-    LockBuffer(buf, BUFFER_LOCK_SHARE);
-    Page page = BufferGetPage(buf);
-    graph_check_node_page(index, meta, blk, page);
-    const uint32 count = graph_nodes_on_page(meta, blk, meta.nodes);
-    for (uint32 i = 0; i < count; ++i) {
-      const uint64 node = uint64{p} * meta.nodes_per_page + i;
-      char* slot = graph_slot(page, meta, node);
-      const uint16 flags = graph_slot_flags(slot);
-      deleted[node] = (flags & (kGraphNodeDead | kGraphNodeNull)) ? 1 : 0;
-      entry[node] = !deleted[node] && (flags & kGraphNodeEntry);
-      memcpy(vectors + node * meta.dim, graph_slot_vector(slot), sizeof(float) * meta.dim);
-      memcpy(g->row(node), graph_slot_adjacency(slot, meta), sizeof(uint32) * meta.degree);
-    }
-    UnlockReleaseBuffer(buf);
-    vacuum_delay_point();
-  }
+  graph_for_each_node(index, meta, strategy, vacuum_delay_point, [&](uint64 node, char* slot) {
+    const uint16 flags = graph_slot_flags(slot);
+    deleted[node] = (flags & (kGraphNodeDead | kGraphNodeNull)) ? 1 : 0;
+    entry[node] = !deleted[node] && (flags & kGraphNodeEntry);
+    memcpy(vectors + node * meta.dim, graph_slot_vector(slot), sizeof(float) * meta.dim);
+    memcpy(g->row(node), graph_slot_adjacency(slot, meta), sizeof(uint32) * meta.degree);
+  });
 }
 
 // Writes the rows (and entry flags) of `changed` nodes back, a few pages a
@@ -170,18 +149,15 @@ void repair(Relation index, BufferAccessStrategy strategy) {
   bool* entry_after = static_cast<bool*>(palloc0(sizeof(bool) * Max(n, int64{1})));
   uint32* before = static_cast<uint32*>(
       MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint32) * Max(n, int64{1}) * meta.degree));
-  GraphHolder* holder = static_cast<GraphHolder*>(palloc0(sizeof(GraphHolder)));
-  holder->cb.func = free_graph;
-  holder->cb.arg = holder;
-  MemoryContextRegisterResetCallback(CurrentMemoryContext, &holder->cb);
+  GraphHolder* holder = context_owned_new<gknn::graph::Graph>();
   const int degree = meta.degree;
   gknn_pg::core_call([&] {
-    holder->g = new gknn::graph::Graph();
-    holder->g->n = n;
-    holder->g->degree = degree;
-    holder->g->edges.resize(static_cast<size_t>(n) * degree);
+    holder->object = new gknn::graph::Graph();
+    holder->object->n = n;
+    holder->object->degree = degree;
+    holder->object->edges.resize(static_cast<size_t>(n) * degree);
   });
-  gknn::graph::Graph* g = holder->g;
+  gknn::graph::Graph* g = holder->object;
   read_all(index, meta, strategy, vectors, deleted, entry, g);
   memcpy(before, g->edges.data(), sizeof(uint32) * n * degree);
   const int dim = meta.dim;
@@ -198,7 +174,7 @@ void repair(Relation index, BufferAccessStrategy strategy) {
         memcmp(before + i * degree, g->row(i), sizeof(uint32) * degree) != 0 || entry[i] != entry_after[i];
   write_back(index, mbuf, meta, g, changed, entry_after, strategy);
   UnlockReleaseBuffer(mbuf);
-  free_graph(holder);
+  context_owned_free<gknn::graph::Graph>(holder);
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 //   ivfpq_validate.cpp  amvalidate
 //   ivfpq_info.cpp      gknn_ivfpq_info(regclass)
 //   ivfpq_explain.cpp   EXPLAIN ANALYZE lines of a scan (where it searched, batches, waits)
+// What it shares with gpu_graph (the scan machinery, the cost frame, the
+// IndexAmRoutine, operator class reads): ../am/.
 #pragma once
 
 #include "pg.h"
@@ -76,8 +78,8 @@ void ivfpq_check_vector_dim(int dim);
 // large for a page.
 void ivfpq_check_params(int dim, int m, int nbits);
 
-// The metric and element type of an index: ivfpq_element.h.
-const char* ivfpq_metric_name(int metric);
+// The metric and element type of an index: ivfpq_element.h (its name:
+// am/am_opclass.h).
 
 // Build phases (pg_stat_progress_create_index.phase through amphasename).
 enum IvfpqBuildPhase {
@@ -99,30 +101,11 @@ IndexBulkDeleteResult* ivfpq_vacuumcleanup(IndexVacuumInfo* info, IndexBulkDelet
 void ivfpq_costestimate(PlannerInfo* root, IndexPath* path, double loop_count, Cost* startup_cost,
                         Cost* total_cost, Selectivity* selectivity, double* correlation, double* pages);
 bool ivfpq_validate(Oid opclassoid);
+// amrescan, amgettuple, amendscan: am/ordered_scan.h (shared with gpu_graph).
 IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys);
-void ivfpq_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys);
-bool ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir);
-void ivfpq_endscan(IndexScanDesc scan);
 
-// What a scan's searches did, summed over its rounds and rescans (one plan
-// node's loops), for EXPLAIN ANALYZE.
-struct IvfpqScanStats {
-  bool via_service;        // the route chosen at the scan's start
-  int service_device;      // the service's device (-1: its CPU), when via_service
-  const char* cpu_reason;  // why this backend searched itself (static text), or null
-  int64 service_searches;  // searches the service answered
-  int64 service_candidates;
-  int64 batch_min, batch_max, batch_total;  // queries in the batches those searches rode in
-  double queue_ms;                          // submitted -> taken by the service, summed
-  double service_ms;                        // taken -> answered, summed
-  int64 images_shipped;                     // times this scan shipped the index image to the service
-  int64 deltas_shipped;                     // ... or what changed in the index (a delta)
-  int64 cpu_searches;                       // searches on this backend's CPU
-  int64 cpu_candidates;
-};
-// The scan's numbers (a scan of a gpu_ivfpq index).
-const IvfpqScanStats* ivfpq_scan_stats(IndexScanDesc scan);
-// EXPLAIN ANALYZE shows them under each gpu_ivfpq Index Scan node.
+// EXPLAIN ANALYZE shows a scan's numbers (OrderedScanStats) under each
+// gpu_ivfpq or gpu_graph Index Scan node.
 void ivfpq_register_explain();
 
 // The LIMIT (+ OFFSET) the running query puts above an index scan of

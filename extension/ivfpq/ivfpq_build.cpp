@@ -15,6 +15,8 @@
 // them (float, binary16, a bit string).
 #include <cstring>
 
+#include "am/index_build.h"
+#include "context_owned.h"
 #include "device.h"
 #include "ivfpq.h"
 #include "service/service.h"
@@ -35,16 +37,7 @@ namespace {
 
 // The quantizer lives on the C++ heap; the build's memory context owns it
 // (deleted by a reset callback), so an ERROR anywhere frees it.
-struct QuantizerHolder {
-  MemoryContextCallback cb;
-  gknn::ivfpq::Quantizer* q;
-};
-
-void free_quantizer(void* arg) {
-  auto* h = static_cast<QuantizerHolder*>(arg);
-  delete h->q;
-  h->q = nullptr;
-}
+using QuantizerHolder = ContextOwned<gknn::ivfpq::Quantizer>;
 
 struct BuildState {
   Relation index;
@@ -132,24 +125,6 @@ void sample_callback(Relation, ItemPointer, Datum* values, bool* isnull, bool, v
 }
 
 // Appends a page image at the end of the index; returns its block.
-BlockNumber append_page(Relation index, Page page) {
-  Buffer buf = ReadBufferExtended(index, MAIN_FORKNUM, P_NEW, RBM_NORMAL, nullptr);
-  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-  memcpy(BufferGetPage(buf), page, BLCKSZ);
-  MarkBufferDirty(buf);
-  BlockNumber blk = BufferGetBlockNumber(buf);
-  UnlockReleaseBuffer(buf);
-  return blk;
-}
-
-void overwrite_page(Relation index, BlockNumber blk, Page page) {
-  Buffer buf = ReadBuffer(index, blk);
-  LockBuffer(buf, BUFFER_LOCK_EXCLUSIVE);
-  memcpy(BufferGetPage(buf), page, BLCKSZ);
-  MarkBufferDirty(buf);
-  UnlockReleaseBuffer(buf);
-}
-
 // Floats packed over consecutive new pages; returns the first block.
 BlockNumber write_floats(Relation index, const float* data, int64 count, uint32* npages) {
   Page page = static_cast<Page>(palloc(BLCKSZ));
@@ -160,7 +135,7 @@ BlockNumber write_floats(Relation index, const float* data, int64 count, uint32*
     ivfpq_init_page(page, kIvfpqPageFloats, InvalidBlockNumber);
     memcpy(PageGetContents(page), data + done, n * sizeof(float));
     ivfpq_set_contents_size(page, n * sizeof(float));
-    BlockNumber blk = append_page(index, page);
+    BlockNumber blk = index_build_append_page(index, page);
     if (first == InvalidBlockNumber) first = blk;
     ++*npages;
     done += n;
@@ -176,7 +151,7 @@ void chain_add(Relation index, Page* pagep, BlockNumber* last, const char* item,
     *pagep = static_cast<Page>(palloc(BLCKSZ));
     ivfpq_init_page(*pagep, kIvfpqPageList, *last);
   } else if (PageGetFreeSpace(*pagep) < MAXALIGN(size)) {
-    *last = append_page(index, *pagep);
+    *last = index_build_append_page(index, *pagep);
     ivfpq_init_page(*pagep, kIvfpqPageList, *last);
   }
   if (PageAddItem(*pagep, (Item)item, size, InvalidOffsetNumber, false, false) == InvalidOffsetNumber)
@@ -184,18 +159,14 @@ void chain_add(Relation index, Page* pagep, BlockNumber* last, const char* item,
 }
 
 void chain_flush(Relation index, Page page, BlockNumber* last) {
-  if (page != nullptr && PageGetMaxOffsetNumber(page) > 0) *last = append_page(index, page);
+  if (page != nullptr && PageGetMaxOffsetNumber(page) > 0) *last = index_build_append_page(index, page);
 }
 
 bool build_progress(gknn::ivfpq::Phase phase, std::int64_t done, std::int64_t total) {
   // Shared-memory counters only: nothing here can raise an error.
-  if (phase != gknn::ivfpq::Phase::Encode) {
-    const int index[] = {PROGRESS_CREATEIDX_SUBPHASE, PROGRESS_CREATEIDX_TUPLES_TOTAL,
-                         PROGRESS_CREATEIDX_TUPLES_DONE};
-    const int64 val[] = {phase == gknn::ivfpq::Phase::CoarseKmeans ? kIvfpqPhaseCoarse : kIvfpqPhasePq, total,
-                         done};
-    pgstat_progress_update_multi_param(3, index, val);
-  }
+  if (phase != gknn::ivfpq::Phase::Encode)
+    build_progress_report(phase == gknn::ivfpq::Phase::CoarseKmeans ? kIvfpqPhaseCoarse : kIvfpqPhasePq,
+                          total, done);
   return !ivfpq_interrupt_pending();
 }
 
@@ -290,12 +261,7 @@ int typmod_dim(Relation index) {
 }  // namespace
 
 IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
-  if (RelationGetNumberOfBlocks(index) != 0)
-    elog(ERROR, "index \"%s\" already contains data", RelationGetRelationName(index));
-
-  // REINDEX, TRUNCATE, VACUUM FULL and CLUSTER build again: the service's
-  // images of this index are stale once this transaction commits.
-  gknn_service_forget_index(RelationGetRelid(index));
+  index_build_begin(index);
 
   IvfpqOptions opt = ivfpq_get_options(index);
   IvfpqOpclass opclass = ivfpq_index_opclass(index);
@@ -320,15 +286,12 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
   table_index_build_scan(heap, index, info, false, true, sample_callback, &st, nullptr);
 
   IvfpqMeta meta = empty_meta(st.dim, opclass);
-  QuantizerHolder* holder = static_cast<QuantizerHolder*>(palloc0(sizeof(QuantizerHolder)));
-  holder->cb.func = free_quantizer;
-  holder->cb.arg = holder;
-  MemoryContextRegisterResetCallback(CurrentMemoryContext, &holder->cb);
+  QuantizerHolder* holder = context_owned_new<gknn::ivfpq::Quantizer>();
 
   // Block 0 is the metapage; it is written last, once everything is known.
   Page page = static_cast<Page>(palloc0(BLCKSZ));
   ivfpq_init_meta_page(page, meta);
-  append_page(index, page);
+  index_build_append_page(index, page);
 
   if (st.seen > 0) {
     // 2. Train.
@@ -355,18 +318,18 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     p.seed = kIvfpqSeed;
     gknn_pg::core_call([&] {
       gknn::ivfpq::validate(p);
-      holder->q = new gknn::ivfpq::Quantizer();
+      holder->object = new gknn::ivfpq::Quantizer();
     });
     st.batch_cap =
         Max(static_cast<int64>(1), Min(static_cast<int64>(8192), (int64{64} << 20) / (4 * st.dim)));
     if (use_service) st.service = gknn_service_build_begin(p, st.nsample, st.batch_cap);
-    if (st.service && !gknn_service_build_train(st.service, st.sample, service_progress, holder->q))
+    if (st.service && !gknn_service_build_train(st.service, st.sample, service_progress, holder->object))
       st.service = nullptr;  // gone (auto): trained here instead
     if (!st.service)
       ivfpq_core_call_cancellable(
-          [&] { *holder->q = gknn::ivfpq::train(p, st.sample, st.nsample, device, build_progress); });
+          [&] { *holder->object = gknn::ivfpq::train(p, st.sample, st.nsample, device, build_progress); });
     CHECK_FOR_INTERRUPTS();
-    const gknn::ivfpq::Quantizer* q = holder->q;
+    const gknn::ivfpq::Quantizer* q = holder->object;
     pfree(st.sample);
     st.sample = nullptr;
 
@@ -390,7 +353,7 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     meta.directory_pages = static_cast<uint32>((meta.lists + kIvfpqDirPerPage - 1) / kIvfpqDirPerPage);
     ivfpq_init_page(page, kIvfpqPageDirectory, InvalidBlockNumber);
     for (uint32 i = 0; i < meta.directory_pages; ++i) {
-      BlockNumber blk = append_page(index, page);
+      BlockNumber blk = index_build_append_page(index, page);
       if (i == 0) meta.directory_start = blk;
     }
 
@@ -440,22 +403,15 @@ IndexBuildResult* ivfpq_build(Relation heap, Relation index, IndexInfo* info) {
     int n = Min(meta.lists - first, static_cast<int>(kIvfpqDirPerPage));
     memcpy(PageGetContents(page), st.list_last + first, n * sizeof(BlockNumber));
     ivfpq_set_contents_size(page, n * sizeof(BlockNumber));
-    overwrite_page(index, meta.directory_start + p, page);
+    index_build_overwrite_page(index, meta.directory_start + p, page);
   }
   ivfpq_init_meta_page(page, meta);
-  overwrite_page(index, kIvfpqMetaBlock, page);
+  index_build_overwrite_page(index, kIvfpqMetaBlock, page);
 
   // 5. WAL: every page as a full image, once.
-  if (RelationNeedsWAL(index)) {
-    pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, kIvfpqPhaseWal);
-    log_newpage_range(index, MAIN_FORKNUM, 0, RelationGetNumberOfBlocks(index), true);
-  }
-
   MemoryContextDelete(st.tmp);
-  IndexBuildResult* result = static_cast<IndexBuildResult*>(palloc(sizeof(IndexBuildResult)));
-  result->heap_tuples = static_cast<double>(st.seen + st.nulls);
-  result->index_tuples = static_cast<double>(st.entries + st.null_entries + st.pending_entries);
-  return result;
+  return index_build_finish(index, kIvfpqPhaseWal, static_cast<double>(st.seen + st.nulls),
+                            static_cast<double>(st.entries + st.null_entries + st.pending_entries));
 }
 
 // Unlogged indexes: the init fork holds an empty, untrained index.

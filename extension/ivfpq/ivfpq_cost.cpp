@@ -1,11 +1,8 @@
 // gpu_ivfpq amcostestimate.
 //
-// The index serves only ORDER BY column <op> value: any other use costs
-// infinity (the opclasses have no search operators, so the planner offers no
-// other use; this keeps it so). An ordered scan is priced by the work it does
-// (ivfpq_scan.cpp), round by round, in the planner's own units, so that it
-// compares fairly with the plan it competes with: a sequential scan that
-// evaluates the distance operator once per row, then a top-N sort.
+// An ordered scan is priced by the work it does (ivfpq_scan.cpp), round by
+// round, in the planner's own units, within the frame every gknn index
+// shares (am/ordered_cost.h: any other use costs infinity).
 //
 //   distance  one evaluation of the operator's function, priced as the
 //             planner prices it in that plan (procost x cpu_operator_cost);
@@ -59,16 +56,12 @@
 // refine x k candidates are the whole table.
 #include <cmath>
 
+#include "am/ordered_cost.h"
 #include "ivfpq.h"
 
 extern "C" {
-#include "access/relation.h"
-#include "nodes/nodeFuncs.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
-#include "optimizer/plancat.h"
-#include "utils/float.h"
-#include "utils/selfuncs.h"
 #include "utils/spccache.h"
 }
 
@@ -92,32 +85,6 @@ struct Prices {
 };
 
 constexpr int kMaxRounds = 64;  // probes and candidates double: far more than any index needs
-
-// cost_sort's comparisons for n rows, per row.
-double sort_share(double n) { return n > 1 ? 2.0 * cpu_operator_cost * std::log2(n) : 0; }
-
-// The k the scan will run with: the LIMIT + OFFSET the planner knows for this
-// query level when the relation is its only one (then the Limit sits right
-// above the scan, where the ExecutorStart hook looks); else the default.
-double planned_k(PlannerInfo* root, RelOptInfo* rel) {
-  if (root->limit_tuples > 0 && bms_membership(root->all_baserels) == BMS_SINGLETON &&
-      bms_is_member(rel->relid, root->all_baserels))
-    return root->limit_tuples;
-  return kIvfpqDefaultK;
-}
-
-// One evaluation of the order-by operator, as the planner prices it in a plan
-// that computes it per row (procost x cpu_operator_cost, or the function's
-// support function's estimate).
-double distance_price(PlannerInfo* root, IndexPath* path) {
-  Node* clause = path->indexorderbys != NIL ? static_cast<Node*>(linitial(path->indexorderbys)) : nullptr;
-  if (clause == nullptr || !IsA(clause, OpExpr)) return cpu_operator_cost;
-  OpExpr* op = reinterpret_cast<OpExpr*>(clause);
-  set_opfuncid(op);
-  QualCost qc = {0, 0};
-  add_function_cost(root, op->opfuncid, clause, &qc);
-  return Max(qc.per_tuple, 0.0);
-}
 
 // cpu_tuple_cost plus one row's share of reading the whole table at random,
 // as cost_index prices the heap rows of an uncorrelated index scan.
@@ -145,7 +112,7 @@ double round_cost(const ScanShape& s, const Prices& p, int r, double* fetched, b
   double coarse = s.lists * p.distance;
   double tables = probes * s.lut * p.distance;
   double scoring = s.entries * (probes / s.lists) * p.entry;
-  double ranking = fresh * (p.distance + sort_share(fresh));
+  double ranking = fresh * (p.distance + ordered_sort_share(fresh));
   return coarse + tables + scoring + ranking;
 }
 
@@ -156,59 +123,42 @@ ScanShape scan_shape(PlannerInfo* root, IndexPath* path, const IvfpqMeta& meta) 
   s.entries = Max(index->tuples > 0 ? index->tuples : index->rel->tuples, 1.0);
   s.lists = s.trained ? Max(meta.lists, 1) : 1;
   s.probes = Min(static_cast<double>(gknn_ivfpq_probes), s.lists);
-  double k = Min(planned_k(root, index->rel), s.entries);
+  double k = Min(ordered_planned_k(root, index->rel, kIvfpqDefaultK), s.entries);
   s.want = Min(s.entries, Max(1.0, k * gknn_ivfpq_refine));
   s.lut = s.trained ? std::ldexp(1.0, Max(meta.nbits, 1)) : 0;
   return s;
+}
+
+// OrderedScanPricer: round 0 and its heap reads, then the rounds until one
+// covers every list and entry.
+OrderedScanCost ivfpq_rounds_cost(PlannerInfo* root, IndexPath* path, double loop_count, Relation rel) {
+  IvfpqMeta meta;
+  ivfpq_read_meta(rel, &meta);
+  ScanShape s = scan_shape(root, path, meta);
+  Prices p;
+  p.distance = ordered_distance_price(root, path);
+  p.entry = cpu_index_tuple_cost + cpu_operator_cost;
+  p.heap_read = heap_read_price(root, path->indexinfo, loop_count);
+
+  OrderedScanCost cost;
+  if (!s.trained) {
+    // Round 0 reads and ranks every pending row; nothing follows.
+    cost.startup = s.entries * (p.heap_read + p.distance + ordered_sort_share(s.entries));
+    cost.total = cost.startup;
+  } else {
+    double fetched = 0;
+    bool done = false;
+    cost.startup = round_cost(s, p, 0, &fetched, &done) + s.want * p.heap_read;
+    cost.total = cost.startup;
+    for (int r = 1; !done && r < kMaxRounds; ++r) cost.total += round_cost(s, p, r, &fetched, &done);
+  }
+  return cost;
 }
 
 }  // namespace
 
 void ivfpq_costestimate(PlannerInfo* root, IndexPath* path, double loop_count, Cost* startup_cost,
                         Cost* total_cost, Selectivity* selectivity, double* correlation, double* pages) {
-  if (path->indexorderbys == NIL) {
-    *startup_cost = get_float8_infinity();
-    *total_cost = get_float8_infinity();
-    *selectivity = 0;
-    *correlation = 0;
-    *pages = 0;
-    return;
-  }
-  IndexOptInfo* index = path->indexinfo;
-  Relation rel = index_open(index->indexoid, NoLock);
-  IvfpqMeta meta;
-  ivfpq_read_meta(rel, &meta);
-  index_close(rel, NoLock);
-
-  // Selectivity (a partial index's predicate), index pages, and the cost of
-  // computing the order-by value once per scan (indexStartupCost) as
-  // genericcostestimate gives them; its page and tuple costs are replaced.
-  GenericCosts generic;
-  memset(&generic, 0, sizeof(generic));
-  genericcostestimate(root, path, loop_count, &generic);
-
-  ScanShape s = scan_shape(root, path, meta);
-  Prices p;
-  p.distance = distance_price(root, path);
-  p.entry = cpu_index_tuple_cost + cpu_operator_cost;
-  p.heap_read = heap_read_price(root, index, loop_count);
-
-  double startup, total;
-  if (!s.trained) {
-    // Round 0 reads and ranks every pending row; nothing follows.
-    startup = s.entries * (p.heap_read + p.distance + sort_share(s.entries));
-    total = startup;
-  } else {
-    double fetched = 0;
-    bool done = false;
-    startup = round_cost(s, p, 0, &fetched, &done) + s.want * p.heap_read;
-    total = startup;
-    for (int r = 1; !done && r < kMaxRounds; ++r) total += round_cost(s, p, r, &fetched, &done);
-  }
-
-  *startup_cost = generic.indexStartupCost + startup;
-  *total_cost = generic.indexStartupCost + total;
-  *selectivity = generic.indexSelectivity;
-  *correlation = 0;
-  *pages = generic.numIndexPages;
+  ordered_costestimate(root, path, loop_count, startup_cost, total_cost, selectivity, correlation, pages,
+                       ivfpq_rounds_cost);
 }

@@ -93,7 +93,7 @@ void read_kept(Page page, OffsetNumber max, Items* it, int64* first) {
   }
   *first = it->nkept;
   for (OffsetNumber off = FirstOffsetNumber; off <= max; ++off)
-    it->kept[it->nkept++] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
+    it->kept[it->nkept++] = heap_tid_to_id(ivfpq_item_tid(page, off));
 }
 
 // Copies page `t`'s items (all, or appended ones from its first offset, or
@@ -126,7 +126,7 @@ bool read_page(Relation index, const IvfpqMeta& meta, const Touched& t, Items* i
   reserve(it, n, meta.code_size, vector_bytes);
   *change = IvfpqPageChange{t.list, t.block, t.kind, first, it->n, n};
   for (OffsetNumber off = first; off <= max; ++off, ++it->n) {
-    it->ids[it->n] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
+    it->ids[it->n] = heap_tid_to_id(ivfpq_item_tid(page, off));
     memcpy(it->codes + it->n * meta.code_size, ivfpq_item_code(page, off), meta.code_size);
     if (vector_bytes > 0)
       memcpy(it->vectors + it->n * vector_bytes, ivfpq_item_vector(page, off, meta.code_size), vector_bytes);

@@ -3,15 +3,12 @@
 
 #include <cstring>
 
+#include "am/am_opclass.h"
 #include "types/halfvec.h"
 #include "types/vector.h"
 
 extern "C" {
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "catalog/pg_proc.h"
 #include "utils/builtins.h"
-#include "utils/syscache.h"
 #include "utils/varbit.h"
 }
 
@@ -40,17 +37,7 @@ constexpr KnownDistance kKnown[] = {
 }  // namespace
 
 IvfpqOpclass ivfpq_index_opclass(Relation index) {
-  Oid proc = index_getprocid(index, 1, 1);
-  if (!OidIsValid(proc))
-    ereport(ERROR, (errcode(ERRCODE_UNDEFINED_FUNCTION),
-                    errmsg("gpu_ivfpq operator class of index \"%s\" has no distance function (support 1)",
-                           RelationGetRelationName(index))));
-  HeapTuple tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(proc));
-  if (!HeapTupleIsValid(tup)) elog(ERROR, "cache lookup failed for function %u", proc);
-  bool isnull;
-  Datum src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
-  char* symbol = isnull ? pstrdup("") : TextDatumGetCString(src);
-  ReleaseSysCache(tup);
+  char* symbol = am_distance_symbol(index, "gpu_ivfpq");
   for (const KnownDistance& k : kKnown)
     if (strcmp(symbol, k.symbol) == 0) return IvfpqOpclass{k.metric, k.element};
   ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

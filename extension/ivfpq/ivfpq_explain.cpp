@@ -31,7 +31,7 @@
 // EXECUTE and auto_explain (PostgreSQL 15 calls no ExplainOneQuery_hook for
 // them); the first EXPLAIN of a session where gknn was neither preloaded nor
 // loaded before the EXPLAIN started.
-#include "graph/graph.h"
+#include "am/ordered_scan.h"
 #include "ivfpq.h"
 
 extern "C" {
@@ -70,17 +70,13 @@ explain_get_index_name_hook_type prev_index_name = nullptr;
 ExecutorFinish_hook_type prev_executor_finish = nullptr;
 ExecutorEnd_hook_type prev_executor_end = nullptr;
 
-// A scan of a gpu_ivfpq or gpu_graph index (both keep IvfpqScanStats).
+// A scan of a gpu_ivfpq or gpu_graph index (both scan through
+// am/ordered_scan.h, which keeps OrderedScanStats).
 bool is_ivfpq_scan(PlanState* ps) {
   if (!IsA(ps, IndexScanState)) return false;
   Relation index = reinterpret_cast<IndexScanState*>(ps)->iss_RelationDesc;
   return index != nullptr && index->rd_indam != nullptr &&
-         (index->rd_indam->amgettuple == ivfpq_gettuple || index->rd_indam->amgettuple == graph_gettuple);
-}
-
-const IvfpqScanStats* scan_stats(IndexScanDesc scan) {
-  return scan->indexRelation->rd_indam->amgettuple == graph_gettuple ? graph_scan_stats(scan)
-                                                                     : ivfpq_scan_stats(scan);
+         index->rd_indam->amgettuple == ordered_scan_gettuple;
 }
 
 bool collect_walker(PlanState* ps, void* context) {
@@ -113,7 +109,7 @@ IndexScanState* next_scan(Capture* c, Oid index) {
   return nullptr;
 }
 
-const char* where_searched(const IvfpqScanStats& st) {
+const char* where_searched(const OrderedScanStats& st) {
   const char* service =
       st.service_device >= 0 ? psprintf("service GPU %d", st.service_device) : "service CPU";
   if (!st.via_service) return psprintf("backend CPU (%s)", st.cpu_reason);
@@ -121,7 +117,7 @@ const char* where_searched(const IvfpqScanStats& st) {
   return service;
 }
 
-void append_batch_sizes(StringInfo out, const IvfpqScanStats& st) {
+void append_batch_sizes(StringInfo out, const OrderedScanStats& st) {
   if (st.batch_min == st.batch_max)
     appendStringInfo(out, "%lld", static_cast<long long>(st.batch_min));
   else
@@ -131,7 +127,7 @@ void append_batch_sizes(StringInfo out, const IvfpqScanStats& st) {
 }
 
 // TEXT: two lines at most, in the manner of "Sort Method: ...  Memory: ...".
-char* text_lines(const IvfpqScanStats& st, ExplainState* es) {
+char* text_lines(const OrderedScanStats& st, ExplainState* es) {
   StringInfoData out;
   initStringInfo(&out);
   appendStringInfoSpaces(&out, es->indent * 2);
@@ -162,7 +158,7 @@ char* text_lines(const IvfpqScanStats& st, ExplainState* es) {
 }
 
 // JSON, YAML, XML: every property, always (a fixed set of keys per node).
-void structured_properties(const IvfpqScanStats& st, ExplainState* es) {
+void structured_properties(const OrderedScanStats& st, ExplainState* es) {
   ExplainPropertyText("Searched On", where_searched(st), es);
   ExplainPropertyInteger("Service Searches", nullptr, st.service_searches, es);
   ExplainPropertyInteger("Service Candidates", nullptr, st.service_candidates, es);
@@ -187,7 +183,7 @@ const char* index_name_hook(Oid index) {
   if (c == nullptr || c->query == nullptr || !c->es->analyze) return name;
   IndexScanState* node = next_scan(c, index);
   if (node == nullptr || node->iss_ScanDesc == nullptr) return name;  // not ours, or never executed
-  const IvfpqScanStats& st = *scan_stats(node->iss_ScanDesc);
+  const OrderedScanStats& st = *ordered_scan_stats(node->iss_ScanDesc);
   ExplainState* es = c->es;
   if (es->format == EXPLAIN_FORMAT_TEXT) {
     TextInsert* ins = static_cast<TextInsert*>(palloc(sizeof(TextInsert)));

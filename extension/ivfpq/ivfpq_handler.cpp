@@ -1,10 +1,9 @@
-// gpu_ivfpq: the access method's handler, its GUCs and build phase names,
-// and the names of metrics.
+// gpu_ivfpq: the access method's handler, its GUCs and build phase names.
+#include "am/am_routine.h"
 #include "ivfpq.h"
 
 extern "C" {
 #include "commands/progress.h"
-#include "commands/vacuum.h"
 #include "utils/guc.h"
 }
 
@@ -63,67 +62,21 @@ char* ivfpq_phasename(int64 phase) {
 
 bool ivfpq_interrupt_pending() { return QueryCancelPending || ProcDiePending; }
 
-const char* ivfpq_metric_name(int metric) {
-  switch (static_cast<gknn::Metric>(metric)) {
-    case gknn::Metric::L2:
-      return "l2";
-    case gknn::Metric::InnerProduct:
-      return "inner_product";
-    case gknn::Metric::Cosine:
-      return "cosine";
-    case gknn::Metric::L1:
-      return "l1";
-  }
-  return "unknown";
-}
-
 extern "C" {
 
 PG_FUNCTION_INFO_V1(gknn_ivfpq_handler);
 Datum gknn_ivfpq_handler(PG_FUNCTION_ARGS) {
-  IndexAmRoutine* am = makeNode(IndexAmRoutine);
-  am->amstrategies = 1;
-  am->amsupport = 1;
-  am->amoptsprocnum = 0;
-  am->amcanorder = false;
-  am->amcanorderbyop = true;
-  am->amcanbackward = false;
-  am->amcanunique = false;
-  am->amcanmulticol = false;
-  am->amoptionalkey = true;  // ordered scans have no quals
-  am->amsearcharray = false;
-  am->amsearchnulls = false;
-  am->amstorage = false;
-  am->amclusterable = false;
-  am->ampredlocks = false;
-  am->amcanparallel = false;
-  am->amcaninclude = false;
-  am->amusemaintenanceworkmem = false;
-  am->amparallelvacuumoptions = VACUUM_OPTION_NO_PARALLEL;
-  am->amkeytype = InvalidOid;
-
+  IndexAmRoutine* am = ordered_index_am_routine();
   am->ambuild = ivfpq_build;
   am->ambuildempty = ivfpq_buildempty;
   am->aminsert = ivfpq_insert;
   am->ambulkdelete = ivfpq_bulkdelete;
   am->amvacuumcleanup = ivfpq_vacuumcleanup;
-  am->amcanreturn = nullptr;
   am->amcostestimate = ivfpq_costestimate;
   am->amoptions = ivfpq_options;
-  am->amproperty = nullptr;
   am->ambuildphasename = ivfpq_phasename;
   am->amvalidate = ivfpq_validate;
-  am->amadjustmembers = nullptr;
   am->ambeginscan = ivfpq_beginscan;
-  am->amrescan = ivfpq_rescan;
-  am->amgettuple = ivfpq_gettuple;
-  am->amgetbitmap = nullptr;
-  am->amendscan = ivfpq_endscan;
-  am->ammarkpos = nullptr;
-  am->amrestrpos = nullptr;
-  am->amestimateparallelscan = nullptr;
-  am->aminitparallelscan = nullptr;
-  am->amparallelrescan = nullptr;
   PG_RETURN_POINTER(am);
 }
 

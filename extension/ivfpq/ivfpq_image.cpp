@@ -163,7 +163,7 @@ int64 read_chain(Relation index, const ChainPages& chain, const ChainOut& out, i
       elog(ERROR, "gpu_ivfpq index \"%s\" changed while it was being loaded", RelationGetRelationName(index));
     }
     for (OffsetNumber off = FirstOffsetNumber; off <= max; ++off) {
-      out.ids[n] = ivfpq_tid_to_id(ivfpq_item_tid(page, off));
+      out.ids[n] = heap_tid_to_id(ivfpq_item_tid(page, off));
       if (out.codes) memcpy(out.codes + n * code_size, ivfpq_item_code(page, off), code_size);
       if (out.vectors)
         memcpy(out.vectors + n * vector_bytes, ivfpq_item_vector(page, off, code_size), vector_bytes);

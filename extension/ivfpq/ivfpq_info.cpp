@@ -1,34 +1,17 @@
 // gknn_ivfpq_info(index regclass): what a gpu_ivfpq index holds, read from
 // its pages (for monitoring and tests), for callers who may read its table.
+#include "am/am_info.h"
+#include "am/am_opclass.h"
 #include "ivfpq.h"
 
 extern "C" {
 #include "access/htup_details.h"
 #include "access/relation.h"
-#include "commands/defrem.h"
 #include "funcapi.h"
-#include "catalog/index.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
-#include "utils/lsyscache.h"
 }
 
 namespace {
-
-// The caller must be allowed to read the index's table (42501, "permission
-// denied for table ..."), checked before the index is locked: a report on
-// an index tells its row count and dimension. A relation that is not an
-// index is checked itself (the error that it is not a gpu_ivfpq index
-// comes after).
-void check_can_read(Oid indexoid) {
-  Oid table = IndexGetRelation(indexoid, true);
-  Oid target = OidIsValid(table) ? table : indexoid;
-  bool missing = false;
-  AclResult acl = pg_class_aclcheck_ext(target, GetUserId(), ACL_SELECT, &missing);
-  if (missing) return;  // relation_open says so
-  if (acl != ACLCHECK_OK)
-    aclcheck_error(acl, get_relkind_objtype(get_rel_relkind(target)), get_rel_name(target));
-}
 
 int64 count_chain(Relation index, BlockNumber last, Size item_size, int64* pages) {
   int64 n = 0;
@@ -52,11 +35,7 @@ Datum gknn_ivfpq_info(PG_FUNCTION_ARGS) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "return type must be a row type");
-  check_can_read(indexoid);
-  Relation index = relation_open(indexoid, AccessShareLock);
-  if (index->rd_rel->relkind != RELKIND_INDEX || index->rd_rel->relam != get_index_am_oid("gpu_ivfpq", false))
-    ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
-                    errmsg("\"%s\" is not a gpu_ivfpq index", RelationGetRelationName(index))));
+  Relation index = am_info_open(indexoid, "gpu_ivfpq");
   // A failed CREATE INDEX CONCURRENTLY leaves an invalid index with no pages.
   if (RelationGetNumberOfBlocks(index) == 0)
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -84,7 +63,7 @@ Datum gknn_ivfpq_info(PG_FUNCTION_ARGS) {
       Int32GetDatum(meta.lists),
       Int32GetDatum(meta.m),
       Int32GetDatum(meta.nbits),
-      CStringGetTextDatum(ivfpq_meta_element(meta) == kIvfpqBit ? "hamming" : ivfpq_metric_name(meta.metric)),
+      CStringGetTextDatum(ivfpq_meta_element(meta) == kIvfpqBit ? "hamming" : am_metric_name(meta.metric)),
       Int64GetDatum(static_cast<int64>(meta.generation)),
       Int64GetDatum(entries),
       Int64GetDatum(pending),

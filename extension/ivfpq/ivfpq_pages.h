@@ -21,6 +21,7 @@
 // metapage's generation, which tells a cached image it is stale.
 #pragma once
 
+#include "am/heap_id.h"
 #include "ivfpq_format.h"
 #include "pg.h"
 
@@ -53,13 +54,7 @@ inline Size ivfpq_list_item_size(const IvfpqMeta& meta) {
   return ivfpq_item_size(meta.code_size, meta.stores_vectors ? meta.dim : 0, ivfpq_meta_element(meta));
 }
 
-// Heap TIDs as the core's int64 ids (block << 16 | offset), as GpuTopK does.
-inline int64 ivfpq_tid_to_id(const ItemPointerData* tid) {
-  return (static_cast<int64>(ItemPointerGetBlockNumber(tid)) << 16) | ItemPointerGetOffsetNumber(tid);
-}
-inline void ivfpq_id_to_tid(int64 id, ItemPointerData* tid) {
-  ItemPointerSet(tid, static_cast<BlockNumber>(id >> 16), static_cast<OffsetNumber>(id & 0xffff));
-}
+// Heap TIDs as the core's int64 ids: am/heap_id.h.
 
 // Page construction.
 void ivfpq_init_page(Page page, IvfpqPageKind kind, BlockNumber prev);

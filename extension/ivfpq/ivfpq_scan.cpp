@@ -20,56 +20,35 @@
 // that finds it missing ships it there), or on this backend's CPU. With
 // gknn.device = auto, a service that stops mid-scan leaves the rest of the
 // scan to the CPU.
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-
+#include "am/heap_id.h"
+#include "am/ordered_scan.h"
 #include "device.h"
 #include "ivfpq.h"
 #include "service/service.h"
 #include "service/service_images.h"
 
 extern "C" {
-#include "access/relscan.h"
 #include "access/tableam.h"
 #include "catalog/index.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
 
 namespace {
 
-struct Candidate {
-  ItemPointerData tid;
-  double distance;
-  bool isnull;
-};
-
-struct IvfpqScan {
-  MemoryContext cxt;        // the scan's life
-  MemoryContext round_cxt;  // one round's candidates and detoasted vectors
-  bool started;
-  bool query_null;
-  float* query;  // the query's elements as floats
-  int qdim;
+// The shared state (ordered_scan.h; its round context also holds the
+// round's detoasted vectors) and an IVF-PQ search's.
+struct IvfpqScan : OrderedScan {
   int metric;
   IvfpqElement element;
-  ServiceRoute route;
-  int64 entries;         // coded entries of the index, when known (-1: not yet)
-  IvfpqScanStats stats;  // for EXPLAIN ANALYZE: kept across rescans
-  int64 k;
-  int64 want;  // candidates the next round asks for
-  int probes;  // lists the next round searches
+  int64 entries;  // coded entries of the index, when known (-1: not yet)
+  int64 want;     // candidates the next round asks for
+  int probes;     // lists the next round searches
   bool index_done;
   bool pending_done;
   bool nulls_done;
-  HTAB* returned;
-  Candidate* batch;
-  int64 nbatch;
-  int64 pos;
   IndexFetchTableData* fetch;
   TupleTableSlot* slot;
   AttrNumber attno;  // the indexed column; 0: an expression, computed with
@@ -85,51 +64,21 @@ struct IvfpqScan {
 constexpr int kShipAttempts = 4;
 constexpr int kMaxShipAttempts = 1000;
 
-bool candidate_less(const Candidate& a, const Candidate& b) {
-  bool na = std::isnan(a.distance), nb = std::isnan(b.distance);
-  if (na != nb) return nb;
-  if (!na && a.distance != b.distance) return a.distance < b.distance;
-  return ItemPointerCompare(const_cast<ItemPointer>(&a.tid), const_cast<ItemPointer>(&b.tid)) < 0;
-}
-
-// True the first time a TID is seen by this scan.
-bool claim(IvfpqScan* so, const ItemPointerData* tid) {
-  bool found;
-  hash_search(so->returned, tid, HASH_ENTER, &found);
-  return !found;
-}
-
-void start_scan(IndexScanDesc scan, IvfpqScan* so) {
-  if (scan->numberOfOrderBys != 1 || scan->numberOfKeys != 0)
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                    errmsg("gpu_ivfpq supports only ordered scans (ORDER BY column <-> value)")));
-  MemoryContext old = MemoryContextSwitchTo(so->cxt);
-  ScanKey key = &scan->orderByData[0];
-  so->query_null = (key->sk_flags & SK_ISNULL) != 0;
-  so->query = nullptr;
-  so->qdim = 0;
+// OrderedScanMethods::start: the query's floats, the first round's sizes.
+void start_scan(IndexScanDesc scan, OrderedScan* os) {
+  auto* so = static_cast<IvfpqScan*>(os);
   so->element = ivfpq_index_opclass(scan->indexRelation).element;
   if (!so->query_null) {
-    IvfpqValue q = ivfpq_value(so->element, key->sk_argument);
+    IvfpqValue q = ivfpq_value(so->element, scan->orderByData[0].sk_argument);
     so->qdim = q.dim;
     so->query = static_cast<float*>(palloc(sizeof(float) * q.dim));
     ivfpq_value_floats(so->element, q, so->query);
   }
-  HASHCTL ctl;
-  memset(&ctl, 0, sizeof(ctl));
-  ctl.keysize = sizeof(ItemPointerData);
-  ctl.entrysize = sizeof(ItemPointerData);
-  ctl.hcxt = so->cxt;
-  so->returned = hash_create("gpu_ivfpq returned TIDs", 1024, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-  MemoryContextSwitchTo(old);
   int64 refine = gknn_ivfpq_exact ? 1 : gknn_ivfpq_refine;  // exact: the k nearest, then more
   so->want = so->k > PG_INT64_MAX / refine ? PG_INT64_MAX / 2 : so->k * refine;
   so->probes = gknn_ivfpq_probes;
   so->entries = -1;
   so->index_done = so->pending_done = so->nulls_done = false;
-  so->batch = nullptr;
-  so->nbatch = so->pos = 0;
-  so->started = true;
 }
 
 // What reading candidates from the heap needs: a fetch state and a slot,
@@ -147,7 +96,10 @@ void begin_fetch(IndexScanDesc scan, IvfpqScan* so) {
   MemoryContextSwitchTo(c);
 }
 
-void end_fetch(IvfpqScan* so) {
+// OrderedScanMethods::release: the heap fetch state (not in the scan's
+// memory context).
+void end_fetch(OrderedScan* os) {
+  auto* so = static_cast<IvfpqScan*>(os);
   if (so->estate) FreeExecutorState(so->estate);
   so->estate = nullptr;
   so->info = nullptr;
@@ -170,8 +122,8 @@ Datum indexed_value(IvfpqScan* so, bool* isnull) {
 
 // The exact distance of the row at `id`; false when there is no such row for
 // this scan's snapshot (dead, never committed, removed).
-bool exact_distance(IvfpqScan* so, int64 id, BlockNumber heap_blocks, Snapshot snapshot, Candidate* out) {
-  ivfpq_id_to_tid(id, &out->tid);
+bool exact_distance(IvfpqScan* so, int64 id, BlockNumber heap_blocks, Snapshot snapshot, ScanCandidate* out) {
+  heap_id_to_tid(id, &out->tid);
   if (ItemPointerGetBlockNumber(&out->tid) >= heap_blocks) return false;
   bool call_again = false, all_dead = false;
   if (!table_index_fetch_tuple(so->fetch, &out->tid, snapshot, so->slot, &call_again, &all_dead))
@@ -216,7 +168,7 @@ int search_mode(Relation index, const IvfpqMeta& meta) {
 // unless it is the one the delta failed on (*failed_from), which only a
 // whole image mends. Counts what it shipped in *st.
 void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& held, uint64* failed_from,
-                IvfpqScanStats* st) {
+                OrderedScanStats* st) {
   Oid oid = RelationGetRelid(index);
   if (held.resident && held.generation != *failed_from) {
     IvfpqDelta* delta = nullptr;
@@ -235,17 +187,6 @@ void ship_image(Relation index, const IvfpqImage** image, const ServiceHeld& hel
   st->images_shipped++;
   gknn_service_ivfpq_load(oid, index->rd_node, (*image)->meta.generation, *(*image)->host, *(*image)->pages);
   ivfpq_image_release_host(index);
-}
-
-// Adds one search's trip through the service to the scan's numbers.
-void count_service_search(IvfpqScanStats* st, const ServiceTrip& trip, int64 count) {
-  st->service_searches++;
-  st->service_candidates += count;
-  st->batch_min = st->service_searches == 1 ? trip.batch_size : Min(st->batch_min, int64{trip.batch_size});
-  st->batch_max = Max(st->batch_max, int64{trip.batch_size});
-  st->batch_total += trip.batch_size;
-  st->queue_ms += trip.queue_ms;
-  st->service_ms += trip.run_ms;
 }
 
 // This round's candidates (ids, distances: up to `want`, best first), from
@@ -270,7 +211,7 @@ int64 round_candidates(IndexScanDesc scan, IvfpqScan* so, const IvfpqImage** ima
                                   so->query, so->qdim, probes, mode, want, ids, dist, &count, &entries, &gone,
                                   &trip, &held)) {
       so->entries = entries;
-      count_service_search(&so->stats, trip, count);
+      scan_stats_count_service(&so->stats, trip, count);
       return count;
     }
     if (gone) {
@@ -305,13 +246,11 @@ int64 round_candidates(IndexScanDesc scan, IvfpqScan* so, const IvfpqImage** ima
   return n;
 }
 
-// Fills the next batch; false when the scan has nothing more.
-bool next_round(IndexScanDesc scan, IvfpqScan* so) {
+// OrderedScanMethods::next_round: the next batch; false when the scan has
+// nothing more.
+bool next_round(IndexScanDesc scan, OrderedScan* os) {
+  auto* so = static_cast<IvfpqScan*>(os);
   if (so->nulls_done) return false;
-  MemoryContextReset(so->round_cxt);
-  MemoryContext old = MemoryContextSwitchTo(so->round_cxt);
-  so->batch = nullptr;
-  so->nbatch = so->pos = 0;
   // Entries are needed here only to list them all (NULL query) or to search
   // on this backend's CPU.
   const IvfpqImage* image =
@@ -320,32 +259,16 @@ bool next_round(IndexScanDesc scan, IvfpqScan* so) {
 
   if (so->index_done) {
     // Last: the rows whose vector is NULL.
-    so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(image->nnulls, int64{1})));
-    for (int64 i = 0; i < image->nnulls; ++i) {
-      Candidate c;
-      ivfpq_id_to_tid(image->nulls[i], &c.tid);
-      c.distance = 0;
-      c.isnull = true;
-      if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
-    }
+    ordered_scan_null_batch(so, image->nulls, image->nnulls, nullptr, 0);
     so->nulls_done = true;
-    MemoryContextSwitchTo(old);
     return true;
   }
 
   if (so->query_null) {
     // ORDER BY column <-> NULL: every distance is NULL, any order is right.
-    int64 total = image->entries + image->npending;
-    so->batch = static_cast<Candidate*>(palloc(sizeof(Candidate) * Max(total, int64{1})));
-    for (int64 i = 0; i < total; ++i) {
-      Candidate c;
-      ivfpq_id_to_tid(i < image->entries ? image->host->ids[i] : image->pending[i - image->entries], &c.tid);
-      c.distance = 0;
-      c.isnull = true;
-      if (claim(so, &c.tid)) so->batch[so->nbatch++] = c;
-    }
+    ordered_scan_null_batch(so, image->entries > 0 ? image->host->ids.data() : nullptr, image->entries,
+                            image->pending, image->npending);
     so->index_done = so->pending_done = true;
-    MemoryContextSwitchTo(old);
     return true;
   }
 
@@ -379,14 +302,14 @@ bool next_round(IndexScanDesc scan, IvfpqScan* so) {
   if (so->fetch == nullptr) begin_fetch(scan, so);
   Snapshot snapshot = IsMVCCSnapshot(scan->xs_snapshot) ? scan->xs_snapshot : SnapshotAny;
   BlockNumber heap_blocks = RelationGetNumberOfBlocks(heap);
-  so->batch = static_cast<Candidate*>(
-      MemoryContextAllocHuge(so->round_cxt, sizeof(Candidate) * Max(ncand + npending, int64{1})));
+  so->batch = static_cast<ScanCandidate*>(
+      MemoryContextAllocHuge(so->round_cxt, sizeof(ScanCandidate) * Max(ncand + npending, int64{1})));
   for (int64 i = 0; i < ncand + npending; ++i) {
     int64 id = i < ncand ? ids[i] : image->pending[i - ncand];
     if (id < 0) continue;
-    Candidate c;
-    ivfpq_id_to_tid(id, &c.tid);
-    if (!claim(so, &c.tid)) continue;
+    ScanCandidate c;
+    heap_id_to_tid(id, &c.tid);
+    if (!ordered_scan_claim(so, &c.tid)) continue;
     if (i < ncand && mode != GKNN_SEARCH_PQ) {
       // Ranked by the stored vector: the operator's value, no heap access
       // (the executor still fetches the row and decides its visibility).
@@ -399,77 +322,24 @@ bool next_round(IndexScanDesc scan, IvfpqScan* so) {
     }
     if ((i & 255) == 255) CHECK_FOR_INTERRUPTS();
   }
-  std::sort(so->batch, so->batch + so->nbatch, candidate_less);
-  MemoryContextSwitchTo(old);
   return true;
 }
+
+const OrderedScanMethods kIvfpqScan = {"gpu_ivfpq",
+                                       "gpu_ivfpq scan",
+                                       "gpu_ivfpq scan round",
+                                       "gpu_ivfpq returned TIDs",
+                                       kIvfpqDefaultK,
+                                       start_scan,
+                                       next_round,
+                                       end_fetch};
 
 }  // namespace
 
 IndexScanDesc ivfpq_beginscan(Relation index, int nkeys, int norderbys) {
-  IndexScanDesc scan = RelationGetIndexScan(index, nkeys, norderbys);
-  IvfpqScan* so = static_cast<IvfpqScan*>(palloc0(sizeof(IvfpqScan)));
-  so->cxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_ivfpq scan", ALLOCSET_DEFAULT_SIZES);
-  so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_ivfpq scan round", ALLOCSET_DEFAULT_SIZES);
-  so->route = gknn_service_route();
+  IndexScanDesc scan = ordered_scan_begin(index, nkeys, norderbys, sizeof(IvfpqScan), &kIvfpqScan);
+  auto* so = static_cast<IvfpqScan*>(scan->opaque);
   so->entries = -1;
-  so->stats.via_service = so->route.use_service;
-  so->stats.service_device = so->route.device;
-  so->stats.cpu_reason = so->route.why;
-  int64 hint = ivfpq_limit_hint(RelationGetRelid(index));
-  so->k = hint > 0 ? hint : kIvfpqDefaultK;
   so->attno = index->rd_index->indkey.values[0];
-  scan->opaque = so;
-  if (norderbys > 0) {  // the AM provides these arrays
-    scan->xs_orderbyvals = static_cast<Datum*>(palloc0(sizeof(Datum) * norderbys));
-    scan->xs_orderbynulls = static_cast<bool*>(palloc(sizeof(bool) * norderbys));
-    for (int i = 0; i < norderbys; ++i) scan->xs_orderbynulls[i] = true;
-  }
   return scan;
-}
-
-void ivfpq_rescan(IndexScanDesc scan, ScanKey keys, int nkeys, ScanKey orderbys, int norderbys) {
-  auto* so = static_cast<IvfpqScan*>(scan->opaque);
-  if (keys && scan->numberOfKeys > 0) memmove(scan->keyData, keys, scan->numberOfKeys * sizeof(ScanKeyData));
-  if (orderbys && scan->numberOfOrderBys > 0)
-    memmove(scan->orderByData, orderbys, scan->numberOfOrderBys * sizeof(ScanKeyData));
-  so->started = false;
-  so->batch = nullptr;
-  so->nbatch = so->pos = 0;
-  so->returned = nullptr;
-  end_fetch(so);
-  // Drops the query copy, the TID set and round_cxt (a child).
-  MemoryContextReset(so->cxt);
-  so->round_cxt = AllocSetContextCreate(so->cxt, "gpu_ivfpq scan round", ALLOCSET_DEFAULT_SIZES);
-}
-
-bool ivfpq_gettuple(IndexScanDesc scan, ScanDirection dir) {
-  auto* so = static_cast<IvfpqScan*>(scan->opaque);
-  if (!ScanDirectionIsForward(dir))
-    ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("gpu_ivfpq scans only forward")));
-  if (!so->started) start_scan(scan, so);
-  for (;;) {
-    if (so->pos < so->nbatch) {
-      const Candidate& c = so->batch[so->pos++];
-      scan->xs_heaptid = c.tid;
-      scan->xs_recheck = false;
-      scan->xs_recheckorderby = false;
-      scan->xs_orderbyvals[0] = c.isnull ? (Datum)0 : Float8GetDatum(c.distance);
-      scan->xs_orderbynulls[0] = c.isnull;
-      return true;
-    }
-    if (!next_round(scan, so)) return false;
-  }
-}
-
-const IvfpqScanStats* ivfpq_scan_stats(IndexScanDesc scan) {
-  return &static_cast<const IvfpqScan*>(scan->opaque)->stats;
-}
-
-void ivfpq_endscan(IndexScanDesc scan) {
-  auto* so = static_cast<IvfpqScan*>(scan->opaque);
-  end_fetch(so);
-  MemoryContextDelete(so->cxt);
-  pfree(so);
-  scan->opaque = nullptr;
 }
