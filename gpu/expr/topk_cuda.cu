@@ -157,6 +157,7 @@ class GpuTopK final : public TopK {
   }
 
   ~GpuTopK() override {
+    cudaSetDevice(device_);
     for (Slot& s : slots_) {
       if (s.stream) cudaStreamSynchronize(s.stream);
       cudaFree(s.device);
@@ -176,7 +177,11 @@ class GpuTopK final : public TopK {
     cudaFree(d_vectors_);
   }
 
+  // Each call selects the object's device first: the caller's thread may
+  // have another current device (the GPU service's executors serve every
+  // device).
   BatchView& next_batch() override {
+    GKNN_CUDA(cudaSetDevice(device_));
     Slot& s = slots_[next_];
     complete(s);
     if (!s.host) {  // on first use: ranking only kept batches needs none
@@ -191,6 +196,7 @@ class GpuTopK final : public TopK {
   }
 
   bool push(EvalError& error) override {
+    GKNN_CUDA(cudaSetDevice(device_));
     Slot& s = slots_[next_];
     next_ = 1 - next_;
     if (failed_.kind != ErrorKind::None) return fail(error);
@@ -203,12 +209,14 @@ class GpuTopK final : public TopK {
     keep_.reset(new ResidentStore(columns_, device_, max_bytes));
   }
   ResidentBatches* keep_stop() override {
+    GKNN_CUDA(cudaSetDevice(device_));
     // Its copies were queued on the slots' streams.
     for (Slot& s : slots_) GKNN_CUDA(cudaStreamSynchronize(s.stream));
     return keep_.release();
   }
 
   bool push_resident(const ResidentBatches& r, EvalError& error) override {
+    GKNN_CUDA(cudaSetDevice(device_));
     const ResidentStore& store = checked_store(r, device_, columns_);
     for (const BatchView& b : store.views()) {
       if (b.n > capacity_) throw Error(ErrorCode::InvalidArgument, "top-k: resident batch over capacity");
@@ -222,6 +230,7 @@ class GpuTopK final : public TopK {
   }
 
   bool finish(EvalError& error) override {
+    GKNN_CUDA(cudaSetDevice(device_));
     // In push order: the older slot first.
     complete(slots_[next_]);
     complete(slots_[1 - next_]);
