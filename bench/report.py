@@ -41,6 +41,13 @@ def fmt(x, digits=1):
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def alone_text(a):
+    """A run's `alone` timings (run_experiment.alone) for the table."""
+    if not a:
+        return "-"
+    return " / ".join(fmt(a.get(key), 3) for key in ("execution_ms", "queue_wait_ms", "service_ms"))
+
+
 def settings_text(run, engine_doc):
     sweep = engine_doc.get("sweep_names", [])
     shown = {n: v for n, v in run.get("settings", {}).items() if not sweep or n in sweep}
@@ -69,8 +76,11 @@ def markdown(doc):
              "at the end (other work on the host slows every engine alike)",
              f"- each point: {doc['duration_s']} s after {doc['warmup_s']} s warm-up per client, "
              "query vectors cycled; latency is client-side (libpq round trip)", "",
-             f"| engine | settings | clients | QPS | p50 ms | p95 ms | p99 ms | recall@{k} | errors | plan |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "- alone: one query after the load, EXPLAIN ANALYZE's Execution Time, and for a search through "
+             "gknn's GPU service its Queue Wait and Service Time (medians of 5 queries, ms)", "",
+             f"| engine | settings | clients | QPS | p50 ms | p95 ms | p99 ms | recall@{k} | errors | plan | alone: "
+             "execution / queue / service ms |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     skipped = []
     for e in doc["engines"]:
         if e.get("skipped"):
@@ -81,7 +91,8 @@ def markdown(doc):
             recall = r.get("recall") or {}
             lines.append(f"| {e['engine']} | {settings_text(r, e)} | {r['clients']} | {fmt(r.get('qps'))} | "
                          f"{fmt(lat.get('p50'), 2)} | {fmt(lat.get('p95'), 2)} | {fmt(lat.get('p99'), 2)} | "
-                         f"{fmt(recall.get('mean'), 4)} | {r.get('errors', 0)} | {r.get('plan') or '-'} |")
+                         f"{fmt(recall.get('mean'), 4)} | {r.get('errors', 0)} | {r.get('plan') or '-'} | "
+                         f"{alone_text(r.get('alone'))} |")
         if e.get("index"):
             skipped.append(f"- {e['engine']}: index `{e['index']['ddl']}` built in {e['index']['build_s']} s, "
                            f"{e['index']['size']}")

@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -176,6 +177,32 @@ def plan_of(server, db, table, op, k, settings, vector):
     return " > ".join(nodes)
 
 
+def alone(server, db, table, op, k, settings, vectors):
+    """Where one query's time goes when it runs alone, after the load (images
+    warm): EXPLAIN ANALYZE of the query with each vector as a constant, twice,
+    the second pass's medians of Execution Time and, for an index scan through
+    gknn's GPU service, its Queue Wait and Service Time (EXPLAIN's lines; not
+    of EXPLAIN EXECUTE, which PostgreSQL 15 gives extensions no hook for)."""
+    script = [f"SET {name} = '{value}';" for name, value in settings]
+    for _ in range(2):
+        script += [f"EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM {table} ORDER BY emb {op} "
+                   f"'[{','.join(repr(x) for x in v)}]' LIMIT {k};" for v in vectors]
+    r = subprocess.run([server.psql, "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", db], input="\n".join(script),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    found = {"execution_ms": [], "queue_wait_ms": [], "service_ms": []}
+    patterns = {"execution_ms": r"Execution Time: ([0-9.]+) ms", "queue_wait_ms": r"Queue Wait: ([0-9.]+) ms",
+                "service_ms": r"Service Time: ([0-9.]+) ms"}
+    for line in r.stdout.splitlines():
+        for key, pattern in patterns.items():
+            m = re.search(pattern, line)
+            if m:
+                found[key].append(float(m.group(1)))
+    # The second pass: each list holds one value per EXPLAIN that printed it.
+    return {"queries": len(vectors), **{key: median(v[len(v) // 2:]) for key, v in found.items()}}
+
+
 def run_engine(server, args, exp, engine, data, meta):
     ext = engine.get("extension", "gknn")
     db, table = DATABASES[ext], exp["table"]
@@ -189,7 +216,8 @@ def run_engine(server, args, exp, engine, data, meta):
         server.sql(db, ["DROP INDEX IF EXISTS bench_idx", ddl])
         result["index"] = {"ddl": ddl, "build_s": round(time.monotonic() - start, 3),
                            "size": server.sql(db, "SELECT pg_size_pretty(pg_relation_size('bench_idx'))")}
-    first_query = report.read_fvecs(os.path.join(data, "query.fvecs"), 1)[0]
+    first_queries = report.read_fvecs(os.path.join(data, "query.fvecs"), 5)
+    first_query = first_queries[0]
     try:
         optional = known_settings(server, db, ext, list(engine.get("settings_if_known", {})))
         for settings in sweep_points(engine, optional):
@@ -200,6 +228,10 @@ def run_engine(server, args, exp, engine, data, meta):
                 run = loadgen(args, db, (table, op, exp["k"]), data, settings, clients, label)
                 run.update(engine=engine["name"], settings=dict(settings), clients=clients, plan=plan)
                 result["runs"].append(run)
+            one = alone(server, db, table, op, exp["k"], settings, first_queries)
+            for run in result["runs"]:
+                if run["settings"] == dict(settings):
+                    run["alone"] = one
     finally:
         if engine.get("index"):
             server.sql(db, "DROP INDEX IF EXISTS bench_idx")
