@@ -46,6 +46,7 @@
 #include "core_call.h"
 #include "gknn/error.h"
 #include "gknn/graph.h"
+#include "service_reply.h"
 
 extern "C" {
 #include "storage/ipc.h"
@@ -76,17 +77,12 @@ struct Session {
 };
 
 // A training or an encode batch. The executor thread writes the outcome.
-struct Task {
+struct Task : TaskOutcome {
   int slot = 0;
   RequestSlot* s = nullptr;
   std::shared_ptr<Session> session;
   char* payload = nullptr;  // encode: the vectors in, their lists and codes out
   std::int64_t reserved = 0;
-  // Outcome.
-  bool failed = false;
-  ErrorCode code = ErrorCode::InvalidArgument;
-  int sqlstate = 0;
-  std::string message;
   std::unique_ptr<Quantizer> trained;
   std::unique_ptr<gknn::graph::Graph> graph;
 };
@@ -109,14 +105,6 @@ void on_exit_stop(int, Datum) { stopping = true; }
 
 [[noreturn]] void invalid(const std::string& what) {
   throw Error(ErrorCode::InvalidArgument, "index build request: " + what);
-}
-
-std::string kb(std::int64_t bytes) { return std::to_string((bytes + 1023) >> 10); }
-
-void set_error(RequestSlot* s, int sqlstate, const char* message) {
-  s->reply = kError;
-  s->sqlstate = sqlstate;
-  strlcpy(s->message, message, sizeof(s->message));
 }
 
 // The core's sizes behind the estimates below (gpu/ivfpq/assign_gemm.cu,
@@ -205,7 +193,7 @@ std::unique_ptr<gknn::graph::Graph> build_graph(const Session& ss, RequestSlot* 
 
 void run_task(Task& t) {
   const Session& ss = *t.session;
-  try {
+  run_captured(t, [&] {
     if (t.s->kind == kBuildTrain && ss.graph) {
       t.graph = build_graph(ss, t.s);
     } else if (t.s->kind == kBuildTrain) {
@@ -221,32 +209,10 @@ void run_task(Task& t) {
       std::memcpy(t.payload, lists.data(), lists.size() * sizeof(std::int32_t));
       std::memcpy(t.payload + lists.size() * sizeof(std::int32_t), codes.data(), codes.size());
     }
-    t.failed = false;
-    return;
-  } catch (const Error& e) {
-    t.code = e.code();
-    t.sqlstate = gknn_pg::sqlstate_for(e.code());
-    t.message = e.what();
-  } catch (const std::bad_alloc&) {
-    t.code = ErrorCode::OutOfMemory;
-    t.sqlstate = ERRCODE_OUT_OF_MEMORY;
-    t.message = "out of memory in the gknn service";
-  } catch (const std::exception& e) {
-    t.code = ErrorCode::InvalidArgument;
-    t.sqlstate = ERRCODE_INTERNAL_ERROR;
-    t.message = e.what();
-  }
-  t.failed = true;
+  });
 }
 
 // --- the main thread's part ----------------------------------------------------
-
-bool withdrawn(RequestSlot* s) {
-  SpinLockAcquire(&s->mutex);
-  const bool gone = s->state == kAbandoned;
-  SpinLockRelease(&s->mutex);
-  return gone;
-}
 
 // Hands a task to the executors with its memory reserved; false (the reply
 // written) when it cannot run.
@@ -265,8 +231,7 @@ bool start(ResidentImages& images, Executors& executors, std::uint64_t id, Task&
     const char* work = ss.graph ? "the gpu_graph build"
                        : train  ? "the index build's training"
                                 : "the index build's encoding";
-    const std::string what = std::string(work) + " needs " + kb(need) +
-                             " kB, more than gknn.gpu_memory_limit allows (" + kb(images.budget()) + " kB)";
+    const std::string what = over_budget(work, need, images.budget());
     set_error(t.s, ERRCODE_OUT_OF_MEMORY, what.c_str());
     return false;
   }

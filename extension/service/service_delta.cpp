@@ -23,8 +23,6 @@ using gknn::ErrorCode;
 
 void invalid(const std::string& what) { throw Error(ErrorCode::InvalidArgument, "shipped delta: " + what); }
 
-std::int64_t kb(std::int64_t bytes) { return (bytes + 1023) >> 10; }
-
 // A StoredVectors kind's element type (float for none).
 IvfpqElement element_of(int vectors) {
   return vectors == kHalfVectors ? kIvfpqFloat16 : vectors == kBitVectors ? kIvfpqBit : kIvfpqFloat32;
@@ -185,9 +183,7 @@ bool ResidentImages::finish_delta(int requester, std::int64_t now_us) {
   }
   if (used_on(r->device) > budget_) {
     images_.erase(std::remove(images_.begin(), images_.end(), r), images_.end());
-    throw Error(ErrorCode::OutOfMemory, "index image needs " + std::to_string(kb(r->bytes)) +
-                                            " kB, more than gknn.gpu_memory_limit allows (" +
-                                            std::to_string(kb(budget_)) + " kB)");
+    throw Error(ErrorCode::OutOfMemory, over_budget("index image", r->bytes, budget_));
   }
   return true;
 }

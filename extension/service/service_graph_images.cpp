@@ -25,8 +25,6 @@ void invalid(const std::string& what) {
   throw Error(ErrorCode::InvalidArgument, "shipped graph image: " + what);
 }
 
-std::int64_t kb(std::int64_t bytes) { return (bytes + 1023) >> 10; }
-
 // Bytes of the graph and vectors where they are searched (a DeviceGraph
 // reports its own once made; this estimate decides the room made before).
 std::int64_t graph_bytes(const GraphImageData& g) {
@@ -119,9 +117,7 @@ Resident* ResidentImages::finish_graph(int requester, std::int64_t now_us) {
   r->device = r->entries > 0 ? pick_device() : -1;
   const std::int64_t need = graph_bytes(g);
   if (!make_room(r->device, need))
-    throw Error(ErrorCode::OutOfMemory, "graph index image needs " + std::to_string(kb(need)) +
-                                            " kB, more than gknn.gpu_memory_limit allows (" +
-                                            std::to_string(kb(budget_)) + " kB)");
+    throw Error(ErrorCode::OutOfMemory, over_budget("graph index image", need, budget_));
   if (r->device >= 0) {
     // A device that runs out anyway (other processes' memory, allocator
     // overhead): evict and try again while anything is left to evict.

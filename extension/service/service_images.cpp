@@ -15,8 +15,6 @@ using gknn::ErrorCode;
 
 void invalid(const std::string& what) { throw Error(ErrorCode::InvalidArgument, "shipped image: " + what); }
 
-std::int64_t kb(std::int64_t bytes) { return (bytes + 1023) >> 10; }
-
 }  // namespace
 
 std::int64_t image_bytes(const gknn::ivfpq::Image& image) {
@@ -231,9 +229,7 @@ Resident* ResidentImages::finish(int requester, std::int64_t now_us) {
   r->device = r->entries > 0 ? pick_device() : -1;
   std::int64_t need = image_bytes(im);
   if (!make_room(r->device, need))
-    throw Error(ErrorCode::OutOfMemory, "index image needs " + std::to_string(kb(need)) +
-                                            " kB, more than gknn.gpu_memory_limit allows (" +
-                                            std::to_string(kb(budget_)) + " kB)");
+    throw Error(ErrorCode::OutOfMemory, over_budget("index image", need, budget_));
   if (r->device < 0) {
     r->bytes = need;
     r->host = std::move(staged.image);

@@ -16,6 +16,14 @@
 
 namespace gknn_service {
 
+// "WHAT needs N kB, more than gknn.gpu_memory_limit allows (B kB)", kB
+// rounded up: the message of whatever does not fit the budget (images,
+// builds, GpuTopK sessions).
+inline std::string over_budget(const std::string& what, std::int64_t need, std::int64_t budget) {
+  const auto kb = [](std::int64_t bytes) { return std::to_string((bytes + 1023) >> 10); };
+  return what + " needs " + kb(need) + " kB, more than gknn.gpu_memory_limit allows (" + kb(budget) + " kB)";
+}
+
 // An image's identity: database, index, relfilenode (3 numbers), generation.
 struct ResidentKey {
   std::uint32_t database = 0, index = 0, spc = 0, db = 0, rel = 0;

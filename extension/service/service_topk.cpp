@@ -37,6 +37,7 @@
 #include "core_call.h"
 #include "gknn/error.h"
 #include "gknn/expr.h"
+#include "service_reply.h"
 #include "service_topk_wire.h"
 
 extern "C" {
@@ -74,15 +75,11 @@ struct Session {
 };
 
 // An open, a batch or a finish. The executor thread writes the outcome.
-struct Task {
+struct Task : TaskOutcome {
   int slot = 0;
   RequestSlot* s = nullptr;
   std::shared_ptr<Session> session;
   char* payload = nullptr;
-  bool failed = false;
-  ErrorCode code = ErrorCode::InvalidArgument;
-  int sqlstate = 0;
-  std::string message;
 };
 
 // Made once and never destroyed: a session may hold a GPU TopK, whose
@@ -103,14 +100,6 @@ void ensure_state() {
 [[noreturn]] void invalid(const std::string& what) {
   throw Error(ErrorCode::InvalidArgument, "GpuTopK request: " + what);
 }
-
-void set_error(RequestSlot* s, int sqlstate, const char* message) {
-  s->reply = kError;
-  s->sqlstate = sqlstate;
-  strlcpy(s->message, message, sizeof(s->message));
-}
-
-std::string kb(std::int64_t bytes) { return std::to_string((bytes + 1023) >> 10); }
 
 // Working memory of a session's TopK on a GPU (gpu/expr/topk_cuda.cu): two
 // slots, each a batch in pinned host memory and on the device, the
@@ -150,7 +139,7 @@ void finish_ranking(Session& ss) {
 
 void run_task(Task& t) {
   Session& ss = *t.session;
-  try {
+  run_captured(t, [&] {
     switch (t.s->kind) {
       case kTopKBegin:
         ss.topk.reset(
@@ -165,22 +154,7 @@ void run_task(Task& t) {
         finish_ranking(ss);
         break;
     }
-    t.failed = false;
-    return;
-  } catch (const Error& e) {
-    t.code = e.code();
-    t.sqlstate = gknn_pg::sqlstate_for(e.code());
-    t.message = e.what();
-  } catch (const std::bad_alloc&) {
-    t.code = ErrorCode::OutOfMemory;
-    t.sqlstate = ERRCODE_OUT_OF_MEMORY;
-    t.message = "out of memory in the gknn service";
-  } catch (const std::exception& e) {
-    t.code = ErrorCode::InvalidArgument;
-    t.sqlstate = ERRCODE_INTERNAL_ERROR;
-    t.message = e.what();
-  }
-  t.failed = true;
+  });
 }
 
 // --- the main thread's part ------------------------------------------------------
@@ -221,9 +195,7 @@ std::shared_ptr<Session> open_session(ResidentImages& images, const RequestSlot*
   ss->id = s->build_id;
   const std::int64_t need = session_bytes(*ss);
   if (!images.reserve(ss->device, need))
-    throw Error(ErrorCode::OutOfMemory, "a GpuTopK scan needs " + kb(need) +
-                                            " kB, more than gknn.gpu_memory_limit allows (" +
-                                            kb(images.budget()) + " kB)");
+    throw Error(ErrorCode::OutOfMemory, over_budget("a GpuTopK scan", need, images.budget()));
   ss->reserved = need;
   return ss;
 }
@@ -260,13 +232,6 @@ void outcome(const Session& ss, RequestSlot* s) {
   o.bytes_to_device = ss.stats.bytes_to_device;
   o.device_ms = ss.stats.device_ms;
   o.device = ss.device;
-}
-
-bool withdrawn(RequestSlot* s) {
-  SpinLockAcquire(&s->mutex);
-  const bool gone = s->state == kAbandoned;
-  SpinLockRelease(&s->mutex);
-  return gone;
 }
 
 // Hands waiting tasks to the executors while the share allows (all

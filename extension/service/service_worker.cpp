@@ -47,6 +47,7 @@
 #include "service_executors.h"
 #include "service_forget.h"
 #include "service_images.h"
+#include "service_reply.h"
 #include "service_shmem.h"
 #include "service_topk.h"
 
@@ -204,12 +205,6 @@ char* map_payload(RequestSlot* s, dsm_segment** seg) {
   if (s->payload_dsm == DSM_HANDLE_INVALID) return s->inline_payload;
   *seg = dsm_attach(s->payload_dsm);
   return *seg ? static_cast<char*>(dsm_segment_address(*seg)) : nullptr;
-}
-
-void set_error(RequestSlot* s, int sqlstate, const char* message) {
-  s->reply = kError;
-  s->sqlstate = sqlstate;
-  snprintf(s->message, sizeof(s->message), "%s", message);  // executor threads too: no PostgreSQL call
 }
 
 // Runs `fn` (core code) and turns what it throws into the request's reply.
