@@ -103,11 +103,7 @@ fallback_ok() {
 }
 # wait_service_replaced PID: up to a minute for a ready service other than
 # PID (until the postmaster has reset the cluster after a SIGKILL, the old
-# shared memory still says "ready").
+# shared memory still says "ready"); false when none came.
 wait_service_replaced() {
-  local i
-  for ((i = 0; i < 600; i++)); do
-    [ "$(sql -c "SELECT state = 'ready' AND pid <> $1 FROM gknn_service_status()" 2>/dev/null)" = t ] && break
-    sleep 0.1
-  done
+  wait_for "(SELECT state = 'ready' AND pid <> $1 FROM gknn_service_status())" 600
 }

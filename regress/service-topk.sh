@@ -25,34 +25,10 @@
 #
 #   regress/service-topk.sh   (GKNN_PSQL names the client)
 set -uo pipefail
-PSQL=${GKNN_PSQL:-psql}
 DB=gknn_service_topk
-. "$(dirname "$0")/tap.sh"
-sql() { "$PSQL" -X -qAt -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
-status() { sql -c "SELECT $1 FROM gknn_service_status()"; }
-equal() { # equal EXPECTED SQL
-  local got
-  got=$(sql -c "$2") || return 1
-  [ "$got" = "$1" ] || { echo "expected: $1"; echo "got: $got"; return 1; }
-}
-wait_for() { # wait_for SQL-CONDITION [TENTHS]: true within the time
-  local i
-  for ((i = 0; i < ${2:-100}; i++)); do
-    [ "$(sql -c "SELECT ($1)" 2>/dev/null)" = t ] && return 0
-    sleep 0.1
-  done
-  echo "still false: $1"
-  return 1
-}
-ms_now() { date +%s%3N; }
-service_pid() { status pid; }
-wait_ready() { # wait_ready OLD-PID: a new service is serving
-  wait_for "(SELECT state = 'ready' AND pid <> $1 FROM gknn_service_status())" 600
-}
+. "$(dirname "$0")/service-lib.sh"
 
-"$PSQL" -X -q -d postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" \
-  -c "CREATE DATABASE $DB" >/dev/null
-sql -c 'CREATE EXTENSION gknn' >/dev/null
+fresh_gknn_db
 
 check "the service is ready" wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 300
 on_cpu=$(sql -c "SELECT device = 'cpu' FROM gknn_service_status()")
@@ -176,31 +152,9 @@ q1="SELECT id FROM tw WHERE tweet_time < '2024-01-02 12:00' ORDER BY retweet_cou
 expected_q1=$(sql -c "SELECT ids(\$\$$q1\$\$, false)")
 spid=$(service_pid)
 kill -STOP "$spid"
-timeout_ok() {
-  local t0 t1 out
-  t0=$(ms_now)
-  out=$(sql -c "$serial SET statement_timeout = 300" -c "$q1" 2>&1)
-  t1=$(ms_now)
-  echo "$out; $((t1 - t0)) ms"
-  grep -q 'statement timeout' <<<"$out" && ((t1 - t0 < 1300))
-}
-check "statement_timeout ends a GpuTopK query waiting for the stopped service" timeout_ok
-cancel_ok() {
-  local t0 t1 pid
-  sql -c "$serial" -c "/* cancel me */ $q1" >"$tmp/cancel.out" 2>&1 &
-  local bg=$!
-  wait_for "(SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '/* cancel me */%' AND wait_event_type = 'Extension')" ||
-    return 1
-  pid=$(sql -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '/* cancel me */%'")
-  t0=$(ms_now)
-  sql -c "SELECT pg_cancel_backend($pid)" >/dev/null
-  wait "$bg"
-  t1=$(ms_now)
-  cat "$tmp/cancel.out"
-  echo "cancelled after $((t1 - t0)) ms"
-  grep -q 'canceling statement due to user request' "$tmp/cancel.out" && ((t1 - t0 < 1000))
-}
-check "pg_cancel_backend ends a GpuTopK query waiting for the stopped service" cancel_ok
+check "statement_timeout ends a GpuTopK query waiting for the stopped service" timeout_ok "$serial $q1"
+check "pg_cancel_backend ends a GpuTopK query waiting for the stopped service" cancel_ok "$serial /* cancel me */ $q1" \
+  "$serial /* cancel me */"
 kill -CONT "$spid"
 check "the service ranks again after the cancels, the same answer" equal "$expected_q1|t" "$serial
   SELECT ids(\$\$$q1\$\$, true), plan_of(\$\$$q1\$\$) ~ 'Ranked On: $where'"
@@ -218,7 +172,7 @@ stop_ok() { # SIGTERM while the session waits to open: the backend's CPU answers
   wait "$bg"
   out=$(cat "$tmp/auto.out")
   echo "auto: $out (expected $expected_q1)"
-  [ "$out" = "$expected_q1" ] && wait_ready "$pid"
+  [ "$out" = "$expected_q1" ] && wait_service_replaced "$pid"
 }
 check "service terminated while a GpuTopK query waits: gknn.device = auto answers on the backend's CPU; restarted" stop_ok
 midscan_ok() { # midscan_ok SETTINGS: SIGTERM as soon as the first batch was ranked (a CPU service: seconds)
@@ -242,7 +196,7 @@ midscan_ok() { # midscan_ok SETTINGS: SIGTERM as soon as the first batch was ran
   out=$(cat "$tmp/mid.out")
   echo "$out"
   echo "expected $expected_heavy"
-  wait_ready "$pid" || rc=1
+  wait_service_replaced "$pid" || rc=1
   grep -q "GPU service stopped during a GpuTopK scan; it goes on on the backend's CPU" <<<"$out" || rc=1
   [ "$(tail -n 1 <<<"$out")" = "$expected_heavy" ] || rc=1
   return $rc
@@ -277,7 +231,7 @@ kill9_ok() {
     grep -q '^{' "$tmp/k9.$((i + 1))" || grep -qi 'terminat\|crash\|connection' "$tmp/k9.$((i + 1))" || rc=1
   done
   ((rc == 0)) || return 1
-  wait_ready "$killed" &&
+  wait_service_replaced "$killed" &&
     equal "|t" "$serial SELECT string_agg(n::text, ',') FILTER (WHERE ids(q, true) IS DISTINCT FROM ids(q, false)),
       bool_and(plan_of(q) ~ 'Ranked On: $where') FROM queries"
 }
