@@ -190,7 +190,7 @@ struct Taken {
   dsm_segment* seg;
   char* payload;
   bool open;    // taken and not answered yet
-  bool in_job;  // a build task's (answered when the task ends)
+  bool in_job;  // a build or GpuTopK task's (answered when the task ends)
 };
 
 // One entry per slot (a slot has one request open at a time), made once, so
