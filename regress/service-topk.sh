@@ -82,10 +82,18 @@ parallel="SET gknn.topk_min_rows = 0; SET enable_sort = off; SET parallel_setup_
   SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; SET max_parallel_workers_per_gather = 2;"
 
 # --- answers and where they were ranked --------------------------------------------
+# Where a plan's round was ranked: in the service; or, on a GPU service, on
+# the backend's CPU for a K its kernels do not take (> 1024: query 6, and a
+# recheck round of query 5 may be that wide), saying so.
+ranked_ok="(p ~ 'Ranked On: $where' OR ('$on_cpu' = 'f'
+    AND p ~ 'Ranked On: backend CPU \(a shape the GPU kernels do not take\)'
+    AND substring(p FROM '\mK: ([0-9]+)')::bigint > 1024))"
+# queries ranked in the service whatever its device (k <= 1024 every round)
+narrow=$([ "$on_cpu" = t ] && echo 6 || echo 4)
 before=$(status "topk_sessions || ' ' || topk_batches || ' ' || topk_rows")
-check "serial plans are GpuTopK ranked in the service ($where)" equal 6 "$serial
-  SELECT count(*) FROM queries WHERE plan_of(q) ~ 'Custom Scan \(GpuTopK\)' AND plan_of(q) ~ 'Ranked On: $where'
-    AND plan_of(q) !~ 'Gather'"
+check "serial plans are GpuTopK ranked in the service ($where; K > 1024 on a GPU's: the backend's CPU)" \
+  equal 6 "$serial
+  SELECT count(*) FROM queries, plan_of(q) p WHERE p ~ 'Custom Scan \(GpuTopK\)' AND $ranked_ok AND p !~ 'Gather'"
 check "serial: GpuTopK through the service equals PostgreSQL's plan (Q1-Q3, vector, recheck, k > rows)" \
   equal "" "$serial SELECT string_agg(n::text, ',') FROM queries WHERE ids(q, true) IS DISTINCT FROM ids(q, false)"
 check "the answers are not empty" equal 6 "SELECT count(*) FROM queries WHERE cardinality(ids(q, true)) > 0"
@@ -94,14 +102,17 @@ counters_ok() {
   echo "before: $before; after: $after"
   read -r s0 b0 r0 <<<"$before"
   read -r s1 b1 r1 <<<"$after"
-  # 3 runs of 6 queries (plan_of twice, ids), each at least one session and
-  # its 300,000 rows in batches
-  ((s1 - s0 >= 18 && b1 - b0 >= 18 && r1 - r0 >= 18 * 300000))
+  # 3 runs (plan_of, ids twice) of the queries the service ranks, each at
+  # least one session and a batch; all but query 5 (whose LIKE PostgreSQL
+  # may run during the scan, shipping only the rows that pass) ship all
+  # 300,000 rows
+  local n=$((3 * narrow))
+  ((s1 - s0 >= n && b1 - b0 >= n && r1 - r0 >= (n - 3) * 300000))
 }
 check "the service's counters moved: sessions, batches, rows" counters_ok
 check "parallel plans are Gather Merge over GpuTopK, every participant ranked in the service" equal 6 "$parallel
   SELECT count(*) FROM queries, plan_of(q) p WHERE p ~ 'Gather Merge' AND p ~ 'Parallel Custom Scan \(GpuTopK\)'
-    AND p ~ 'Ranked On: $where' AND p !~ 'backend CPU'"
+    AND $ranked_ok AND NOT (p ~ 'backend CPU' AND ('$on_cpu' = 't' OR p ~ 'backend CPU \((?!a shape the GPU)'))"
 check "parallel: GpuTopK through the service equals PostgreSQL's plan" \
   equal "" "$parallel SELECT string_agg(n::text, ',') FROM queries WHERE ids(q, true) IS DISTINCT FROM ids(q, false)"
 check "parallel workers ranked in the service (Worker lines with service batches)" equal t "$parallel
@@ -160,21 +171,8 @@ check "the service ranks again after the cancels, the same answer" equal "$expec
   SELECT ids(\$\$$q1\$\$, true), plan_of(\$\$$q1\$\$) ~ 'Ranked On: $where'"
 
 # --- the service stops ------------------------------------------------------------------
-stop_ok() { # SIGTERM while the session waits to open: the backend's CPU answers
-  local pid out
-  pid=$(service_pid)
-  kill -STOP "$pid"
-  sql -c "$serial" -c "SELECT ids(\$\$$q1\$\$, true)" >"$tmp/auto.out" 2>&1 &
-  local bg=$!
-  wait_for "(SELECT queued = 1 FROM gknn_service_status())" || { kill -CONT "$pid"; return 1; }
-  kill -TERM "$pid"
-  kill -CONT "$pid"
-  wait "$bg"
-  out=$(cat "$tmp/auto.out")
-  echo "auto: $out (expected $expected_q1)"
-  [ "$out" = "$expected_q1" ] && wait_service_replaced "$pid"
-}
-check "service terminated while a GpuTopK query waits: gknn.device = auto answers on the backend's CPU; restarted" stop_ok
+check "service terminated while a GpuTopK query waits: gknn.device = auto answers on the backend's CPU; restarted" \
+  fallback_ok "SET gknn.device = auto; $serial SELECT ids(\$\$$q1\$\$, true)" "$expected_q1"
 midscan_ok() { # midscan_ok SETTINGS: SIGTERM as soon as the first batch was ranked (a CPU service: seconds)
   local pid b0 out rc=0
   pid=$(service_pid)
@@ -214,6 +212,7 @@ fi
 # session ends with its answer or a clean error within seconds, none hangs.
 kill9_ok() {
   local killed i pids=() rc=0
+  wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 600 || return 1
   killed=$(service_pid)
   kill -STOP "$killed"
   for i in 1 2 3 4; do
