@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "distance/group_distance.cuh"
 #include "distance/knn_resident.h"
 #include "gknn/error.h"
 #include "gknn/knn.h"
@@ -48,11 +49,30 @@ struct FusedShape {
 
 __host__ __device__ inline int row_stride(int dim) { return dim | 1; }
 
+// From this dimension on, a tile's distances are computed by groups of eight
+// threads, one (query, row) pair each, by every warp of the block (group_distance,
+// the same bits), then read by the queries' warps from shared memory: with
+// one thread per row, only the warps of the block's queries computed, so a
+// lone query's block left seven of its eight warps idle and ran about three
+// times slower than the memory (Fashion-MNIST's rows, one query: 183 us).
+// Only launches of at most kGroupedQueries queries are grouped: with more,
+// their own warps keep the block busy and the per-thread rows are faster
+// (H100, 60,000 x 784, grouped against not: 1 query 0.218 -> 0.17 ms a call,
+// 2 queries 0.23 -> 0.21, 4 queries 0.26 -> 0.30).
+constexpr int kGroupedDim = 64, kGroupedQueries = 2;
+
 template <int K, int E>
 std::size_t fused_smem_bytes(int dim) {
   using S = FusedShape<K>;
   return std::size_t(S::kWarps) * (S::kCap + K) * sizeof(W96) +
          sizeof(float) * (std::size_t(kWarpSize) * E * row_stride(dim) + std::size_t(S::kWarps) * dim);
+}
+
+// Shared memory a grouped launch adds after fused_smem_bytes: the tile's
+// distances for the block's queries (and room to align them).
+template <int K, int E>
+std::size_t grouped_smem_bytes() {
+  return sizeof(double) * (FusedShape<K>::kWarps * kWarpSize * E + 1);
 }
 
 // Loads issued at once per thread when a tile is staged.
@@ -97,7 +117,7 @@ __device__ __forceinline__ void stage_tile(float* tile, int stride, const float*
 template <int K, int E>
 __global__ void __launch_bounds__(FusedShape<K>::kWarps* kWarpSize)
     fused_knn(const float* base, std::int64_t n, const float* queries, std::int64_t nq, int dim,
-              Metric metric, std::int64_t chunk, int kk, const std::int64_t* row_ids, W96* out,
+              Metric metric, std::int64_t chunk, int kk, const std::int64_t* row_ids, bool grouped, W96* out,
               std::int64_t* out_ids) {
   using S = FusedShape<K>;
   constexpr int kTileVecs = kWarpSize * E;
@@ -107,10 +127,13 @@ __global__ void __launch_bounds__(FusedShape<K>::kWarps* kWarpSize)
   float* tile = reinterpret_cast<float*>(queues + S::kWarps * K);
   const int stride = row_stride(dim);
   float* qs = tile + kTileVecs * stride;
+  double* tile_dist = reinterpret_cast<double*>(  // the next 8-byte boundary (grouped_smem_bytes has room)
+      (reinterpret_cast<std::uintptr_t>(qs + S::kWarps * dim) + 7) & ~std::uintptr_t(7));
 
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const std::int64_t q = std::int64_t(blockIdx.x) * S::kWarps + warp;
   const bool active = q < nq;
+  const int queries_here = int(nq < S::kWarps ? nq : S::kWarps);  // grouped: nq <= kGroupedQueries
   const std::int64_t c0 = std::int64_t(blockIdx.y) * chunk, c1 = n < c0 + chunk ? n : c0 + chunk;
   float* query = qs + warp * dim;
   if (active)
@@ -124,13 +147,26 @@ __global__ void __launch_bounds__(FusedShape<K>::kWarps* kWarpSize)
     const float* src = base + t0 * dim;
     stage_tile(tile, stride, src, vecs, dim);
     __syncthreads();
+    if (grouped) {
+      const int groups = blockDim.x / kGroupLanes, l8 = threadIdx.x % kGroupLanes;
+      for (int pair = threadIdx.x / kGroupLanes; pair < queries_here * vecs; pair += groups) {
+        const int qq = pair / vecs, v = pair % vecs;
+        const double d = group_distance(metric, tile + v * stride, qs + qq * dim, dim, l8);
+        if (l8 == 0) tile_dist[qq * kTileVecs + v] = canonical_score(d);
+      }
+      __syncthreads();
+    }
     if (!active) continue;
     double e[E];
     unsigned valid = 0;
 #pragma unroll
     for (int j = 0; j < E; ++j) {
       const int v = j * kWarpSize + lane;  // the column layout buffered_tile expects (kVec = 1)
-      e[j] = v < vecs ? canonical_score(distance(metric, tile + v * stride, query, dim)) : 0.0;
+      if (v < vecs)
+        e[j] = grouped ? tile_dist[warp * kTileVecs + v]
+                       : canonical_score(distance(metric, tile + v * stride, query, dim));
+      else
+        e[j] = 0.0;
       valid |= unsigned(v < vecs) << j;
     }
     sel.template tile<E, 1>(e, t0, valid);
@@ -248,7 +284,13 @@ void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* i
     constexpr int K = decltype(kc)::value, E = decltype(ec)::value;
     using S = FusedShape<K>;
     const std::size_t smem = fused_smem_bytes<K, E>(req.dim);
-    GKNN_CUDA(cudaFuncSetAttribute(fused_knn<K, E>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    // Grouped (kGroupedDim): launches of at most kGroupedQueries queries,
+    // where their shared memory allows; the others keep fused_smem_bytes,
+    // so that as many blocks fit an SM as before.
+    const std::size_t smem_grouped = smem + grouped_smem_bytes<K, E>();
+    const bool may_group = req.dim >= kGroupedDim && smem_grouped <= std::size_t(max_smem_of(device));
+    GKNN_CUDA(cudaFuncSetAttribute(fused_knn<K, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(may_group ? smem_grouped : smem)));
     int per_sm = 0;
     GKNN_CUDA(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_knn<K, E>, S::kWarps * kWarpSize, smem));
@@ -269,9 +311,10 @@ void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* i
     for (std::int64_t q0 = 0; q0 < req.nq; q0 += per_launch) {
       const std::int64_t rows = std::min(per_launch, req.nq - q0);
       dim3 grid(unsigned((rows + S::kWarps - 1) / S::kWarps), unsigned(parts));
-      fused_knn<K, E><<<grid, S::kWarps * kWarpSize, smem, s>>>(
+      const bool grouped = may_group && rows <= kGroupedQueries;
+      fused_knn<K, E><<<grid, S::kWarps * kWarpSize, grouped ? smem_grouped : smem, s>>>(
           req.base, req.n, d_queries.get() + q0 * req.dim, rows, req.dim, req.metric, chunk, kk, row_ids,
-          d_words.get(), d_ids.get());
+          grouped, d_words.get(), d_ids.get());
       GKNN_CUDA(cudaGetLastError());
       const std::int64_t count = rows * parts * kk;
       GKNN_CUDA(cudaMemcpyAsync(words, d_words.get(), sizeof(W96) * count, cudaMemcpyDeviceToHost, s));
