@@ -43,7 +43,10 @@
 # path, concurrency, cancellation, the service killed; stage service-topk
 # (regress/service-topk.sh, after it) GpuTopK ranked in the service: answers
 # equal to PostgreSQL's plan, serial and parallel, cancellation, the service
-# killed. On the same cluster, stages
+# killed; stage service-topk-dml (regress/service-topk-dml.sh, before it)
+# GpuTopK through the service against PostgreSQL's plan under the same
+# snapshot while other sessions UPDATE, DELETE, INSERT, VACUUM and TRUNCATE.
+# On the same cluster, stages
 # regress-svc and pgtap-svc run gpu_ivfpq's, gpu_graph's and GpuTopK's pg_regress files
 # and GpuTopK's and gpu_ivfpq's pgTAP files again.
 #
@@ -427,8 +430,10 @@ run_service_live() {
   # gpu_graph searches through the service (after service-live.sh: it too
   # kills the service, and waits for the server to recover).
   run_tap service-graph regress/service-graph.sh
-  # GpuTopK through the service (after service-graph.sh: it too kills the
-  # service, and waits for the server to recover).
+  # GpuTopK through the service while the table changes, then its own
+  # suite (after service-graph.sh: it too kills the service, and waits for
+  # the server to recover).
+  run_tap service-topk-dml regress/service-topk-dml.sh
   run_tap service-topk regress/service-topk.sh
   # The gpu_ivfpq, gpu_graph and GpuTopK SQL suites again, with gknn
   # preloaded: builds (gpu_ivfpq's), searches and GpuTopK's ranking then go
