@@ -390,13 +390,20 @@ CREATE FUNCTION @extschema@.gknn_devices(
 CREATE FUNCTION @extschema@.gknn_current_device()
   RETURNS pg_catalog.text AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
--- GpuTopK's table cache (per backend; gknn.topk_cache_mb) --------------------
+-- GpuTopK's table cache, in the GPU service (gknn.topk_cache_mb) ------------------
 CREATE FUNCTION @extschema@.gknn_topk_cache(
     OUT relation pg_catalog.oid, OUT columns pg_catalog.int2[], OUT device pg_catalog.text,
-    OUT cached_rows pg_catalog.int8, OUT cached_pages pg_catalog.int8, OUT bytes pg_catalog.int8)
+    OUT cached_rows pg_catalog.int8, OUT cached_pages pg_catalog.int8, OUT bytes pg_catalog.int8,
+    OUT hits pg_catalog.int8, OUT segments pg_catalog.int8, OUT changed_pages pg_catalog.int8,
+    OUT state pg_catalog.text, OUT built pg_catalog.timestamptz, OUT last_used pg_catalog.timestamptz)
   RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+-- The cache serves every session: resetting it is the owner's (or a
+-- superuser's) to grant, as PostgreSQL's pg_stat_reset().
 CREATE FUNCTION @extschema@.gknn_topk_cache_reset()
   RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+REVOKE EXECUTE ON FUNCTION @extschema@.gknn_topk_cache_reset() FROM PUBLIC;
+CREATE FUNCTION @extschema@.gknn_cache_table(pg_catalog.regclass, pg_catalog.text[])
+  RETURNS pg_catalog.int8 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
 -- The GPU service (shared_preload_libraries = 'gknn') --------------------------
 CREATE FUNCTION @extschema@.gknn_service_status(
