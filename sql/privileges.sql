@@ -63,6 +63,7 @@ RESET ROLE;
 -- The table cache: without SELECT on the columns, gknn_cache_table is
 -- 42501; with it, the service is needed (not preloaded here: 55000). The
 -- reset is not PUBLIC's; the listing shows nothing without the service.
+REVOKE SELECT ON priv_t FROM regress_gknn_user;
 SET ROLE regress_gknn_user;
 SELECT pg_temp.try($$SELECT gknn_cache_table('priv_t', ARRAY['id'])$$) AS no_select;
 SELECT pg_temp.try($$SELECT gknn_topk_cache_reset()$$) AS reset;

@@ -167,19 +167,23 @@ PG_FUNCTION_INFO_V1(gknn_cache_table);
 Datum gknn_cache_table(PG_FUNCTION_ARGS) {
   const Oid relid = PG_GETARG_OID(0);
   ArrayType* names = PG_GETARG_ARRAYTYPE_P(1);
-  if (!gknn_service_preloaded())
-    not_available(
-        "the GpuTopK table cache lives in the gknn GPU service, which is not running",
-        "Add gknn to shared_preload_libraries (with gknn.service = gpu or cpu) and restart the server.");
-  if (gknn_topk_cache_mb <= 0)
-    not_available("the GpuTopK table cache is off", "Set gknn.topk_cache_mb in the server's configuration.");
+  // No lock for a user who may read nothing of it (each column is checked after).
+  if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
+      pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT, ACLMASK_ANY) != ACLCHECK_OK)
+    aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(relid));
   Relation rel = table_open(relid, AccessShareLock);
   if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_tableam != GetHeapamTableAmRoutine())
     ereport(ERROR, (errcode(ERRCODE_WRONG_OBJECT_TYPE),
                     errmsg("\"%s\" is not a heap table", RelationGetRelationName(rel))));
   TopKEmitter em;
   topk_emitter_init(&em, 1, nullptr, nullptr);
-  resolve_columns(rel, names, &em);
+  resolve_columns(rel, names, &em);  // privileges and columns first, whatever the server
+  if (!gknn_service_preloaded())
+    not_available(
+        "the GpuTopK table cache lives in the gknn GPU service, which is not running",
+        "Add gknn to shared_preload_libraries (with gknn.service = gpu or cpu) and restart the server.");
+  if (gknn_topk_cache_mb <= 0)
+    not_available("the GpuTopK table cache is off", "Set gknn.topk_cache_mb in the server's configuration.");
   if (!topk_cache_usable(rel, GetActiveSnapshot()))
     ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                     errmsg("the GpuTopK table cache does not hold \"%s\" here", RelationGetRelationName(rel)),
