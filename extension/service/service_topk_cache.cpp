@@ -18,9 +18,16 @@
 //    section that changes the page, under its exclusive lock:
 //    visibilitymap_clear() flips the bit and dirties the VM page without
 //    touching its LSN. Pruning only removes tuples that no snapshot sees,
-//    which an all-visible page has none of; heap_lock_tuple() clears only
-//    the all-frozen bit and changes no row; freezing changes no row's
-//    visibility.
+//    which an all-visible page has none of; heap_lock_tuple() (and the
+//    lock heap_update() takes on the old tuple before it moves it) clears
+//    only the all-frozen bit and changes no row; freezing changes no row's
+//    visibility. The one change that keeps the bit: heap_multi_insert()
+//    with HEAP_INSERT_FROZEN (COPY FREEZE) adds frozen rows to an
+//    all-visible page. COPY FREEZE needs a table created or truncated in
+//    its own transaction, i.e. a relfilenode made there; such a relation is
+//    never cached (below), and no entry of that relfilenode can exist
+//    before that transaction commits, so the rows it adds are there when
+//    any entry of it is filled.
 // 3. Setting. visibilitymap_set() changes a bit only through a new WAL
 //    record (log_heap_visible; outside recovery recptr is always invalid
 //    on entry) and sets the VM page's LSN to it, under the VM buffer's
@@ -38,9 +45,10 @@
 // old one: a block whose bit is set under it was set before the bits were
 // read, and any change since would have cleared it.
 //
-// What is never cached (the backend decides): unlogged and temporary
-// tables, tables created or given a new relfilenode in the current
-// transaction, recovery, SERIALIZABLE (the heap scan takes the predicate
+// What is never cached (the backend decides, topk_cache_usable): unlogged
+// and temporary tables, tables created or given a new relfilenode in the
+// current transaction (no WAL under wal_level = minimal; COPY FREEZE),
+// recovery, SERIALIZABLE (the heap scan takes the predicate
 // locks), parallel plans and quals run in PostgreSQL. TRUNCATE, VACUUM FULL,
 // CLUSTER and rewrites give a new relfilenode (the old entries are dropped
 // at the next probe of the table); a table shorter than its entry (VACUUM

@@ -144,19 +144,13 @@ int64 ship_all_visible(Relation rel, const TopKEmitter* em, ServiceTopK* t, cons
   return rows;
 }
 
-// A key on the first column that is not a vector (the session ranks
-// nothing, but its program names the columns), else none.
-void first_column_key(Relation rel, TopKEmitter* em) {
-  for (int c = 0; c < em->ncolumns; ++c) {
-    if (em->columns[c].type == gknn::expr::Type::Vector) continue;
-    const Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), em->attnos[c] - 1);
-    Var* v = makeVar(1, em->attnos[c], att->atttypid, att->atttypmod, att->attcollation, 0);
-    const int ncolumns = em->ncolumns;
-    if (!topk_compile_key(em, reinterpret_cast<Expr*>(v), false, false) || em->ncolumns != ncolumns)
-      elog(ERROR, "gknn_cache_table: column %d does not compile", em->attnos[c]);
-    topk_emitter_sort_columns(em);
-    return;
-  }
+// The session's key: its rows are only kept, never ranked for an answer
+// (k = 0), so a constant (NULL) key serves, whatever the columns; the
+// program still names them.
+void constant_key(TopKEmitter* em) {
+  Const* c = makeConst(INT4OID, -1, InvalidOid, sizeof(int32), Int32GetDatum(0), true, true);
+  if (!topk_compile_key(em, reinterpret_cast<Expr*>(c), false, false))
+    elog(ERROR, "gknn_cache_table: a constant key does not compile");
 }
 
 }  // namespace
@@ -189,7 +183,7 @@ Datum gknn_cache_table(PG_FUNCTION_ARGS) {
                     errmsg("the GpuTopK table cache does not hold \"%s\" here", RelationGetRelationName(rel)),
                     errdetail("It holds permanent tables made before this transaction, outside recovery and "
                               "SERIALIZABLE transactions.")));
-  first_column_key(rel, &em);
+  constant_key(&em);
   ServiceTopKProgram prog{};
   prog.code = em.code;
   prog.ncode = em.ncode;

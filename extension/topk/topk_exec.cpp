@@ -506,11 +506,18 @@ void rank_from_cache(TopKScanState* s, const TopKEmitter* em, ServiceTopKCachePr
   }
   s->cache = TOPK_CACHE_HIT;
   s->cached_rows += rows;
-  for (int64 blk = 0; blk < probe->map_blocks; ++blk)
-    if (probe->map[blk] == 1) {
-      note_shipped(s, gknn::expr::make_row_id(static_cast<uint32>(blk), FirstOffsetNumber));
-      note_shipped(s, gknn::expr::make_row_id(static_cast<uint32>(blk), MaxOffsetNumber));
+  for (int64 blk = 0; blk < probe->map_blocks;) {  // runs of whole blocks
+    if (probe->map[blk] != 1) {
+      ++blk;
+      continue;
     }
+    int64 end = blk + 1;
+    while (end < probe->map_blocks && probe->map[end] == 1) ++end;
+    note_shipped(s, gknn::expr::make_row_id(static_cast<uint32>(blk), FirstOffsetNumber));
+    s->shipped[2 * (s->nshipped - 1) + 1] =
+        gknn::expr::make_row_id(static_cast<uint32>(end - 1), MaxOffsetNumber);
+    blk = end;
+  }
   scan_heap(s, em, false, probe->map, static_cast<BlockNumber>(probe->map_blocks));
 }
 
