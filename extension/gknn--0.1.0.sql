@@ -415,7 +415,8 @@ CREATE FUNCTION @extschema@.gknn_service_status(
     OUT errors pg_catalog.int8, OUT images pg_catalog.int4, OUT memory_used pg_catalog.int8,
     OUT memory_budget pg_catalog.int8, OUT loaded_bytes pg_catalog.int8, OUT deltas pg_catalog.int8,
     OUT delta_bytes pg_catalog.int8, OUT topk_sessions pg_catalog.int8, OUT topk_batches pg_catalog.int8,
-    OUT topk_rows pg_catalog.int8)
+    OUT topk_rows pg_catalog.int8, OUT cache_entries pg_catalog.int4, OUT cache_bytes pg_catalog.int8,
+    OUT cache_budget pg_catalog.int8, OUT cache_evictions pg_catalog.int8)
   RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.gknn_service_images(
     OUT database pg_catalog.oid, OUT index_oid pg_catalog.oid, OUT index_name pg_catalog.text,

@@ -26,7 +26,7 @@
 #     transactions while UPDATE, DELETE, INSERT, VACUUM and TRUNCATE run: no
 #     mismatch; a VACUUM that sets all-visible bits again (the map page's
 #     LSN moved: the kept pages under it checked once, then trusted again);
-#     eviction under a small budget; after the SIGKILL, the cache is empty
+#     eviction under a small budget; a dropped table's entry leaving; after the SIGKILL, the cache is empty
 #     and filled again, with the same answers.
 # It signals the service process, so it runs as root or as the server's OS
 # user; it crashes the server on purpose (last in its stage).
@@ -348,6 +348,11 @@ evict_ok() {
     [ "$(sed -n 5p <<<"$out")" = t ]
 }
 check "the table cache under a small gknn.topk_cache_mb: the least recently used entries are evicted to fit a new one" evict_ok
+check "gknn_service_status() counts the cache's entries, bytes, budget (2 MB) and evictions" equal "t" "
+  SELECT cache_entries = 2 AND cache_bytes > 0 AND cache_bytes <= cache_budget AND cache_budget = 2 * 1048576
+    AND cache_evictions > 0 FROM gknn_service_status()"
+drop_ok() { sql -c "DROP TABLE ct2" && wait_for "(SELECT cache_entries = 1 FROM gknn_service_status())" 30; }
+check "DROP TABLE: its entry leaves the service at commit" drop_ok
 set_cache_mb 64
 
 # SIGKILL while four sessions wait: the postmaster resets the cluster; each

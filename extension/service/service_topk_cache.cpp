@@ -328,6 +328,22 @@ int TopKCache::reset() {
   return n;
 }
 
+int TopKCache::forget(std::uint32_t database, std::uint32_t relation, std::int64_t before_us) {
+  int n = 0;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    const CacheEntry& e = **it;
+    const bool match = e.ready && (database == 0 || e.key.database == database) &&
+                       (relation == 0 || e.key.relation == relation) && e.built_us <= before_us;
+    if (!match) {
+      ++it;
+      continue;
+    }
+    it = entries_.erase(it);
+    ++n;
+  }
+  return n;
+}
+
 void TopKCache::publish(ServiceShared* ctl) const {
   SpinLockAcquire(&ctl->mutex);
   int n = 0;

@@ -103,6 +103,10 @@ class TopKCache {
 
   // Drops every entry (sessions using one keep it until they end); how many.
   int reset();
+  // Drops the usable entries of `relation` of `database` (every relation
+  // when 0; every database when `database` is 0) filled at or before
+  // `before_us`: the table was dropped. How many.
+  int forget(std::uint32_t database, std::uint32_t relation, std::int64_t before_us);
   // The entries into the shared block, for gknn_topk_cache().
   void publish(ServiceShared* ctl) const;
 
