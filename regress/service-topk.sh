@@ -256,6 +256,10 @@ use() { echo "SELECT cache_use(\$\$$1\$\$)"; }                           # use Q
 set_cache_mb 64
 check "the table cache: the first query fills the entry, the next hits it (every row from the cache)" \
   equal "$(printf 'built 40000 40000\nhit 40000 0 0')" "$serial $(use "$cq1"); $(use "$cq1")"
+bq="SELECT id FROM big ORDER BY b, id LIMIT 5"
+big_ok() { sql -c "VACUUM big" && equal "$(printf 'built 800000 800000\nhit 800000 0 0\nt')" "$serial $(use "$bq"); $(use "$bq"); $(same "$bq")"; }
+check "the table cache of a table with more blocks than a probe's payload (big: its map travels in the session's segment)" \
+  big_ok
 listed() { sql -c "SELECT count(*) || ' ' || sum(hits) FROM gknn_topk_cache() WHERE relation = 'ct'::regclass"; }
 two_sessions_ok() {
   local h0 a b la lb

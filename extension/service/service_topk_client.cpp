@@ -231,7 +231,8 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
     put(b, co.vm_lsn, probe->vm_lsn, probe->nvm);
     put(b, co.bits, probe->bits, (probe->nblocks + 7) / 8);
   }
-  RequestSlot* s = request(t, kTopKBegin, 0, probe ? co.end : o.end);
+  // With a probe, the whole segment: the answer (a map of the blocks) may be longer.
+  RequestSlot* s = request(t, kTopKBegin, 0, probe ? t->buf_bytes : o.end);
   if (send(t, s, nullptr) != kServiceTopKOk) return nullptr;
   *device = s->topk.device;
   if (probe) {
