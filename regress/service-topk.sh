@@ -229,6 +229,8 @@ FROM generate_series(1, 40000) i;
 VACUUM ANALYZE ct;
 CREATE TABLE ct2 AS SELECT id, b FROM ct;
 VACUUM ANALYZE ct2;
+CREATE TABLE ct3 AS SELECT id, b FROM ct;
+VACUUM ANALYZE ct3;
 CREATE TABLE mismatches (q text, gknn int[], pg int[]);
 -- Compares GpuTopK with PostgreSQL's plan under the caller's snapshot
 -- (REPEATABLE READ: both see the same rows); a difference is recorded.
@@ -274,6 +276,9 @@ two_sessions_ok() {
 }
 check "the table cache: one entry whatever the session (listed alike from two), hits growing, answers equal PostgreSQL's" \
   two_sessions_ok
+check "the table cache: a query of fewer of an entry's columns is served by it" equal "$(printf 'hit 40000 0 0\n1\nt')" \
+  "$serial $(use "SELECT id FROM ct ORDER BY b, id LIMIT 9"); SELECT count(*) FROM gknn_topk_cache() WHERE relation = 'ct'::regclass;
+  $(same "SELECT id FROM ct ORDER BY b, id LIMIT 9")"
 vm_path_ok() {
   local out l1 l2 l3
   out=$(sql -c "$serial UPDATE ct SET b = 2 WHERE id = 1234" -c "$(use "$cq1")" -c "VACUUM ct" \
@@ -339,16 +344,16 @@ check "the table cache under 16 sessions, while UPDATE, DELETE, INSERT, VACUUM a
   concurrent_ok
 check "the answers still equal PostgreSQL's after the changes" equal "$(printf 't\nt')" "$serial $(same "$cq1"); $(same "$cq2")"
 evict_ok() {
-  local out ct2q="SELECT id FROM ct2 ORDER BY b, id LIMIT 5"
+  local out list ct2q="SELECT id FROM ct2 ORDER BY b, id LIMIT 5" ct3q="SELECT id FROM ct3 ORDER BY b, id LIMIT 5"
+  list="SELECT string_agg(relation::regclass || ' ' || columns::text, ';'
+    ORDER BY relation::regclass::text, columns::text) FROM gknn_topk_cache()"
   set_cache_mb 2
-  local list="SELECT string_agg(relation::regclass || ' ' || columns::text, ';' ORDER BY relation::regclass::text, columns::text) FROM gknn_topk_cache()"
-  out=$(sql -c "$serial $(use "SELECT id FROM ct ORDER BY b, id LIMIT 5")" -c "$list" -c "$(use "$ct2q")" \
-    -c "$list" -c "$(same "$ct2q")")
+  out=$(sql -c "$serial $(use "$ct2q")" -c "$list" -c "$(use "$ct3q")" -c "$list" -c "$(same "$ct3q")")
   echo "$out"
-  # 2 MB hold ct's (id, a, b) and (id, b) entries (about 1.1 and 0.9 MB);
-  # ct2's (id, b) entry makes the least recently used of them go
-  [[ "$(sed -n 1p <<<"$out")" =~ ^built ]] && [ "$(sed -n 2p <<<"$out")" = "ct {1,2,3};ct {1,3}" ] &&
-    [[ "$(sed -n 3p <<<"$out")" =~ ^built ]] && [ "$(sed -n 4p <<<"$out")" = "ct {1,3};ct2 {1,2}" ] &&
+  # 2 MB hold ct's entry (about 1.1 MB; big's went at once) and ct2's (0.9
+  # MB); ct3's makes the least recently used of them, ct's, go
+  [[ "$(sed -n 1p <<<"$out")" =~ ^built ]] && [ "$(sed -n 2p <<<"$out")" = "ct {1,2,3};ct2 {1,2}" ] &&
+    [[ "$(sed -n 3p <<<"$out")" =~ ^built ]] && [ "$(sed -n 4p <<<"$out")" = "ct2 {1,2};ct3 {1,2}" ] &&
     [ "$(sed -n 5p <<<"$out")" = t ]
 }
 check "the table cache under a small gknn.topk_cache_mb: the least recently used entries are evicted to fit a new one" evict_ok

@@ -2,7 +2,8 @@
 -- server setting). Without the service (expected/topk_cache.out) there is
 -- none: queries scan the heap and gknn_cache_table says why. With it
 -- (topk_cache_1.out, gknn.service = cpu) an entry is filled by the first
--- query of its columns (or gknn_cache_table), hit by the next ones, its
+-- query of its columns (or gknn_cache_table), hit by the next ones (and by
+-- queries of fewer of its columns), its
 -- changed pages checked and read from the heap; every answer equals
 -- PostgreSQL's.
 LOAD 'gknn';  -- its planner hook (a server may not preload it)
@@ -42,6 +43,8 @@ SELECT * FROM tk_cache('SELECT id FROM tcache WHERE a > 10 ORDER BY b DESC NULLS
 SELECT * FROM tk_cache('SELECT id FROM tcache WHERE a > 10 ORDER BY b DESC NULLS LAST, id LIMIT 5');
 -- the same columns named in another order: the same entry
 SELECT * FROM tk_cache('SELECT id FROM tcache WHERE b > 10 ORDER BY a DESC, id LIMIT 5');
+-- fewer columns (id, b): the entry holding them all serves (no entry of their own)
+SELECT * FROM tk_cache('SELECT id FROM tcache ORDER BY b, id LIMIT 4');
 SELECT * FROM entries;
 -- gknn_cache_table fills an entry ahead of use; then the query hits it
 SELECT gknn_cache_table('tcache', ARRAY['a', 'id']);

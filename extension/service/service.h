@@ -262,6 +262,14 @@ int gknn_service_topk_cache_commit(ServiceTopK* t, const uint64* block_lsn, int6
                                    const uint64* vm_lsn, int64 nvm, bool* committed,
                                    gknn::expr::EvalError* err);
 bool gknn_service_topk_fill_lost(const ServiceTopK* t);
+// The columns of the table cache entry a scan of these columns (attno
+// order) should use: the usable entry of the table's relfilenode with the
+// fewest columns that holds them all (the same type and dimension), as the
+// service last published its list. False when there is none (the scan
+// probes for its own columns).
+bool gknn_service_topk_cache_columns(Oid relation, RelFileNode node, int ncolumns, const int16* attnos,
+                                     const gknn::expr::ColumnSpec* columns, int* nout, int16* attnos_out,
+                                     gknn::expr::ColumnSpec* columns_out);
 // Drops the service's entries (sessions using one keep it); how many.
 // ERROR when the service is not running.
 int gknn_service_topk_cache_reset();

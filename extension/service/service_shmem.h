@@ -272,6 +272,8 @@ struct ShownCacheEntry {
   RelFileNode node;
   int32 ncolumns;
   int16 attnos[32];  // gknn::expr::kMaxColumns
+  int32 types[32];   // each column's gknn::expr::Type and dimension
+  int32 dims[32];
   int32 device;
   bool ready;  // false: being filled
   int64 rows, bytes, blocks, segments, excluded_blocks, hits, built_us, last_used_us;

@@ -356,7 +356,11 @@ void TopKCache::publish(ServiceShared* ctl) const {
     sh.node.dbNode = e->key.db;
     sh.node.relNode = e->key.rel;
     sh.ncolumns = e->key.ncolumns;
-    for (int c = 0; c < e->key.ncolumns && c < 32; ++c) sh.attnos[c] = e->key.attnos[c];
+    for (int c = 0; c < e->key.ncolumns && c < 32; ++c) {
+      sh.attnos[c] = e->key.attnos[c];
+      sh.types[c] = static_cast<int32>(e->key.columns[c].type);
+      sh.dims[c] = e->key.columns[c].dim;
+    }
     sh.device = e->device;
     sh.ready = e->ready;
     sh.rows = e->rows;

@@ -320,6 +320,42 @@ int gknn_service_topk_cache_commit(ServiceTopK* t, const uint64* block_lsn, int6
 
 bool gknn_service_topk_fill_lost(const ServiceTopK* t) { return t->fill_lost; }
 
+bool gknn_service_topk_cache_columns(Oid relation, RelFileNode node, int ncolumns, const int16* attnos,
+                                     const gknn::expr::ColumnSpec* columns, int* nout, int16* attnos_out,
+                                     gknn::expr::ColumnSpec* columns_out) {
+  ServiceShared* ctl = shared();
+  if (!ctl) return false;
+  ShownCacheEntry best{};
+  bool found = false;
+  SpinLockAcquire(&ctl->mutex);
+  const int n = Min(ctl->ncache, kMaxShownCache);
+  for (int i = 0; i < n; ++i) {
+    const ShownCacheEntry& e = ctl->cache[i];
+    if (!e.ready || e.database != MyDatabaseId || e.relation != relation ||
+        !RelFileNodeEquals(e.node, node) || e.ncolumns < ncolumns || (found && e.ncolumns >= best.ncolumns))
+      continue;
+    bool holds = true;
+    for (int c = 0; c < ncolumns && holds; ++c) {
+      holds = false;
+      for (int j = 0; j < e.ncolumns && !holds; ++j)
+        holds = e.attnos[j] == attnos[c] && e.types[j] == static_cast<int32>(columns[c].type) &&
+                e.dims[j] == columns[c].dim;
+    }
+    if (!holds) continue;
+    best = e;  // a plain copy under the spinlock
+    found = true;
+  }
+  SpinLockRelease(&ctl->mutex);
+  if (!found) return false;
+  *nout = best.ncolumns;
+  for (int c = 0; c < best.ncolumns; ++c) {
+    attnos_out[c] = best.attnos[c];
+    columns_out[c].type = static_cast<gknn::expr::Type>(best.types[c]);
+    columns_out[c].dim = best.dims[c];
+  }
+  return true;
+}
+
 int gknn_service_topk_cache_reset() {
   RequestSlot* s = my_slot();
   acquire_slot(s);

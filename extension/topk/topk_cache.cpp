@@ -59,6 +59,24 @@ uint64 read_vm_page(Relation rel, int64 v, BlockNumber vm_nblocks, BlockNumber n
 
 }  // namespace
 
+void topk_cache_widen(Relation rel, TopKEmitter* em) {
+  int n = 0;
+  int16 attnos[gknn::expr::kMaxColumns];
+  gknn::expr::ColumnSpec columns[gknn::expr::kMaxColumns];
+  if (!gknn_service_topk_cache_columns(RelationGetRelid(rel), rel->rd_node, em->ncolumns, em->attnos,
+                                       em->columns, &n, attnos, columns) ||
+      n <= em->ncolumns)
+    return;
+  for (int c = 0; c < n; ++c) {
+    bool have = false;
+    for (int j = 0; j < em->ncolumns && !have; ++j) have = em->attnos[j] == attnos[c];
+    if (have) continue;
+    em->attnos[em->ncolumns] = attnos[c];
+    em->columns[em->ncolumns++] = columns[c];
+  }
+  topk_emitter_sort_columns(em);
+}
+
 int64 topk_vm_span(void) { return kMapBytes * kBlocksPerByte; }
 
 bool topk_cache_usable(Relation rel, Snapshot snapshot) {

@@ -25,6 +25,12 @@ extern int gknn_topk_cache_mb;  // GUC gknn.topk_cache_mb: the service's cache b
 // an MVCC snapshot outside recovery, not SERIALIZABLE.
 bool topk_cache_usable(Relation rel, Snapshot snapshot);
 
+// A scan's columns widened to those of the entry that holds them all (the
+// fewest such), as the service published its entries: the scan then probes
+// that entry's key and deforms its other columns too (its program does not
+// read them). Unchanged when there is none.
+void topk_cache_widen(Relation rel, TopKEmitter* em);
+
 // Heap blocks per visibility map page.
 int64 topk_vm_span(void);
 

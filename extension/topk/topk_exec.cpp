@@ -761,6 +761,9 @@ void run_round(TopKScanState* s, int64 k, bool filter) {
   ++s->run_rounds;
   TopKEmitter em;
   compile_program(s, &em);
+  if (!s->partial && s->other_quals == NIL &&
+      topk_cache_usable(s->css.ss.ss_currentRelation, s->css.ss.ps.state->es_snapshot))
+    topk_cache_widen(s->css.ss.ss_currentRelation, &em);  // an entry holding more columns serves too
   s->round_em = &em;
   s->round_topk_k = k;
   s->round_filter = filter;
