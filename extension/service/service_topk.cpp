@@ -478,11 +478,16 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
       s->topk.cache_checks = ss.probe_checks;
       s->topk.cache_rows = ss.probe_rows;
     }
-    if (s->kind == kTopKBatch && t.keep_bytes > 0)
-      s->topk.cache_kept =
-          topk_cache().keep(images, &ss.cache, std::move(t.kept), t.first_block, t.last_block);
-    else if (s->kind == kTopKBatch && s->section == 1 && ss.cache.state == kCacheFill)
+    try {  // a kept batch becomes a segment of the entry being filled
+      if (s->kind == kTopKBatch && t.keep_bytes > 0)
+        s->topk.cache_kept =
+            topk_cache().keep(images, &ss.cache, std::move(t.kept), t.first_block, t.last_block);
+      else if (s->kind == kTopKBatch && s->section == 1 && ss.cache.state == kCacheFill)
+        topk_cache().abandon(&ss.cache);
+    } catch (const std::exception&) {  // out of memory: the fill is given up, the ranking goes on
+      s->topk.cache_kept = 0;
       topk_cache().abandon(&ss.cache);
+    }
     if (s->kind == kTopKCacheRank) s->topk.cache_rows = ss.cache.rows;
     if (s->kind == kTopKBatch) {
       SpinLockAcquire(&shared()->mutex);
