@@ -17,6 +17,8 @@
 //   service_images.*    the worker's resident images (LRU under the budget)
 //   service_topk_client.cpp  the backend side of a GpuTopK scan's ranking
 //   service_topk.*      the worker's side of GpuTopK (sessions, batches ranked on executors)
+//   service_topk_cache.*  GpuTopK's table cache: one entry per table and columns for every session
+//   service_topk_cache_sql.cpp  gknn_topk_cache(), gknn_topk_cache_reset()
 //   service_forget.*    images of dropped, truncated or rebuilt indexes leave at commit
 //   service_status.cpp  gknn_service_status(), gknn_service_images()
 #pragma once

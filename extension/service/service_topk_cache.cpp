@@ -48,10 +48,11 @@
 // What is never cached (the backend decides, topk_cache_usable): unlogged
 // and temporary tables, tables created or given a new relfilenode in the
 // current transaction (no WAL under wal_level = minimal; COPY FREEZE),
-// recovery, SERIALIZABLE (the heap scan takes the predicate
-// locks), parallel plans and quals run in PostgreSQL. TRUNCATE, VACUUM FULL,
-// CLUSTER and rewrites give a new relfilenode (the old entries are dropped
-// at the next probe of the table); a table shorter than its entry (VACUUM
+// recovery, SERIALIZABLE (the heap scan takes the predicate locks),
+// old_snapshot_threshold set (a page read raises "snapshot too old"),
+// parallel plans and quals run in PostgreSQL. TRUNCATE, VACUUM FULL, CLUSTER
+// and rewrites give a new relfilenode (the old entries are dropped at the
+// next probe of the table); a table shorter than its entry (VACUUM
 // truncated it) drops the entry. The rows a query selects are then fetched
 // by TID under its snapshot, as without the cache.
 //

@@ -84,7 +84,8 @@ bool topk_cache_usable(Relation rel, Snapshot snapshot) {
          rel->rd_tableam == GetHeapamTableAmRoutine() && RelationNeedsWAL(rel) &&
          rel->rd_createSubid == InvalidSubTransactionId &&
          rel->rd_firstRelfilenodeSubid == InvalidSubTransactionId && IsMVCCSnapshot(snapshot) &&
-         !snapshot->takenDuringRecovery && !RecoveryInProgress() && !IsolationIsSerializable();
+         !snapshot->takenDuringRecovery && !RecoveryInProgress() && !IsolationIsSerializable() &&
+         old_snapshot_threshold < 0;  // else pages an old snapshot must not read would not raise its error
 }
 
 void topk_read_vm(Relation rel, BlockNumber nblocks, TopKVmRead* out) {

@@ -22,7 +22,8 @@ extern int gknn_topk_cache_mb;  // GUC gknn.topk_cache_mb: the service's cache b
 
 // Whether this scan may use the cache: the GUC on, the service preloaded, a
 // permanent heap table whose relfilenode was not made in this transaction,
-// an MVCC snapshot outside recovery, not SERIALIZABLE.
+// an MVCC snapshot outside recovery, not SERIALIZABLE, no
+// old_snapshot_threshold (whose "snapshot too old" a page read raises).
 bool topk_cache_usable(Relation rel, Snapshot snapshot);
 
 // A scan's columns widened to those of the entry that holds them all (the
