@@ -390,13 +390,20 @@ CREATE FUNCTION @extschema@.gknn_devices(
 CREATE FUNCTION @extschema@.gknn_current_device()
   RETURNS pg_catalog.text AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
--- GpuTopK's table cache (per backend; gknn.topk_cache_mb) --------------------
+-- GpuTopK's table cache, in the GPU service (gknn.topk_cache_mb) ------------------
 CREATE FUNCTION @extschema@.gknn_topk_cache(
     OUT relation pg_catalog.oid, OUT columns pg_catalog.int2[], OUT device pg_catalog.text,
-    OUT cached_rows pg_catalog.int8, OUT cached_pages pg_catalog.int8, OUT bytes pg_catalog.int8)
+    OUT cached_rows pg_catalog.int8, OUT cached_pages pg_catalog.int8, OUT bytes pg_catalog.int8,
+    OUT hits pg_catalog.int8, OUT segments pg_catalog.int8, OUT changed_pages pg_catalog.int8,
+    OUT state pg_catalog.text, OUT built pg_catalog.timestamptz, OUT last_used pg_catalog.timestamptz)
   RETURNS SETOF record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+-- The cache serves every session: resetting it is the owner's (or a
+-- superuser's) to grant, as PostgreSQL's pg_stat_reset().
 CREATE FUNCTION @extschema@.gknn_topk_cache_reset()
   RETURNS pg_catalog.int4 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+REVOKE EXECUTE ON FUNCTION @extschema@.gknn_topk_cache_reset() FROM PUBLIC;
+CREATE FUNCTION @extschema@.gknn_cache_table(pg_catalog.regclass, pg_catalog.text[])
+  RETURNS pg_catalog.int8 AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
 -- The GPU service (shared_preload_libraries = 'gknn') --------------------------
 CREATE FUNCTION @extschema@.gknn_service_status(
@@ -408,7 +415,8 @@ CREATE FUNCTION @extschema@.gknn_service_status(
     OUT errors pg_catalog.int8, OUT images pg_catalog.int4, OUT memory_used pg_catalog.int8,
     OUT memory_budget pg_catalog.int8, OUT loaded_bytes pg_catalog.int8, OUT deltas pg_catalog.int8,
     OUT delta_bytes pg_catalog.int8, OUT topk_sessions pg_catalog.int8, OUT topk_batches pg_catalog.int8,
-    OUT topk_rows pg_catalog.int8)
+    OUT topk_rows pg_catalog.int8, OUT cache_entries pg_catalog.int4, OUT cache_bytes pg_catalog.int8,
+    OUT cache_budget pg_catalog.int8, OUT cache_evictions pg_catalog.int8)
   RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.gknn_service_images(
     OUT database pg_catalog.oid, OUT index_oid pg_catalog.oid, OUT index_name pg_catalog.text,

@@ -51,13 +51,13 @@ void _PG_init(void) {
       "Planner's cost of setting up GpuTopK on a GPU (a session in the GPU service: its batches "
       "and device buffers), per query and per participant of a parallel plan.",
       nullptr, &gknn_topk_gpu_setup_cost, 5000, 0, DBL_MAX, PGC_USERSET, 0, nullptr, nullptr, nullptr);
-  // Superuser only: the cache holds GPU (or host) memory between queries for
-  // the backend's life, outside any PostgreSQL memory accounting.
-  DefineCustomIntVariable("gknn.topk_cache_mb", "Size of GpuTopK's table cache in this backend (0: off).",
+  // The GPU service's budget (a server setting): the cache holds service
+  // memory between queries, for every session.
+  DefineCustomIntVariable("gknn.topk_cache_mb", "Size of the GPU service's GpuTopK table cache (0: off).",
                           "A serial GpuTopK whose quals all compile keeps the ranked columns of the table's "
-                          "all-visible pages where it ranks them (GPU or host memory) and checks those pages "
-                          "instead of scanning them in later queries.",
-                          &gknn_topk_cache_mb, 0, 0, INT_MAX / 2, PGC_SUSET, GUC_UNIT_MB, nullptr, nullptr,
+                          "all-visible pages in the GPU service, shared by every session, and later queries "
+                          "read only the pages the visibility map does not vouch for.",
+                          &gknn_topk_cache_mb, 0, 0, INT_MAX / 2, PGC_SIGHUP, GUC_UNIT_MB, nullptr, nullptr,
                           nullptr);
   gknn_topk_register();
   gknn_ivfpq_register();

@@ -19,7 +19,15 @@
 #     the backend's CPU answers), and in the middle of a serial and of a
 #     parallel scan (the rows it had are ranked again on the backend's CPU:
 #     the same answer); killed with SIGKILL while four queries wait: none
-#     hangs, and the recovered server ranks through the service again.
+#     hangs, and the recovered server ranks through the service again;
+#   the table cache (gknn.topk_cache_mb): one entry for every session (listed
+#     alike from two), its hits growing, answers equal to PostgreSQL's; 16
+#     sessions comparing GpuTopK with PostgreSQL's plan in REPEATABLE READ
+#     transactions while UPDATE, DELETE, INSERT, VACUUM and TRUNCATE run: no
+#     mismatch; a VACUUM that sets all-visible bits again (the map page's
+#     LSN moved: the kept pages under it checked once, then trusted again);
+#     eviction under a small budget; a dropped table's entry leaving; after the SIGKILL, the cache is empty
+#     and filled again, with the same answers.
 # It signals the service process, so it runs as root or as the server's OS
 # user; it crashes the server on purpose (last in its stage).
 #
@@ -208,6 +216,154 @@ else
   echo "# not run on a GPU service (it ranks the big table too fast to catch): SIGTERM in the middle of a scan"
 fi
 
+# --- the table cache ------------------------------------------------------------------
+set_cache_mb() { # set_cache_mb SIZE: gknn.topk_cache_mb (the service's budget), reloaded
+  "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM SET gknn.topk_cache_mb = '$1'" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 0.5
+}
+sql >/dev/null <<'SQL'
+SELECT setseed(0.29);
+CREATE TABLE ct (id int, a int, b float8, c text);
+INSERT INTO ct SELECT i, (random() * 5000)::int, round(random()::numeric, 4)::float8, 'r' || i
+FROM generate_series(1, 40000) i;
+VACUUM ANALYZE ct;
+CREATE TABLE ct2 AS SELECT id, b FROM ct;
+VACUUM ANALYZE ct2;
+CREATE TABLE ct3 AS SELECT id, b FROM ct;
+VACUUM ANALYZE ct3;
+CREATE TABLE mismatches (q text, gknn int[], pg int[]);
+-- Compares GpuTopK with PostgreSQL's plan under the caller's snapshot
+-- (REPEATABLE READ: both see the same rows); a difference is recorded.
+CREATE FUNCTION cmp(q text) RETURNS void LANGUAGE plpgsql AS $f$
+DECLARE g int[]; p int[];
+BEGIN
+  g := ids(q, true);
+  p := ids(q, false);
+  IF g IS DISTINCT FROM p THEN INSERT INTO mismatches VALUES (q, g, p); END IF;
+END $f$;
+-- The table cache's part of a query's EXPLAIN ANALYZE: what it did, rows
+-- from it and from the heap, pages checked.
+CREATE FUNCTION cache_use(q text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE p jsonb;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO p;
+  p := jsonb_path_query_first(p, 'strict $.**?(@."Custom Plan Provider" == "GpuTopK")');
+  RETURN concat_ws(' ', p->>'Table Cache', p->>'Cached Rows', p->>'Rows Scanned', p->>'Cache Pages Checked');
+END $f$;
+SQL
+cq1="SELECT id FROM ct WHERE a < 2500 ORDER BY b DESC, id LIMIT 20"
+cq2="SELECT id FROM ct ORDER BY a * 2 + b, id LIMIT 15"
+same() { echo "SELECT ids(\$\$$1\$\$, true) = ids(\$\$$1\$\$, false)"; } # same QUERY: the SQL comparing it
+use() { echo "SELECT cache_use(\$\$$1\$\$)"; }                           # use QUERY: the SQL of its cache use
+set_cache_mb 64
+check "the table cache: the first query fills the entry, the next hits it (every row from the cache)" \
+  equal "$(printf 'built 40000 40000\nhit 40000 0 0')" "$serial $(use "$cq1"); $(use "$cq1")"
+bq="SELECT id FROM big ORDER BY b, id LIMIT 5"
+big_ok() { sql -c "VACUUM big" && equal "$(printf 'built 800000 800000\nhit 800000 0 0\nt')" "$serial $(use "$bq"); $(use "$bq"); $(same "$bq")"; }
+check "the table cache of a table with more blocks than a probe's payload (big: its map travels in the session's segment)" \
+  big_ok
+listed() { sql -c "SELECT count(*) || ' ' || sum(hits) FROM gknn_topk_cache() WHERE relation = 'ct'::regclass"; }
+two_sessions_ok() {
+  local h0 a b la lb
+  read -r _ h0 <<<"$(listed)"
+  a=$(sql -c "$serial $(same "$cq1")")
+  read -r la ha <<<"$(listed)"
+  b=$(sql -c "$serial $(same "$cq1")")
+  read -r lb hb <<<"$(listed)"
+  echo "hits before: $h0; session 1: $a, $la entries, $ha hits; session 2: $b, $lb entries, $hb hits"
+  # one entry of ct's columns (id, a, b) whatever the session, its hits growing
+  [ "$a" = t ] && [ "$b" = t ] && [ "$la" = 1 ] && [ "$lb" = 1 ] && ((ha > h0 && hb > ha))
+}
+check "the table cache: one entry whatever the session (listed alike from two), hits growing, answers equal PostgreSQL's" \
+  two_sessions_ok
+check "the table cache: a query of fewer of an entry's columns is served by it" equal "$(printf 'hit 40000 0 0\n1\nt')" \
+  "$serial $(use "SELECT id FROM ct ORDER BY b, id LIMIT 9"); SELECT count(*) FROM gknn_topk_cache() WHERE relation = 'ct'::regclass;
+  $(same "SELECT id FROM ct ORDER BY b, id LIMIT 9")"
+vm_path_ok() {
+  local out l1 l2 l3
+  out=$(sql -c "$serial UPDATE ct SET b = 2 WHERE id = 1234" -c "$(use "$cq1")" -c "VACUUM ct" \
+    -c "$(use "$cq1")" -c "$(use "$cq1")" -c "$(same "$cq1")")
+  echo "$out"
+  l1=$(sed -n 1p <<<"$out")
+  l2=$(sed -n 2p <<<"$out")
+  l3=$(sed -n 3p <<<"$out")
+  # after the update: a hit, its changed pages checked (their bits are clear)
+  # and read from the heap with their segments
+  [[ "$l1" =~ ^hit\ [0-9]+\ [1-9][0-9]*\ [1-9][0-9]*$ ]] || return 1
+  # after the VACUUM: the map page's LSN moved: every kept page under it checked once...
+  [[ "$l2" =~ ^hit\ [0-9]+\ [0-9]+\ ([0-9]+)$ ]] && ((BASH_REMATCH[1] > 10)) || return 1
+  # ... then the map is trusted again
+  [[ "$l3" =~ ^hit\ [0-9]+\ [0-9]+\ 0$ ]] || return 1
+  [ "$(sed -n 4p <<<"$out")" = t ]
+}
+check "the table cache after a VACUUM sets all-visible bits again: the kept pages checked once, then the map trusted; the same answer" \
+  vm_path_ok
+{
+  echo "SET gknn.topk_min_rows = 0;"
+  echo "SET enable_sort = off;"
+  echo "SET max_parallel_workers_per_gather = 0;"
+  echo "\\set q random(1, 2)"
+  echo "BEGIN ISOLATION LEVEL REPEATABLE READ;"
+  echo "SELECT cmp(CASE :q WHEN 1 THEN \$\$$cq1\$\$ ELSE \$\$$cq2\$\$ END);"
+  echo "COMMIT;"
+} >"$tmp/cmp.sql"
+writer() { # changes to ct while the readers compare
+  local i
+  for i in $(seq 1 30); do
+    sql -c "UPDATE ct SET b = random() WHERE id % 997 = $i" -c "DELETE FROM ct WHERE id % 1499 = $i" \
+      -c "INSERT INTO ct SELECT 40000 + $i * 100 + g, (random() * 5000)::int, random(), 'n'
+          FROM generate_series(1, 50) g" >/dev/null || return 1
+    if ((i % 6 == 0)); then sql -c "VACUUM ct" >/dev/null || return 1; fi
+    if ((i == 15)); then
+      sql -c "TRUNCATE ct" -c "INSERT INTO ct SELECT i, (random() * 5000)::int, random(), 'r'
+        FROM generate_series(1, 40000) i" -c "VACUUM ct" >/dev/null || return 1
+    fi
+  done
+}
+cache_hits() { sql -c "SELECT coalesce(sum(hits), 0) FROM gknn_topk_cache() WHERE relation = 'ct'::regclass"; }
+concurrent_ok() {
+  local rc=0 w
+  writer >"$tmp/writer.out" 2>&1 &
+  w=$!
+  "$PGBENCH" -n -c 16 -j 4 -t 12 -f "$tmp/cmp.sql" "$DB" >"$tmp/pgbench.log" 2>&1 || rc=1
+  wait "$w" || {
+    echo "writer failed"
+    rc=1
+  }
+  cat "$tmp/writer.out" "$tmp/pgbench.log"
+  grep -qi 'aborted\|error' "$tmp/pgbench.log" && rc=1
+  echo "mismatches: $(sql -c 'SELECT count(*) FROM mismatches')"
+  sql -c "SELECT * FROM mismatches LIMIT 3"
+  echo "hits of ct's entries now: $(cache_hits)"
+  [ "$(sql -c 'SELECT count(*) FROM mismatches')" = 0 ] || rc=1
+  # the readers used the cache (the entry of the relfilenode the TRUNCATE made was hit too)
+  (($(cache_hits) > 0)) || rc=1
+  return $rc
+}
+check "the table cache under 16 sessions, while UPDATE, DELETE, INSERT, VACUUM and TRUNCATE run: every answer equals PostgreSQL's plan in the same snapshot" \
+  concurrent_ok
+check "the answers still equal PostgreSQL's after the changes" equal "$(printf 't\nt')" "$serial $(same "$cq1"); $(same "$cq2")"
+evict_ok() {
+  local out list ct2q="SELECT id FROM ct2 ORDER BY b, id LIMIT 5" ct3q="SELECT id FROM ct3 ORDER BY b, id LIMIT 5"
+  list="SELECT string_agg(relation::regclass || ' ' || columns::text, ';'
+    ORDER BY relation::regclass::text, columns::text) FROM gknn_topk_cache()"
+  set_cache_mb 2
+  out=$(sql -c "$serial $(use "$ct2q")" -c "$list" -c "$(use "$ct3q")" -c "$list" -c "$(same "$ct3q")")
+  echo "$out"
+  # 2 MB hold ct's entry (about 1.1 MB; big's went at once) and ct2's (0.9
+  # MB); ct3's makes the least recently used of them, ct's, go
+  [[ "$(sed -n 1p <<<"$out")" =~ ^built ]] && [ "$(sed -n 2p <<<"$out")" = "ct {1,2,3};ct2 {1,2}" ] &&
+    [[ "$(sed -n 3p <<<"$out")" =~ ^built ]] && [ "$(sed -n 4p <<<"$out")" = "ct2 {1,2};ct3 {1,2}" ] &&
+    [ "$(sed -n 5p <<<"$out")" = t ]
+}
+check "the table cache under a small gknn.topk_cache_mb: the least recently used entries are evicted to fit a new one" evict_ok
+check "gknn_service_status() counts the cache's entries, bytes, budget (2 MB) and evictions" equal "t" "
+  SELECT cache_entries = 2 AND cache_bytes > 0 AND cache_bytes <= cache_budget AND cache_budget = 2 * 1048576
+    AND cache_evictions > 0 FROM gknn_service_status()"
+drop_ok() { sql -c "DROP TABLE ct2" && wait_for "(SELECT cache_entries = 1 FROM gknn_service_status())" 30; }
+check "DROP TABLE: its entry leaves the service at commit" drop_ok
+set_cache_mb 64
+
 # SIGKILL while four sessions wait: the postmaster resets the cluster; each
 # session ends with its answer or a clean error within seconds, none hangs.
 kill9_ok() {
@@ -236,5 +392,11 @@ kill9_ok() {
 }
 check "SIGKILL of the service while four GpuTopK queries wait: none hangs; the server recovers and ranks through the service again" \
   kill9_ok
+check "after the SIGKILL the table cache started empty (ct's entries gone), then filled again, the same answers" \
+  equal "$(printf '0\nbuilt\nhit\nt')" "$serial
+  SELECT count(*) FROM gknn_topk_cache() WHERE relation = 'ct'::regclass
+    OR built < (SELECT started FROM gknn_service_status());
+  SELECT split_part(cache_use(\$\$$cq1\$\$), ' ', 1); SELECT split_part(cache_use(\$\$$cq1\$\$), ' ', 1); $(same "$cq1")"
+"$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM RESET gknn.topk_cache_mb" -c "SELECT pg_reload_conf()" >/dev/null
 
 tap_end

@@ -17,6 +17,8 @@
 //   service_images.*    the worker's resident images (LRU under the budget)
 //   service_topk_client.cpp  the backend side of a GpuTopK scan's ranking
 //   service_topk.*      the worker's side of GpuTopK (sessions, batches ranked on executors)
+//   service_topk_cache.*  GpuTopK's table cache: one entry per table and columns for every session
+//   service_topk_cache_sql.cpp  gknn_topk_cache(), gknn_topk_cache_reset()
 //   service_forget.*    images of dropped, truncated or rebuilt indexes leave at commit
 //   service_status.cpp  gknn_service_status(), gknn_service_images()
 #pragma once
@@ -37,6 +39,7 @@ enum { GKNN_SERVICE_OFF = 0, GKNN_SERVICE_GPU = 1, GKNN_SERVICE_CPU = 2 };
 extern int gknn_service_mode;          // gknn.service (postmaster)
 extern int gknn_service_memory_limit;  // gknn.gpu_memory_limit (kB; 0: 90% of the device)
 extern int gknn_service_poll_us;       // gknn.service_poll_us (0: sleep at once)
+extern int gknn_topk_cache_mb;         // gknn.topk_cache_mb: the service's GpuTopK table cache (MB; 0: off)
 
 // From _PG_init: GUCs; when preloading, shared memory and the worker.
 void gknn_service_register();
@@ -220,10 +223,58 @@ struct ServiceTopKTrips {
   double queue_ms;      // submitted -> taken by the service
   double service_ms;    // taken -> answered
 };
+// The GpuTopK table cache's probe (the service's entries: service_topk_cache.h):
+// the table, its columns (attnos of the program's columns, in attno
+// order), and its visibility map as the backend read it; the answer.
+struct ServiceTopKCacheProbe {
+  Oid database, relation;
+  RelFileNode node;
+  const int16* attnos;   // AttrNumbers
+  int64 nblocks;         // the table's blocks now
+  int64 nvm, vm_span;    // visibility map pages read, heap blocks per map page
+  const uint64* vm_lsn;  // nvm LSNs, each read with its page's bits
+  const uint8* bits;     // nblocks all-visible bits
+  // The answer: kServiceCache* (service_topk_wire.h's TopKCacheState); for
+  // a hit, a map of the entry's blocks (palloc'd; 0 heap, 1 cached, 2
+  // check the page) and how many to check.
+  int state;
+  uint8* map;
+  int64 map_blocks, checks, rows;  // rows: the entry's
+};
+enum { kServiceCacheNone = 0, kServiceCacheFill = 1, kServiceCacheHit = 2 };
 // Opens a session keeping the k best rows, batches of `capacity` rows;
 // *device: where the service ranks them (-1: its CPU). Null when the
-// service went away (auto).
-ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& program, int64 k, int64 capacity, int* device);
+// service went away (auto). With a probe, the service looks up the table
+// cache's entry (its answer in *probe).
+ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& program, int64 k, int64 capacity, int* device,
+                                     ServiceTopKCacheProbe* probe = nullptr);
+// A hit: the page LSNs of the blocks the map said to check (in block
+// order; 0: not all-visible any more), n of them; `map` (map_blocks) gets
+// the final map (1: ranked from the entry, 0: read from the heap), *rows
+// the entry's rows it ranks.
+int gknn_service_topk_cache_check(ServiceTopK* t, const uint64* lsn, int64 n, uint8* map, int64* rows);
+// Ranks them (while the backend scans the heap: the next push collects it).
+int gknn_service_topk_cache_rank(ServiceTopK* t, gknn::expr::EvalError* err);
+// A fill: batches pushed while `keep` are the entry's rows (whole
+// all-visible blocks, in block order); then the blocks' LSNs (0: not kept)
+// and the map pages' LSNs, and the commit (*committed: the entry is
+// usable; false when the service gave it up, gknn_service_topk_fill_lost).
+void gknn_service_topk_keep(ServiceTopK* t, bool keep);
+int gknn_service_topk_cache_commit(ServiceTopK* t, const uint64* block_lsn, int64 nblocks,
+                                   const uint64* vm_lsn, int64 nvm, bool* committed,
+                                   gknn::expr::EvalError* err);
+bool gknn_service_topk_fill_lost(const ServiceTopK* t);
+// The columns of the table cache entry a scan of these columns (attno
+// order) should use: the usable entry of the table's relfilenode with the
+// fewest columns that holds them all (the same type and dimension), as the
+// service last published its list. False when there is none (the scan
+// probes for its own columns).
+bool gknn_service_topk_cache_columns(Oid relation, RelFileNode node, int ncolumns, const int16* attnos,
+                                     const gknn::expr::ColumnSpec* columns, int* nout, int16* attnos_out,
+                                     gknn::expr::ColumnSpec* columns_out);
+// Drops the service's entries (sessions using one keep it); how many.
+// ERROR when the service is not running.
+int gknn_service_topk_cache_reset();
 // The batch to fill (n rows of capacity; valid until the next push).
 gknn::expr::BatchView* gknn_service_topk_batch(ServiceTopK* t);
 // Ships the filled batch (after reading the answer to the previous one).

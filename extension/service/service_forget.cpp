@@ -1,6 +1,8 @@
 // Images of dropped, truncated or rebuilt gpu_ivfpq and gpu_graph indexes leave the GPU
 // service when the transaction that changed them commits, instead of staying
-// resident until LRU eviction.
+// resident until LRU eviction; so do the GpuTopK table cache entries of
+// dropped tables (service_topk_cache.h; a table's other changes are the
+// entry's own business: a new relfilenode drops it at the next probe).
 //
 // Backend side: an object access hook (OAT_DROP of a gpu_ivfpq or gpu_graph
 // index or of a database, OAT_POST_ALTER of such an index) and ambuild (CREATE INDEX, REINDEX, TRUNCATE,
@@ -20,6 +22,7 @@
 // scan ships the image again).
 #include "service.h"
 #include "service_forget.h"
+#include "service_topk_cache.h"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -116,15 +119,31 @@ bool is_gknn_index(Oid relid) {
   return index && (am == get_index_am_oid("gpu_ivfpq", true) || am == get_index_am_oid("gpu_graph", true));
 }
 
+// A table the GpuTopK table cache shows an entry of.
+bool is_cached_table(Oid relid) {
+  ServiceShared* ctl = shared();
+  if (ctl == nullptr) return false;
+  const int n = Min(ctl->ncache, kMaxShownCache);
+  for (int i = 0; i < n; ++i)
+    if (ctl->cache[i].database == MyDatabaseId && ctl->cache[i].relation == relid) return true;
+  return false;
+}
+
 // OAT_DROP runs just before the object is deleted, in the dropping
 // transaction (DROP INDEX, DROP TABLE, DROP ... CASCADE, REINDEX
 // CONCURRENTLY's old index, a session's temporary tables at exit).
 // OAT_POST_ALTER of an index covers ALTER INDEX ... SET TABLESPACE (new
-// storage, copied); other ALTERs of it (a rename) cost one reload.
+// storage, copied); other ALTERs of it (a rename) cost one reload. A
+// dropped table is noted when the service shows a cache entry of it (the
+// list the service publishes, read without its lock: an entry missed is
+// evicted later by LRU, never a wrong answer), so dropping many tables does
+// not widen the request to the whole database.
 void on_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id, void* arg) {
   if (prev_object_access) prev_object_access(access, class_id, object_id, sub_id, arg);
   if (access != OAT_DROP && access != OAT_POST_ALTER) return;
   if (class_id == RelationRelationId && sub_id == 0 && is_gknn_index(object_id))
+    note(MyDatabaseId, object_id);
+  else if (class_id == RelationRelationId && sub_id == 0 && access == OAT_DROP && is_cached_table(object_id))
     note(MyDatabaseId, object_id);
   else if (class_id == DatabaseRelationId && access == OAT_DROP)
     note(object_id, InvalidOid);
@@ -146,8 +165,10 @@ bool forget_dropped_images(ServiceShared* ctl, ResidentImages* images) {
   SpinLockRelease(&ctl->mutex);
   int gone = 0;
   try {
-    if (all_before > 0) gone += images->forget(0, 0, all_before);
-    for (int i = 0; i < n; ++i) gone += images->forget(taken[i].database, taken[i].index, taken[i].before_us);
+    if (all_before > 0) gone += images->forget(0, 0, all_before) + topk_cache().forget(0, 0, all_before);
+    for (int i = 0; i < n; ++i)
+      gone += images->forget(taken[i].database, taken[i].index, taken[i].before_us) +
+              topk_cache().forget(taken[i].database, taken[i].index, taken[i].before_us);
   } catch (...) {
     // Nothing in forget() throws (erasing frees memory only); the worker
     // must not see an exception either way.

@@ -8,7 +8,8 @@
 namespace gknn_service {
 
 // Takes the indexes committed transactions dropped or rebuilt and drops
-// their images; true when any image left (the shown list is then stale).
+// their images, and the table cache entries of dropped tables; true when
+// any left (the shown lists are then stale).
 // Throws nothing.
 bool forget_dropped_images(ServiceShared* ctl, ResidentImages* images);
 

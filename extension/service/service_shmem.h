@@ -55,11 +55,21 @@ enum RequestKind : uint32 {
   kTopKBatch,   // `count` rows of a batch in the payload, laid out as service_topk_wire.h says
   kTopKFinish,  // the k best rows: their count and stats, the first row ids in the payload
   kTopKFetch,   // `count` row ids of the result from row `section_offset` on, into the payload
+  // The GpuTopK table cache (service_topk_cache.h), within a session opened
+  // with a cache probe (TopKWireProgram::cache):
+  kTopKCacheCheck,   // page LSNs of the blocks the probe asked to check, `count` from check
+                     // `section_offset` on; `section` 1: the last piece (the reply's payload: the
+                     // final per-block map, 1 = ranked from the cache, 0 = read from the heap)
+  kTopKCacheRank,    // rank the entry's rows the final map keeps (a task, answered when ranked)
+  kTopKCacheMeta,    // a filling session's metadata: `count` LSNs of `section` (0: the blocks',
+                     // 1: the visibility map pages') from element `section_offset` on
+  kTopKCacheCommit,  // the filled entry is complete (`count` blocks, `k` map pages): make it usable
+  kTopKCacheReset,   // drop every entry (not in a session); the reply's `count`: how many
 };
 
 inline bool is_build_request(uint32 kind) { return kind >= kBuildBegin && kind <= kBuildEncode; }
 inline bool is_search_request(uint32 kind) { return kind == kSearchIvfpq || kind == kSearchGraph; }
-inline bool is_topk_request(uint32 kind) { return kind >= kTopKBegin && kind <= kTopKFetch; }
+inline bool is_topk_request(uint32 kind) { return kind >= kTopKBegin && kind <= kTopKCacheReset; }
 
 // The kinds of index image the service holds (ImageShape::kind, shown by
 // gknn_service_images()).
@@ -175,6 +185,13 @@ struct TopKOutcome {
   int64 rows_scanned, rows_passed, batches, bytes_to_device;
   double device_ms;
   int32 device;  // -1: the service's CPU
+  // The table cache (a session opened with a cache probe): TopKCacheState
+  // (service_topk_wire.h) after kTopKBegin; then the entry's blocks, the
+  // blocks to check (kTopKBegin) or the rows ranked from it (kTopKCacheCheck),
+  // and whether a kept batch was kept (kTopKBatch) or the entry committed.
+  int32 cache_state;
+  int32 cache_kept;
+  int64 cache_blocks, cache_checks, cache_rows;
 };
 
 constexpr int kInlineBytes = 64 * 1024;  // payload kept in the slot itself
@@ -247,6 +264,21 @@ struct ShownImage {
   int64 last_used_us;
 };
 
+// Table cache entries shown by gknn_topk_cache(): a copy the service
+// refreshes.
+constexpr int kMaxShownCache = 64;
+struct ShownCacheEntry {
+  Oid database, relation;
+  RelFileNode node;
+  int32 ncolumns;
+  int16 attnos[32];  // gknn::expr::kMaxColumns
+  int32 types[32];   // each column's gknn::expr::Type and dimension
+  int32 dims[32];
+  int32 device;
+  bool ready;  // false: being filled
+  int64 rows, bytes, blocks, segments, excluded_blocks, hits, built_us, last_used_us;
+};
+
 // An index whose images must leave the service (service_forget.cpp): it was
 // dropped, truncated or rebuilt by a committed transaction.
 constexpr int kMaxForgets = 128;
@@ -278,6 +310,10 @@ struct ServiceShared {
   int64 memory_budget, memory_used;
   int32 nimages;
   ShownImage images[kMaxShownImages];
+  // The GpuTopK table cache: its entries, bytes and budget.
+  int32 ncache;
+  int64 cache_bytes, cache_budget, cache_evictions;
+  ShownCacheEntry cache[kMaxShownCache];
 
   // Queued by committing backends, taken by the service.
   int32 nforgets;

@@ -1,5 +1,6 @@
 // gknn_service_status() and gknn_service_images(): what the GPU service is
-// doing, from its shared counters; the images of both kinds (gpu_ivfpq,
+// doing, from its shared counters (its GpuTopK table cache's too: entries,
+// bytes, budget, evictions); the images of both kinds (gpu_ivfpq,
 // gpu_graph), each row saying which.
 #include "service.h"
 #include "service_shmem.h"
@@ -65,7 +66,7 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "gknn_service_status: return type must be a row type");
-  constexpr int kCols = 25;
+  constexpr int kCols = 29;
   Datum v[kCols];
   bool nulls[kCols];
   for (int i = 0; i < kCols; ++i) nulls[i] = true;
@@ -81,6 +82,9 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
     ServiceShared c;
     SpinLockAcquire(&ctl->mutex);
     memcpy(&c, ctl, offsetof(ServiceShared, images));
+    const int32 ncache = ctl->ncache;  // the GpuTopK table cache (service_topk_cache.h)
+    const int64 cache_bytes = ctl->cache_bytes, cache_budget = ctl->cache_budget,
+                cache_evictions = ctl->cache_evictions;
     SpinLockRelease(&ctl->mutex);
     SlotCounts slots = count_slots(ctl);
     bool running = c.state != kStopped;
@@ -109,6 +113,10 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
     v[22] = Int64GetDatum(c.topk_sessions);
     v[23] = Int64GetDatum(c.topk_batches);
     v[24] = Int64GetDatum(c.topk_rows);
+    v[25] = Int32GetDatum(ncache);
+    v[26] = Int64GetDatum(cache_bytes);
+    v[27] = Int64GetDatum(cache_budget);
+    v[28] = Int64GetDatum(cache_evictions);
     for (int i = 0; i < kCols; ++i) nulls[i] = false;
     if (!running) nulls[1] = nulls[4] = true;
     if (c.reason[0] == '\0') nulls[3] = true;

@@ -37,7 +37,9 @@
 #include "core_call.h"
 #include "gknn/error.h"
 #include "gknn/expr.h"
+#include "service.h"
 #include "service_reply.h"
+#include "service_topk_cache.h"
 #include "service_topk_wire.h"
 
 extern "C" {
@@ -66,10 +68,16 @@ struct Session {
   std::vector<std::uint64_t> result;
   gknn::expr::TopKStats stats;
   bool finished = false;  // the finish ran: only fetches follow
+  // The table cache (service_topk_cache.h): what the probe found, and the
+  // reply's numbers for kTopKBegin.
+  CacheUse cache;
+  std::int64_t probe_blocks = 0, probe_checks = 0, probe_rows = 0;
+  TopKCacheState probe_state = kCacheNone;
 
   ~Session() {
     // Destroyed on the main thread (the last reference is a session map's or
     // a finished task's); the TopK's destructor frees device memory only.
+    if (cache.state == kCacheFill) topk_cache().abandon(&cache);  // a fill that never committed
     if (budget_owner && reserved > 0) budget_owner->release(device, reserved);
   }
 };
@@ -80,6 +88,11 @@ struct Task : TaskOutcome {
   RequestSlot* s = nullptr;
   std::shared_ptr<Session> session;
   char* payload = nullptr;
+  // A filling session's kept batch: the store's bound (0: not kept), the
+  // store and its rows' blocks.
+  std::int64_t keep_bytes = 0;
+  std::unique_ptr<gknn::expr::ResidentBatches> kept;
+  std::uint32_t first_block = 0, last_block = 0;
 };
 
 // Made once and never destroyed: a session may hold a GPU TopK, whose
@@ -116,14 +129,31 @@ std::int64_t session_bytes(const Session& ss) {
 
 // --- the executor's part (no PostgreSQL) ---------------------------------------
 
-void rank_batch(Session& ss, const RequestSlot* s, char* payload) {
+void rank_batch(Session& ss, Task& t) {
   if (ss.error.kind != ErrorKind::None) return;  // a row raised: nothing more is ranked
   gknn::expr::BatchView from;
-  topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, payload, &from);
+  topk_wire_layout(ss.head.columns, ss.head.ncolumns, ss.head.capacity, t.payload, &from);
   gknn::expr::BatchView& to = ss.topk->next_batch();
-  topk_wire_copy(from, ss.head.columns, s->count, to);
+  topk_wire_copy(from, ss.head.columns, t.s->count, to);
   gknn::expr::EvalError err;
+  if (t.keep_bytes > 0) {  // a table cache fill's rows: kept as they are ranked
+    t.first_block = static_cast<std::uint32_t>(from.row_ids[0] >> 16);
+    t.last_block = static_cast<std::uint32_t>(from.row_ids[t.s->count - 1] >> 16);
+    ss.topk->keep_start(static_cast<std::size_t>(t.keep_bytes));
+    if (!ss.topk->push(err)) ss.error = err;
+    t.kept.reset(ss.topk->keep_stop());
+    return;
+  }
   if (!ss.topk->push(err)) ss.error = err;
+}
+
+// The table cache entry's rows the final map keeps, ranked where they are.
+void rank_cached(Session& ss) {
+  gknn::expr::EvalError err;
+  for (const gknn::expr::ResidentBatches* r : ss.cache.ranked) {
+    if (ss.error.kind != ErrorKind::None) return;
+    if (!ss.topk->push_resident(*r, err)) ss.error = err;
+  }
 }
 
 void finish_ranking(Session& ss) {
@@ -148,7 +178,10 @@ void run_task(Task& t) {
                 : gknn::expr::make_topk_cpu(ss.program, ss.columns, ss.head.capacity, ss.head.k));
         break;
       case kTopKBatch:
-        rank_batch(ss, t.s, t.payload);
+        rank_batch(ss, t);
+        break;
+      case kTopKCacheRank:
+        rank_cached(ss);
         break;
       default:
         finish_ranking(ss);
@@ -158,6 +191,30 @@ void run_task(Task& t) {
 }
 
 // --- the main thread's part ------------------------------------------------------
+
+// A kTopKBegin's table cache probe (service_topk_cache.h), on the session's
+// device if it is the service's (a shape the GPU does not take gets none).
+// A hit's per-block map goes back over the payload.
+void probe_cache(ResidentImages& images, Session& ss, const RequestSlot* s, const char* payload) {
+  const TopKWireProgram& h = ss.head;
+  if (h.nblocks < 0 || h.nblocks > (std::int64_t(1) << 32) || h.nvm < 0 || h.vm_span <= 0 ||
+      h.nvm > h.nblocks / h.vm_span + 1 || h.key.ncolumns != h.ncolumns)
+    invalid("a malformed cache probe");
+  const TopKWireCacheOffsets c = topk_wire_cache_offsets(h, topk_wire_offsets(h));
+  if (c.end > s->payload_bytes) invalid("a cache probe longer than its payload");
+  if (ss.device != shared()->device) return;
+  std::vector<std::uint64_t> vm(h.nvm);
+  std::vector<std::uint8_t> bits((h.nblocks + 7) / 8);
+  if (h.nvm > 0) std::memcpy(vm.data(), payload + c.vm_lsn, 8 * h.nvm);
+  if (!bits.empty()) std::memcpy(bits.data(), payload + c.bits, bits.size());
+  topk_cache().probe(images, h, vm.data(), reinterpret_cast<const std::uint8_t*>(bits.data()), ss.device,
+                     ss.id, now_us(), &ss.cache, reinterpret_cast<std::uint8_t*>(const_cast<char*>(payload)),
+                     s->payload_bytes);
+  ss.probe_state = ss.cache.state;
+  ss.probe_blocks = ss.cache.entry ? ss.cache.entry->nblocks : 0;
+  ss.probe_checks = static_cast<std::int64_t>(ss.cache.checks.size());
+  ss.probe_rows = ss.cache.state == kCacheHit ? ss.cache.entry->rows : 0;
+}
 
 // The session a kTopKBegin describes: its program read from the payload and
 // checked (the core's validator, as for any program), its device and its
@@ -197,6 +254,7 @@ std::shared_ptr<Session> open_session(ResidentImages& images, const RequestSlot*
   if (!images.reserve(ss->device, need))
     throw Error(ErrorCode::OutOfMemory, over_budget("a GpuTopK scan", need, images.budget()));
   ss->reserved = need;
+  if (h.cache) probe_cache(images, *ss, s, payload);
   return ss;
 }
 
@@ -269,8 +327,9 @@ void start_waiting(Executors& executors, AnswerFn answer, int own_slot, bool* ow
   }
 }
 
-void queue_task(int slot, const std::shared_ptr<Session>& ss, RequestSlot* s, char* payload) {
+Task& queue_task(int slot, const std::shared_ptr<Session>& ss, RequestSlot* s, char* payload) {
   auto t = std::make_unique<Task>();
+  Task& task = *t;
   t->slot = slot;
   t->s = s;
   t->session = ss;
@@ -278,6 +337,33 @@ void queue_task(int slot, const std::shared_ptr<Session>& ss, RequestSlot* s, ch
   const std::uint64_t id = kTopKTaskBit | ++next_task;
   (*tasks)[id] = std::move(t);
   waiting->push_back(id);
+  return task;
+}
+
+// A table cache request answered at once: page checks (the last one writes
+// the final map over the payload), a fill's LSNs, its commit.
+void cache_step(Session& ss, RequestSlot* s, char* payload) {
+  std::memset(&s->topk, 0, sizeof(s->topk));
+  s->topk.device = ss.device;
+  const std::int64_t n = s->kind == kTopKCacheCommit ? 0 : s->count;
+  if (n < 0 || n * 8 > s->payload_bytes || (n > 0 && !payload)) invalid("cache LSNs past the payload");
+  const auto* lsn = reinterpret_cast<const std::uint64_t*>(payload);
+  TopKCache& cache = topk_cache();
+  if (s->kind == kTopKCacheCheck) {
+    cache.check(&ss.cache, s->section_offset, lsn, n);
+    if (s->section != 1) return;
+    if (!payload) invalid("a cache check with no payload");
+    cache.finish_checks(&ss.cache, reinterpret_cast<std::uint8_t*>(payload), s->payload_bytes);
+    s->topk.cache_state = kCacheHit;
+    s->topk.cache_blocks = ss.cache.entry->nblocks;
+    s->topk.cache_rows = ss.cache.rows;
+  } else if (s->kind == kTopKCacheMeta) {
+    cache.meta(&ss.cache, s->section, s->section_offset, lsn, n);
+  } else {
+    const std::int64_t rows = ss.cache.entry ? ss.cache.entry->rows : 0;
+    s->topk.cache_kept = cache.commit(&ss.cache, now_us());
+    s->topk.cache_rows = rows;
+  }
 }
 
 // True when the request became a task.
@@ -301,10 +387,30 @@ bool dispatch(ResidentImages& images, int slot, RequestSlot* s, char* payload) {
   }
   Session& ss = *it->second;
   switch (s->kind) {
-    case kTopKBatch:
+    case kTopKBatch: {
       check_batch(ss, s, payload);
+      std::int64_t keep = 0;
+      if (s->section == 1 && ss.cache.state == kCacheFill && s->count > 0) {
+        // A fill's rows: room for them under gknn.topk_cache_mb, or the fill is given up.
+        const std::int64_t bytes =
+            topk_wire_layout(ss.head.columns, ss.head.ncolumns, s->count, nullptr, nullptr);
+        if (topk_cache().room_for(ss.cache, bytes))
+          keep = bytes + 4096;
+        else
+          topk_cache().abandon(&ss.cache);
+      }
+      queue_task(slot, it->second, s, payload).keep_bytes = keep;
+      return true;
+    }
+    case kTopKCacheRank:
+      if (!ss.topk || ss.finished || ss.cache.state != kCacheHit) invalid("a cache rank without a hit");
       queue_task(slot, it->second, s, payload);
       return true;
+    case kTopKCacheCheck:
+    case kTopKCacheMeta:
+    case kTopKCacheCommit:
+      cache_step(ss, s, payload);
+      return false;
     case kTopKFinish:
       if (!ss.topk || ss.finished) invalid("a finish before the session was opened, or twice");
       queue_task(slot, it->second, s, payload);
@@ -324,6 +430,10 @@ bool run_topk_request(ResidentImages& images, Executors& executors, int slot, Re
                       AnswerFn answer) {
   budget_owner = &images;
   s->reply = kOk;
+  if (s->kind == kTopKCacheReset) {  // no session: the whole cache
+    s->count = topk_cache().reset();
+    return false;
+  }
   try {
     ensure_state();
     if (!dispatch(images, slot, s, payload)) return false;
@@ -345,7 +455,6 @@ bool run_topk_request(ResidentImages& images, Executors& executors, int slot, Re
 }
 
 void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, AnswerFn answer, bool* fault) {
-  (void)images;
   *fault = false;
   if (!tasks) return;
   auto it = tasks->find(id);
@@ -363,6 +472,23 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
   } else {
     s->reply = kOk;
     outcome(ss, s);
+    if (s->kind == kTopKBegin) {
+      s->topk.cache_state = ss.probe_state;
+      s->topk.cache_blocks = ss.probe_blocks;
+      s->topk.cache_checks = ss.probe_checks;
+      s->topk.cache_rows = ss.probe_rows;
+    }
+    try {  // a kept batch becomes a segment of the entry being filled
+      if (s->kind == kTopKBatch && t.keep_bytes > 0)
+        s->topk.cache_kept =
+            topk_cache().keep(images, &ss.cache, std::move(t.kept), t.first_block, t.last_block);
+      else if (s->kind == kTopKBatch && s->section == 1 && ss.cache.state == kCacheFill)
+        topk_cache().abandon(&ss.cache);
+    } catch (const std::exception&) {  // out of memory: the fill is given up, the ranking goes on
+      s->topk.cache_kept = 0;
+      topk_cache().abandon(&ss.cache);
+    }
+    if (s->kind == kTopKCacheRank) s->topk.cache_rows = ss.cache.rows;
     if (s->kind == kTopKBatch) {
       SpinLockAcquire(&shared()->mutex);
       shared()->topk_batches++;
@@ -397,6 +523,11 @@ int topk_tasks_running() { return running; }
 
 void sweep_topk_sessions(ServiceShared* ctl, ResidentImages& images) {
   budget_owner = &images;
+  // gknn.topk_cache_mb, as last reloaded (a smaller budget evicts at once).
+  try {
+    if (topk_cache().set_budget(std::int64_t(gknn_topk_cache_mb) << 20)) topk_cache().publish(ctl);
+  } catch (...) {
+  }
   if (!sessions) return;
   for (auto it = sessions->begin(); it != sessions->end();) {
     RequestSlot* s = &ctl->slots[it->first];

@@ -43,6 +43,11 @@ struct ServiceTopK {
   gknn::expr::ColumnSpec columns[gknn::expr::kMaxColumns];
   gknn::expr::BatchView view;  // the batch being filled, carved into buf[cur]
   ServiceTopKTrips trips;
+  // The table cache: batches shipped as a fill's kept rows (`keep`), and
+  // whether the service gave the fill up (a kept batch it did not keep).
+  bool keep;
+  bool fill_lost;
+  int64 map_blocks;  // the entry's blocks (the map the probe returned)
 };
 
 namespace gknn_service {
@@ -128,13 +133,16 @@ int send(ServiceTopK* t, RequestSlot* s, gknn::expr::EvalError* err) {
   return reply_step(t, s, call(s), err);
 }
 
-// The answer to the batch in flight.
+// The answer to the batch (or cache rank) in flight.
 int collect(ServiceTopK* t, gknn::expr::EvalError* err) {
   if (!t->inflight) return kServiceTopKOk;
   RequestSlot* s = my_slot();
   ReplyCode reply = await_reply(s);
   t->inflight = false;
-  return reply_step(t, s, reply, err);
+  const int done = reply_step(t, s, reply, err);
+  if (done == kServiceTopKOk && s->kind == kTopKBatch && s->section == 1 && !s->topk.cache_kept)
+    t->fill_lost = true;
+  return done;
 }
 
 void carve(ServiceTopK* t) {
@@ -171,7 +179,8 @@ void put(char* base, int64 at, const T* src, int64 n) {
 
 using namespace gknn_service;
 
-ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64 capacity, int* device) {
+ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64 capacity, int* device,
+                                     ServiceTopKCacheProbe* probe) {
   TopKWireProgram head{};
   head.k = k;
   head.capacity = capacity;
@@ -184,9 +193,29 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
   head.check = p.check;
   for (int i = 0; i < p.nkeys; ++i) head.keys[i] = p.keys[i];
   for (int c = 0; c < p.ncolumns; ++c) head.columns[c] = p.columns[c];
+  if (probe) {
+    head.cache = 1;
+    head.key.database = probe->database;
+    head.key.relation = probe->relation;
+    head.key.spc = probe->node.spcNode;
+    head.key.db = probe->node.dbNode;
+    head.key.rel = probe->node.relNode;
+    head.key.ncolumns = p.ncolumns;
+    for (int c = 0; c < p.ncolumns; ++c) {
+      head.key.attnos[c] = probe->attnos[c];
+      head.key.columns[c] = p.columns[c];
+    }
+    head.nblocks = probe->nblocks;
+    head.nvm = probe->nvm;
+    head.vm_span = probe->vm_span;
+  }
   const TopKWireOffsets o = topk_wire_offsets(head);
+  const TopKWireCacheOffsets co = topk_wire_cache_offsets(head, o);
   const int64 batch = topk_wire_layout(p.columns, p.ncolumns, capacity, nullptr, nullptr);
-  ServiceTopK* t = open_session(Max(Max(batch, o.end), int64{64} << 10));
+  // Room for a batch, the program (and probe), and a cache map of the table's blocks.
+  int64 bytes = Max(Max(batch, o.end), int64{64} << 10);
+  if (probe) bytes = Max(bytes, Max(co.end, probe->nblocks + 64));
+  ServiceTopK* t = open_session(bytes);
   t->batch_bytes = batch;
   t->capacity = capacity;
   t->ncolumns = p.ncolumns;
@@ -198,12 +227,147 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
   put(b, o.consts, p.consts, p.nconst);
   put(b, o.const_nulls, p.const_nulls, p.nconst);
   put(b, o.vectors, p.vectors, p.nvectors);
-  RequestSlot* s = request(t, kTopKBegin, 0, o.end);
+  if (probe) {
+    put(b, co.vm_lsn, probe->vm_lsn, probe->nvm);
+    put(b, co.bits, probe->bits, (probe->nblocks + 7) / 8);
+  }
+  // With a probe, the whole segment: the answer (a map of the blocks) may be longer.
+  RequestSlot* s = request(t, kTopKBegin, 0, probe ? t->buf_bytes : o.end);
   if (send(t, s, nullptr) != kServiceTopKOk) return nullptr;
   *device = s->topk.device;
+  if (probe) {
+    probe->state = s->topk.cache_state;
+    probe->map = nullptr;
+    probe->map_blocks = 0;
+    probe->checks = 0;
+    probe->rows = 0;
+    if (probe->state == kCacheHit) {  // the map, out of the buffer batches are filled in
+      const int64 n = s->topk.cache_blocks;
+      if (n < 0 || n > probe->nblocks || n > t->buf_bytes)
+        elog(ERROR, "gknn GPU service: a cache map of %lld blocks", static_cast<long long>(n));
+      probe->map = static_cast<uint8*>(palloc_extended(Max(n, int64{1}), MCXT_ALLOC_HUGE));
+      memcpy(probe->map, t->buf[0], n);
+      probe->map_blocks = n;
+      probe->checks = s->topk.cache_checks;
+      probe->rows = s->topk.cache_rows;
+      t->map_blocks = n;
+    }
+  }
   t->cur = 0;
   carve(t);
   return t;
+}
+
+int gknn_service_topk_cache_check(ServiceTopK* t, const uint64* lsn, int64 n, uint8* map, int64* rows) {
+  const int64 per_piece = t->buf_bytes / static_cast<int64>(sizeof(uint64));
+  int64 sent = 0;
+  for (;;) {
+    const int64 m = Min(n - sent, per_piece);
+    const bool last = sent + m == n;
+    RequestSlot* s = request(t, kTopKCacheCheck, 0, t->buf_bytes);
+    if (m > 0) memcpy(t->buf[0], lsn + sent, sizeof(uint64) * m);
+    s->section = last ? 1 : 0;
+    s->section_offset = sent;
+    s->count = m;
+    const int done = send(t, s, nullptr);
+    if (done != kServiceTopKOk) return done;
+    sent += m;
+    if (!last) continue;
+    memcpy(map, t->buf[0], t->map_blocks);
+    *rows = s->topk.cache_rows;
+    carve(t);  // the batch being filled is in buf[cur], which may be buf[0]: laid out again
+    return kServiceTopKOk;
+  }
+}
+
+int gknn_service_topk_cache_rank(ServiceTopK* t, gknn::expr::EvalError* err) {
+  const int done = collect(t, err);
+  if (done != kServiceTopKOk) return done;
+  RequestSlot* s = request(t, kTopKCacheRank, 0, 0);
+  if (!submit(s)) return service_gone(t);
+  t->inflight = true;  // ranked while the backend reads the heap; collected by the next push
+  return kServiceTopKOk;
+}
+
+void gknn_service_topk_keep(ServiceTopK* t, bool keep) { t->keep = keep; }
+
+int gknn_service_topk_cache_commit(ServiceTopK* t, const uint64* block_lsn, int64 nblocks,
+                                   const uint64* vm_lsn, int64 nvm, bool* committed,
+                                   gknn::expr::EvalError* err) {
+  *committed = false;
+  int done = collect(t, err);  // the last kept batch's answer first
+  if (done != kServiceTopKOk || t->fill_lost) return done;
+  const int64 per_piece = t->buf_bytes / static_cast<int64>(sizeof(uint64));
+  const uint64* arrays[2] = {block_lsn, vm_lsn};
+  const int64 counts[2] = {nblocks, nvm};
+  for (int section = 0; section < 2; ++section)
+    for (int64 from = 0; from < counts[section]; from += per_piece) {
+      const int64 m = Min(counts[section] - from, per_piece);
+      RequestSlot* s = request(t, kTopKCacheMeta, t->cur, t->buf_bytes);
+      memcpy(t->buf[t->cur], arrays[section] + from, sizeof(uint64) * m);
+      s->section = section;
+      s->section_offset = from;
+      s->count = m;
+      done = send(t, s, nullptr);
+      if (done != kServiceTopKOk) return done;
+    }
+  RequestSlot* s = request(t, kTopKCacheCommit, 0, 0);
+  done = send(t, s, nullptr);
+  if (done == kServiceTopKOk) *committed = s->topk.cache_kept != 0;
+  carve(t);  // the LSNs went through buf[cur]: the batch is laid out again (it was empty)
+  return done;
+}
+
+bool gknn_service_topk_fill_lost(const ServiceTopK* t) { return t->fill_lost; }
+
+bool gknn_service_topk_cache_columns(Oid relation, RelFileNode node, int ncolumns, const int16* attnos,
+                                     const gknn::expr::ColumnSpec* columns, int* nout, int16* attnos_out,
+                                     gknn::expr::ColumnSpec* columns_out) {
+  ServiceShared* ctl = shared();
+  if (!ctl) return false;
+  ShownCacheEntry best{};
+  bool found = false;
+  SpinLockAcquire(&ctl->mutex);
+  const int n = Min(ctl->ncache, kMaxShownCache);
+  for (int i = 0; i < n; ++i) {
+    const ShownCacheEntry& e = ctl->cache[i];
+    if (!e.ready || e.database != MyDatabaseId || e.relation != relation ||
+        !RelFileNodeEquals(e.node, node) || e.ncolumns < ncolumns || (found && e.ncolumns >= best.ncolumns))
+      continue;
+    bool holds = true;
+    for (int c = 0; c < ncolumns && holds; ++c) {
+      holds = false;
+      for (int j = 0; j < e.ncolumns && !holds; ++j)
+        holds = e.attnos[j] == attnos[c] && e.types[j] == static_cast<int32>(columns[c].type) &&
+                e.dims[j] == columns[c].dim;
+    }
+    if (!holds) continue;
+    best = e;  // a plain copy under the spinlock
+    found = true;
+  }
+  SpinLockRelease(&ctl->mutex);
+  if (!found) return false;
+  *nout = best.ncolumns;
+  for (int c = 0; c < best.ncolumns; ++c) {
+    attnos_out[c] = best.attnos[c];
+    columns_out[c].type = static_cast<gknn::expr::Type>(best.types[c]);
+    columns_out[c].dim = best.dims[c];
+  }
+  return true;
+}
+
+int gknn_service_topk_cache_reset() {
+  RequestSlot* s = my_slot();
+  acquire_slot(s);
+  s->kind = kTopKCacheReset;
+  s->payload_bytes = 0;
+  s->payload_dsm = DSM_HANDLE_INVALID;
+  const ReplyCode reply = call(s);
+  if (reply == kError) raise_reply_error(s);
+  if (reply != kOk)
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("the gknn GPU service is not running")));
+  return static_cast<int>(s->count);
 }
 
 gknn::expr::BatchView* gknn_service_topk_batch(ServiceTopK* t) { return &t->view; }
@@ -215,6 +379,7 @@ int gknn_service_topk_push(ServiceTopK* t, gknn::expr::EvalError* err) {
   if (n == 0) return kServiceTopKOk;
   RequestSlot* s = request(t, kTopKBatch, t->cur, t->batch_bytes);
   s->count = n;
+  s->section = t->keep ? 1 : 0;
   if (!submit(s)) return service_gone(t);
   t->inflight = true;
   t->trips.batches++;

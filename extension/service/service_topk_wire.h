@@ -4,6 +4,9 @@
 //   kTopKBegin's payload: a TopKWireProgram, then the program's arrays
 //     (instructions, constants, their null flags, vector constants), each
 //     at an 8-byte aligned offset;
+//     With `cache` set, the table cache's probe follows at
+//     topk_wire_cache_offsets: the visibility map pages' LSNs (nvm), then
+//     one bit per heap block (nblocks): its all-visible bit as read;
 //   kTopKBatch's payload: one batch of `capacity` rows, carved as
 //     topk_wire_layout says (row ids, then per column its values, its null
 //     flags and, for vectors, each row's dimension), of which the request's
@@ -21,6 +24,25 @@
 
 namespace gknn_service {
 
+// Which table cache entry a session means (service_topk_cache.h): the
+// table, its relfilenode, and the columns (the program's, in attno order).
+struct TopKCacheKey {
+  std::uint32_t database = 0, relation = 0, spc = 0, db = 0, rel = 0;
+  std::int32_t ncolumns = 0;
+  std::int16_t attnos[gknn::expr::kMaxColumns] = {};
+  gknn::expr::ColumnSpec columns[gknn::expr::kMaxColumns];
+};
+
+// What a cache probe found (TopKOutcome::cache_state after kTopKBegin).
+enum TopKCacheState : std::int32_t {
+  kCacheNone = 0,  // no cache for this session (off, another device, being filled elsewhere)
+  kCacheFill = 1,  // no entry: this session fills it (kept batches, meta, commit)
+  kCacheHit = 2,   // an entry: the per-block map is in the payload, check what it asks
+};
+
+// Per-block map bytes (the reply to a probe and to the last kTopKCacheCheck).
+enum TopKCacheBlock : std::uint8_t { kBlockHeap = 0, kBlockCached = 1, kBlockCheck = 2 };
+
 struct TopKWireProgram {
   std::int64_t k;
   std::int64_t capacity;  // rows per batch
@@ -28,6 +50,12 @@ struct TopKWireProgram {
   gknn::expr::Segment qual, check;
   gknn::expr::SortKey keys[gknn::expr::kMaxKeyLimbs];
   gknn::expr::ColumnSpec columns[gknn::expr::kMaxColumns];
+  // The table cache's probe (cache != 0): the entry's key, the table's
+  // blocks and visibility map pages as read for this query.
+  std::int32_t cache;
+  TopKCacheKey key;
+  std::int64_t nblocks, nvm;
+  std::int64_t vm_span;  // heap blocks per visibility map page
 };
 
 inline std::int64_t topk_wire_align(std::int64_t n) { return (n + 15) & ~std::int64_t(15); }
@@ -45,6 +73,18 @@ inline TopKWireOffsets topk_wire_offsets(const TopKWireProgram& p) {
   o.vectors = topk_wire_align(o.const_nulls + p.nconst);
   o.end = o.vectors + std::int64_t(p.nvectors) * std::int64_t(sizeof(float));
   return o;
+}
+
+// Where a probe's arrays sit after the program's (o.end): LSNs, then bits.
+struct TopKWireCacheOffsets {
+  std::int64_t vm_lsn, bits, end;
+};
+inline TopKWireCacheOffsets topk_wire_cache_offsets(const TopKWireProgram& p, const TopKWireOffsets& o) {
+  TopKWireCacheOffsets c;
+  c.vm_lsn = topk_wire_align(o.end);
+  c.bits = topk_wire_align(c.vm_lsn + 8 * p.nvm);
+  c.end = c.bits + (p.nblocks + 7) / 8;
+  return c;
 }
 
 // Bytes of one row's value of a column (the core's batch_layout sizes).

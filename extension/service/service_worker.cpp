@@ -50,6 +50,7 @@
 #include "service_reply.h"
 #include "service_shmem.h"
 #include "service_topk.h"
+#include "service_topk_cache.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -545,6 +546,7 @@ void publish_images(ServiceShared* ctl) {
   ctl->memory_budget = images->budget();
   ctl->evictions = images->evictions();
   SpinLockRelease(&ctl->mutex);
+  topk_cache().publish(ctl);  // the GpuTopK table cache's entries too
 }
 
 // The round's loads (first, in slot order: each requester's pieces arrive
@@ -679,6 +681,8 @@ void announce_start(ServiceShared* ctl) {
   ctl->load_bytes = ctl->deltas = ctl->delta_bytes = 0;
   ctl->topk_sessions = ctl->topk_batches = ctl->topk_rows = 0;
   ctl->nimages = 0;
+  ctl->ncache = 0;  // the cache died with the last service
+  ctl->cache_bytes = ctl->cache_evictions = 0;
   ctl->memory_used = 0;
   SpinLockRelease(&ctl->mutex);
   fail_open_requests(ctl);

@@ -66,6 +66,11 @@ void topk_emitter_init(TopKEmitter* em, Index scanrelid, TopKValueFn fn, void* a
 bool topk_compile_quals(TopKEmitter* em, List* quals);
 bool topk_compile_key(TopKEmitter* em, Expr* expr, bool descending, bool nulls_first);
 bool topk_compile_checks(TopKEmitter* em, List* exprs);
+// How GpuTopK stores a column of `type` (typmod: a vector's dimensions),
+// as the compiler does; false for a type it does not read.
+bool topk_column_spec(Oid type, int32 typmod, gknn::expr::ColumnSpec* out);
+// Puts the columns in attno order (after compiling; see topk_compile.cpp).
+void topk_emitter_sort_columns(TopKEmitter* em);
 // Whether an ORDER BY sort operator is its type's default < or > (and which).
 bool topk_sortop_direction(Oid sortop, Oid type, bool* descending);
 // Whether an expression, alone, compiles (planner checks).

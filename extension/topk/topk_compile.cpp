@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "topk.h"
+
+#include <algorithm>
 #include "types/vector.h"
 
 extern "C" {
@@ -332,6 +334,46 @@ int column_index(TopKEmitter* em, AttrNumber attno, Type t, int dim) {
   em->columns[em->ncolumns] = gknn::expr::ColumnSpec{t, dim};
   return em->ncolumns++;
 }
+
+}  // namespace
+
+bool topk_column_spec(Oid type, int32 typmod, gknn::expr::ColumnSpec* out) {
+  Type t;
+  if (value_type(type, &t)) {
+    *out = gknn::expr::ColumnSpec{t, 0};
+    return true;
+  }
+  if (topk_is_vector_type(type) && typmod > 0 && typmod <= VECTOR_MAX_DIM) {
+    *out = gknn::expr::ColumnSpec{Type::Vector, typmod};
+    return true;
+  }
+  return false;
+}
+
+// Columns in attno order, the instructions that read them renumbered: the
+// table cache's entries are keyed by their columns, whatever order the
+// query named them in.
+void topk_emitter_sort_columns(TopKEmitter* em) {
+  int order[gknn::expr::kMaxColumns];  // new position -> old
+  for (int c = 0; c < em->ncolumns; ++c) order[c] = c;
+  std::sort(order, order + em->ncolumns, [&](int a, int b) { return em->attnos[a] < em->attnos[b]; });
+  int where[gknn::expr::kMaxColumns];  // old -> new
+  AttrNumber attnos[gknn::expr::kMaxColumns];
+  gknn::expr::ColumnSpec columns[gknn::expr::kMaxColumns];
+  for (int c = 0; c < em->ncolumns; ++c) {
+    where[order[c]] = c;
+    attnos[c] = em->attnos[order[c]];
+    columns[c] = em->columns[order[c]];
+  }
+  for (int c = 0; c < em->ncolumns; ++c) {
+    em->attnos[c] = attnos[c];
+    em->columns[c] = columns[c];
+  }
+  for (int i = 0; i < em->ncode; ++i)
+    if (em->code[i].op == Op::Col || em->code[i].op == Op::VecDist) em->code[i].arg = where[em->code[i].arg];
+}
+
+namespace {
 
 bool is_our_var(TopKEmitter* em, Node* n) {
   if (!IsA(n, Var)) return false;

@@ -16,9 +16,13 @@
 // Where the rows are ranked: where gknn is preloaded (the GPU service runs),
 // every round's batches go to the service, which ranks them on its GPU (or
 // its CPU with gknn.service = cpu) and sends back the k best row ids; no
-// backend or parallel worker opens CUDA for GpuTopK. Otherwise, and with
-// gknn.device = cpu, the table cache (a backend's own) or a shape the GPU
-// kernels do not take, the backend's CPU interpreter ranks them. Both give
+// backend or parallel worker opens CUDA for GpuTopK. A serial scan whose
+// quals all compile may use the service's table cache (gknn.topk_cache_mb,
+// topk_cache.h): the first such query of a table's columns fills an entry
+// from the all-visible pages, later ones rank the entry's rows in the
+// service and read from the heap only the blocks it does not vouch for.
+// Otherwise, with gknn.device = cpu or a shape the GPU kernels do not take,
+// the backend's CPU interpreter ranks them. Both give
 // the same rows in the same order. A service that stops during a round
 // (gknn.device = auto) leaves the round to the backend's CPU: the rows it
 // had been sent are read again (the runs of blocks this participant
@@ -45,6 +49,7 @@ extern "C" {
 #include "access/heapam.h"
 #include "access/parallel.h"
 #include "access/tableam.h"
+#include "access/visibilitymap.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "portability/instr_time.h"
@@ -161,6 +166,7 @@ void compile_program(TopKScanState* s, TopKEmitter* em) {
   }
   ok = ok && topk_compile_checks(em, s->checks);
   if (!ok) elog(ERROR, "GpuTopK: an expression the planner compiled no longer compiles");
+  topk_emitter_sort_columns(em);  // the table cache's key
 }
 
 // The core objects are built here, with no PostgreSQL calls (core_call).
@@ -216,8 +222,10 @@ void raise_eval_error(const gknn::expr::EvalError& e) {
   ereport(ERROR, (errcode(code), errmsg("%s", msg)));
 }
 
+}  // namespace
+
 // One heap row into batch row r: only the program's columns.
-void deform_row(const TopKEmitter* em, TupleTableSlot* slot, gknn::expr::BatchView* b, int64 r) {
+void topk_deform_row(const TopKEmitter* em, TupleTableSlot* slot, gknn::expr::BatchView* b, int64 r) {
   b->row_ids[r] = gknn::expr::make_row_id(ItemPointerGetBlockNumber(&slot->tts_tid),
                                           ItemPointerGetOffsetNumber(&slot->tts_tid));
   for (int c = 0; c < em->ncolumns; ++c) {
@@ -258,6 +266,8 @@ void deform_row(const TopKEmitter* em, TupleTableSlot* slot, gknn::expr::BatchVi
     }
   }
 }
+
+namespace {
 
 double ms_since(const instr_time& start) {
   instr_time now;
@@ -338,7 +348,7 @@ void add_row(TopKScanState* s, const TopKEmitter* em, TupleTableSlot* slot, Attr
   if (!b) b = next_batch(s);  // on the first row: a cache hit may need none
   slot_getsomeattrs(slot, natts);
   MemoryContext old = MemoryContextSwitchTo(ec->ecxt_per_tuple_memory);
-  deform_row(em, slot, b, b->n++);
+  topk_deform_row(em, slot, b, b->n++);
   MemoryContextSwitchTo(old);
   if (s->remote) note_shipped(s, b->row_ids[b->n - 1]);
   if (b->n == b->capacity) {
@@ -349,9 +359,9 @@ void add_row(TopKScanState* s, const TopKEmitter* em, TupleTableSlot* slot, Attr
 }
 
 // The heap scan under the query's snapshot. filter: run the other quals on
-// each row before it is deformed. cached: the table cache's page LSNs for
-// blocks [0, ncached); those with one are not read (the cache has their rows).
-void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const XLogRecPtr* cached = nullptr,
+// each row before it is deformed. from_cache: for blocks [0, ncached), 1
+// where the table cache has the block's rows (not read here).
+void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const uint8* from_cache = nullptr,
                BlockNumber ncached = 0) {
   EState* estate = s->css.ss.ps.state;
   Relation rel = s->css.ss.ss_currentRelation;
@@ -361,15 +371,15 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const XLogR
   // A parallel plan's participant takes blocks from the shared scan; run
   // alone (no DSM: parallel mode was not available), it scans everything.
   // Block ranges (beside the cache) need a heap scan without sync scans.
-  TableScanDesc scan = s->pscan ? table_beginscan_parallel(rel, s->pscan)
-                       : cached ? table_beginscan_strat(rel, estate->es_snapshot, 0, nullptr, true, false)
-                                : table_beginscan(rel, estate->es_snapshot, 0, nullptr);
-  const BlockNumber nblocks = cached ? reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks : 0;
-  auto skip = [&](BlockNumber b) { return b < ncached && cached[b] != InvalidXLogRecPtr; };
+  TableScanDesc scan = s->pscan     ? table_beginscan_parallel(rel, s->pscan)
+                       : from_cache ? table_beginscan_strat(rel, estate->es_snapshot, 0, nullptr, true, false)
+                                    : table_beginscan(rel, estate->es_snapshot, 0, nullptr);
+  const BlockNumber nblocks = from_cache ? reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks : 0;
+  auto skip = [&](BlockNumber b) { return b < ncached && from_cache[b] == 1; };
   BlockNumber next = 0;
   gknn::expr::BatchView* b = nullptr;
   for (;;) {
-    if (cached) {  // the next range of blocks the cache does not have
+    if (from_cache) {  // the next range of blocks the cache does not have
       while (next < nblocks && skip(next)) ++next;
       if (next >= nblocks) break;
       BlockNumber end = next + 1;
@@ -387,36 +397,52 @@ void scan_heap(TopKScanState* s, const TopKEmitter* em, bool filter, const XLogR
       }
       add_row(s, em, slot, natts, b);
     }
-    if (!cached) break;
+    if (!from_cache) break;
   }
   if (b && b->n > 0) push_batch(s);
   table_endscan(scan);
   ExecDropSingleTupleTableSlot(slot);
 }
 
-// A cache build: every all-visible page, copied with its LSN under the
-// buffer's share lock, into batches the TopK keeps; lsn[b] is
-// InvalidXLogRecPtr for the pages not kept.
-void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nblocks, XLogRecPtr* lsn) {
+// A fill of the GPU service's table cache entry (service_topk_cache.cpp
+// says why this is enough): every block whose all-visible bit the probe
+// read (each map page's bits and LSN read before these heap pages), still
+// set under the page's share lock with PD_ALL_VISIBLE, is copied with its
+// LSN and its rows shipped as kept batches of whole blocks; then the
+// blocks' and the map pages' LSNs and the commit; then the other blocks
+// from the heap under the snapshot. Rows of all-visible pages are visible
+// to every snapshot, this one's included.
+void fill_cache(TopKScanState* s, const TopKEmitter* em, const TopKVmRead& vm) {
   Relation rel = s->css.ss.ss_currentRelation;
   ExprContext* ec = s->css.ss.ps.ps_ExprContext;
   const AttrNumber natts = max_attno(em);
+  const int64 n = vm.nblocks;
+  uint64* lsn = static_cast<uint64*>(
+      palloc_extended(sizeof(uint64) * Max(n, int64{1}), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO));
+  uint8* kept = static_cast<uint8*>(palloc_extended(Max(n, int64{1}), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO));
   TupleTableSlot* slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
   BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+  Buffer vmbuf = InvalidBuffer;
   PGAlignedBlock copy;
   gknn::expr::BatchView* b = nullptr;
-  for (BlockNumber blk = 0; blk < nblocks; ++blk) {
+  int64 rows = 0;
+  const int64 segment = topk_cache_segment_rows(rel, topk_service_capacity(em));
+  if (s->remote) gknn_service_topk_keep(s->remote, true);
+  for (int64 blk = 0; blk < n; ++blk) {
     if ((blk & 255) == 0) CHECK_FOR_INTERRUPTS();
-    Buffer buf = ReadBufferExtended(rel, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
-    LockBuffer(buf, BUFFER_LOCK_SHARE);
-    Page page = BufferGetPage(buf);
-    const bool keep = PageIsAllVisible(page);
-    lsn[blk] = keep ? PageGetLSN(page) : InvalidXLogRecPtr;
-    if (keep) memcpy(copy.data, page, BLCKSZ);
-    UnlockReleaseBuffer(buf);
-    if (!keep) continue;
+    if (!topk_bit(vm.bits, blk)) continue;
+    lsn[blk] = topk_copy_all_visible(rel, static_cast<BlockNumber>(blk), &vmbuf, strategy, copy.data);
+    if (lsn[blk] == 0) continue;
+    kept[blk] = 1;
     Page p = copy.data;
     const OffsetNumber maxoff = PageGetMaxOffsetNumber(p);
+    const int ntuples = topk_page_rows(p);
+    if (!b) b = next_batch(s);
+    // A block's rows never straddle two kept batches (segments of the entry).
+    if (b->n > 0 && (b->n >= segment || b->capacity - b->n < ntuples)) {
+      push_batch(s);
+      b = next_batch(s);
+    }
     for (OffsetNumber off = FirstOffsetNumber; off <= maxoff; off = OffsetNumberNext(off)) {
       ItemId lp = PageGetItemId(p, off);
       if (!ItemIdIsNormal(lp)) continue;
@@ -424,8 +450,9 @@ void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nbloc
       tup.t_data = reinterpret_cast<HeapTupleHeader>(PageGetItem(p, lp));
       tup.t_len = ItemIdGetLength(lp);
       tup.t_tableOid = RelationGetRelid(rel);
-      ItemPointerSet(&tup.t_self, blk, off);
+      ItemPointerSet(&tup.t_self, static_cast<BlockNumber>(blk), off);
       ++s->heap_rows;
+      ++rows;
       ResetExprContext(ec);
       ExecStoreHeapTuple(&tup, slot, false);
       add_row(s, em, slot, natts, b);
@@ -433,45 +460,65 @@ void read_all_visible(TopKScanState* s, const TopKEmitter* em, BlockNumber nbloc
     }
   }
   if (b && b->n > 0) push_batch(s);
+  if (BufferIsValid(vmbuf)) ReleaseBuffer(vmbuf);
   FreeAccessStrategy(strategy);
   ExecDropSingleTupleTableSlot(slot);
+  s->cache = TOPK_CACHE_TOO_LARGE;
+  if (s->remote) {
+    gknn_service_topk_keep(s->remote, false);
+    bool committed = false;
+    gknn::expr::EvalError err;
+    const int r = gknn_service_topk_cache_commit(s->remote, lsn, n, vm.vm_lsn, vm.nvm, &committed, &err);
+    if (r == kServiceTopKRaised) raise_eval_error(err);
+    if (r == kServiceTopKGone) fall_back_to_cpu(s);
+    if (committed) {
+      s->cache = TOPK_CACHE_BUILT;
+      s->cached_rows += rows;
+    }
+  }
+  scan_heap(s, em, false, kept, static_cast<BlockNumber>(n));
+  pfree(lsn);
+  pfree(kept);
 }
 
-// The scan with the table cache: the kept rows ranked where they are and
-// the pages the cache does not have scanned; or, with no valid entry, a
-// build (all-visible pages kept, then the rest scanned).
-void scan_with_cache(TopKScanState* s, const TopKEmitter* em, int device) {
+// A hit on the GPU service's table cache entry: the pages the probe asked
+// about checked, the entry's rows the final map keeps ranked in the
+// service while the other blocks are read from the heap (and shipped as
+// usual). The kept blocks count as shipped: a service that stops midway
+// leaves them to be read again from the heap.
+void rank_from_cache(TopKScanState* s, const TopKEmitter* em, ServiceTopKCacheProbe* probe) {
   Relation rel = s->css.ss.ss_currentRelation;
-  TopKCacheEntry* e = topk_cache_lookup(rel, em, device);
-  if (e) {
-    s->cache = TOPK_CACHE_HIT;
-    s->cached_rows += topk_cache_rows(e);
-    gknn::expr::EvalError err;
-    bool ok = true;
-    rank_call(s, [&] { ok = s->topk->push_resident(*topk_cache_store(e), err); });
-    if (!ok) raise_eval_error(err);
-    BlockNumber ncached = 0;
-    const XLogRecPtr* lsn = topk_cache_lsns(e, &ncached);
-    scan_heap(s, em, false, lsn, ncached);
+  uint64* lsn = topk_check_pages(rel, probe->map, probe->map_blocks, probe->checks);
+  s->cache_checked += probe->checks;
+  int64 rows = 0;
+  gknn::expr::EvalError err;
+  instr_time start;
+  INSTR_TIME_SET_CURRENT(start);
+  int r = gknn_service_topk_cache_check(s->remote, lsn, probe->checks, probe->map, &rows);
+  if (r == kServiceTopKOk) r = gknn_service_topk_cache_rank(s->remote, &err);
+  s->round_rank_ms += ms_since(start);
+  pfree(lsn);
+  if (r == kServiceTopKRaised) raise_eval_error(err);
+  if (r == kServiceTopKGone) {
+    fall_back_to_cpu(s);
+    scan_heap(s, em, false);
     return;
   }
-  const Size room = topk_cache_make_room();
-  const BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
-  XLogRecPtr* lsn = static_cast<XLogRecPtr*>(
-      palloc_extended(sizeof(XLogRecPtr) * Max(nblocks, BlockNumber(1)), MCXT_ALLOC_HUGE));
-  rank_call(s, [&] { s->topk->keep_start(room); });
-  read_all_visible(s, em, nblocks, lsn);
-  gknn::expr::ResidentBatches* store = nullptr;
-  int64 kept = 0;
-  rank_call(s, [&] {
-    store = s->topk->keep_stop();
-    kept = store ? store->rows() : 0;
-  });
-  s->cache = store ? TOPK_CACHE_BUILT : TOPK_CACHE_TOO_LARGE;
-  s->cached_rows += kept;
-  if (store) topk_cache_add(rel, em, device, nblocks, lsn, store);
-  scan_heap(s, em, false, lsn, nblocks);
-  pfree(lsn);
+  s->cache = TOPK_CACHE_HIT;
+  s->cached_rows += rows;
+  for (int64 blk = 0; blk < probe->map_blocks;) {  // runs of whole blocks
+    if (probe->map[blk] != 1) {
+      ++blk;
+      continue;
+    }
+    int64 end = blk + 1;
+    while (end < probe->map_blocks && probe->map[end] == 1) ++end;
+    note_shipped(s, gknn::expr::make_row_id(static_cast<uint32>(blk), FirstOffsetNumber));
+    s->shipped[2 * (s->nshipped - 1) + 1] =
+        gknn::expr::make_row_id(static_cast<uint32>(end - 1), MaxOffsetNumber);
+    blk = end;
+  }
+  scan_heap(s, em, false, probe->map, static_cast<BlockNumber>(probe->map_blocks));
 }
 
 void add_stats(gknn::expr::TopKStats* to, const gknn::expr::TopKStats& from) {
@@ -500,18 +547,23 @@ void make_cpu_topk(TopKScanState* s, const TopKEmitter* em, int64 k) {
   });
 }
 
+}  // namespace
+
 // Rows per batch shipped to the service: about 8 MB of shared memory per
-// batch (two per participant), 1024 to 2^18 rows.
-int64 service_capacity(const TopKEmitter* em) {
+// batch (two per participant), 1024 to 2^18 rows. A table cache entry is
+// ranked by sessions of the same capacity (it depends on the columns only).
+int64 topk_service_capacity(const TopKEmitter* em) {
   int64 row_bytes = 8;
   for (int c = 0; c < em->ncolumns; ++c)
     row_bytes += 1 + (em->columns[c].type == Type::Vector ? 4 + 4 * int64(em->columns[c].dim) : 8);
   return Max(int64(1024), Min(int64(1) << 18, (int64(8) << 20) / row_bytes));
 }
 
+namespace {
+
 // Opens the round's session with the service; false when it went away
 // meanwhile (gknn.device = auto).
-bool start_service_round(TopKScanState* s, const TopKEmitter* em, int64 k) {
+bool start_service_round(TopKScanState* s, const TopKEmitter* em, int64 k, ServiceTopKCacheProbe* probe) {
   ServiceTopKProgram prog;
   prog.code = em->code;
   prog.ncode = em->ncode;
@@ -534,7 +586,7 @@ bool start_service_round(TopKScanState* s, const TopKEmitter* em, int64 k) {
   int device = -1;
   instr_time start;
   INSTR_TIME_SET_CURRENT(start);
-  s->remote = gknn_service_topk_begin(prog, k, service_capacity(em), &device);
+  s->remote = gknn_service_topk_begin(prog, k, topk_service_capacity(em), &device, probe);
   s->round_rank_ms += ms_since(start);
   MemoryContextSwitchTo(old);
   s->place.device = device;
@@ -543,20 +595,21 @@ bool start_service_round(TopKScanState* s, const TopKEmitter* em, int64 k) {
 
 // Where the round ranks, and starts it there (s->remote or s->topk): the
 // GPU service where it serves (gknn_service_route: gknn.device = gpu needs
-// it on a GPU, else 55000), else the backend's CPU. The backend's CPU also
-// ranks a round that uses the table cache (a backend's own, never with
-// gknn.device = gpu), and, on a GPU service, a shape its kernels do not
-// take (as a backend with its own GPU did). Returns whether the table cache
-// is used.
-bool start_round(TopKScanState* s, const TopKEmitter* em, int64 k) {
+// it on a GPU, else 55000), else the backend's CPU. On a GPU service, a
+// shape its kernels do not take is ranked on the backend's CPU (as a
+// backend with its own GPU did). A serial scan of a table the cache may
+// hold probes the service's table cache (reading the visibility map into
+// *vm first); returns what the probe found (kServiceCacheNone without one).
+int start_round(TopKScanState* s, const TopKEmitter* em, int64 k, ServiceTopKCacheProbe* probe,
+                TopKVmRead* vm) {
   TopKPlace& place = s->place;
   memset(&place, 0, sizeof(place));
   place.device = -1;
   s->nshipped = 0;
-  const bool cache = !s->partial && s->other_quals == NIL && gknn_device_mode != GKNN_DEVICE_GPU &&
-                     topk_cache_usable(s->css.ss.ss_currentRelation, s->css.ss.ps.state->es_snapshot);
-  ServiceRoute route{false, -1, "the table cache (gknn.topk_cache_mb)"};
-  if (!cache) route = gknn_service_route();
+  Relation rel = s->css.ss.ss_currentRelation;
+  const bool cache =
+      !s->partial && s->other_quals == NIL && topk_cache_usable(rel, s->css.ss.ps.state->es_snapshot);
+  ServiceRoute route = gknn_service_route();
   bool supported = true;
   rank_call(s, [&] {
     gknn::expr::Program p;
@@ -566,9 +619,24 @@ bool start_round(TopKScanState* s, const TopKEmitter* em, int64 k) {
     supported = gknn::expr::gpu_supports(p, k);
   });
   if (route.use_service && (route.device < 0 || supported)) {
-    if (start_service_round(s, em, k)) {
+    ServiceTopKCacheProbe* p = nullptr;
+    if (cache) {
+      topk_read_vm(rel, RelationGetNumberOfBlocks(rel), vm);
+      memset(probe, 0, sizeof(*probe));
+      probe->database = MyDatabaseId;
+      probe->relation = RelationGetRelid(rel);
+      probe->node = rel->rd_node;
+      probe->attnos = em->attnos;
+      probe->nblocks = vm->nblocks;
+      probe->nvm = vm->nvm;
+      probe->vm_span = topk_vm_span();
+      probe->vm_lsn = vm->vm_lsn;
+      probe->bits = vm->bits;
+      p = probe;
+    }
+    if (start_service_round(s, em, k, p)) {
       place.service = true;
-      return false;
+      return p ? p->state : kServiceCacheNone;
     }
     route.why = "the gknn service is not running";
   } else if (route.use_service) {
@@ -576,7 +644,7 @@ bool start_round(TopKScanState* s, const TopKEmitter* em, int64 k) {
   }
   set_why(&place, route.why);
   make_cpu_topk(s, em, k);
-  return cache;
+  return kServiceCacheNone;
 }
 
 // Adds the session's trips into the node's totals.
@@ -693,13 +761,20 @@ void run_round(TopKScanState* s, int64 k, bool filter) {
   ++s->run_rounds;
   TopKEmitter em;
   compile_program(s, &em);
+  if (!s->partial && s->other_quals == NIL &&
+      topk_cache_usable(s->css.ss.ss_currentRelation, s->css.ss.ps.state->es_snapshot))
+    topk_cache_widen(s->css.ss.ss_currentRelation, &em);  // an entry holding more columns serves too
   s->round_em = &em;
   s->round_topk_k = k;
   s->round_filter = filter;
   s->cache = TOPK_CACHE_UNUSED;
-  if (gknn_topk_cache_mb == 0) topk_cache_reset();  // turned off: its memory goes
-  if (start_round(s, &em, k))
-    scan_with_cache(s, &em, -1);
+  ServiceTopKCacheProbe probe;
+  TopKVmRead vm;
+  const int use = start_round(s, &em, k, &probe, &vm);
+  if (use == kServiceCacheHit)
+    rank_from_cache(s, &em, &probe);
+  else if (use == kServiceCacheFill)
+    fill_cache(s, &em, vm);
   else
     scan_heap(s, &em, filter);
   uint64* ids = nullptr;

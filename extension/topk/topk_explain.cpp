@@ -4,7 +4,9 @@
 // ANALYZE where the rows were ranked (Ranked On: the GPU service's GPU or
 // CPU, or the backend's CPU and why), k, rows scanned and passing, batches,
 // the batches shipped to the service and its queue wait and service time,
-// bytes moved, GPU time, and a recheck's rounds and candidates. In a parallel plan the
+// bytes moved, GPU time, the table cache (hit, built or too large; rows
+// ranked from it, beside Rows Scanned from the heap; pages it had to check),
+// and a recheck's rounds and candidates. In a parallel plan the
 // lines are the leader's own (as Sort reports its method), followed by one
 // line (text) or group per worker.
 #include "topk_state.h"
@@ -74,6 +76,8 @@ void show_run(TopKScanState* s, ExplainState* es) {
     static const char* const use[] = {"", "hit", "built", "too large"};
     ExplainPropertyText("Table Cache", use[s->cache], es);
     ExplainPropertyInteger("Cached Rows", nullptr, s->cached_rows, es);
+    if (s->cache == TOPK_CACHE_HIT)
+      ExplainPropertyInteger("Cache Pages Checked", nullptr, s->cache_checked, es);
   }
   if (es->timing) {
     ExplainPropertyFloat("Scan Time", "ms", s->times.scan_ms, 3, es);

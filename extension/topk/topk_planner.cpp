@@ -232,12 +232,16 @@ void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, cons
   p->path.total_cost = p->path.startup_cost + rows * cpu_tuple_cost;
 }
 
-// Whether a serial GpuTopK over rel would use the table cache
-// (topk_cache.cpp): the GUC on, every qual compiled, a permanent heap table,
-// not SERIALIZABLE. The first query of a backend builds the cache (a scan);
-// the cost is that of the queries after it, as for an index image.
+// Whether a serial GpuTopK over rel would use the GPU service's table cache
+// (topk_cache.h): the GUC on, the service preloaded and used, every qual
+// compiled, a permanent heap table, not SERIALIZABLE. The first query of
+// the table's columns fills the entry (a scan); the cost is that of the
+// queries after it (the visibility map and the pages it does not vouch
+// for), as for an index image.
 bool cache_applies(PlannerInfo* root, RelOptInfo* rel, const QualSplit& q) {
-  if (gknn_topk_cache_mb <= 0 || q.other != NIL || IsolationIsSerializable()) return false;
+  if (gknn_topk_cache_mb <= 0 || !gknn_service_preloaded() || gknn_device_mode == GKNN_DEVICE_CPU ||
+      q.other != NIL || IsolationIsSerializable())
+    return false;
   HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(planner_rt_fetch(rel->relid, root)->relid));
   if (!HeapTupleIsValid(tup)) return false;
   const Form_pg_class c = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup));

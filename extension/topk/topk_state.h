@@ -48,7 +48,9 @@ struct TopKShared {
   TopKWorkerStats workers[FLEXIBLE_ARRAY_MEMBER];
 };
 
-// What the table cache did in a node's last scan (topk_cache.cpp).
+// What the GPU service's table cache did in a node's last scan
+// (topk_cache.h): ranked an entry's rows, filled a new entry, or gave the
+// fill up (over gknn.topk_cache_mb, or the service went away).
 enum TopKCacheUse { TOPK_CACHE_UNUSED, TOPK_CACHE_HIT, TOPK_CACHE_BUILT, TOPK_CACHE_TOO_LARGE };
 
 struct TopKScanState {
@@ -104,8 +106,9 @@ struct TopKScanState {
   ServiceTopKTrips trips;
   gknn::expr::TopKStats stats;
   TopKTimes times;
-  TopKCacheUse cache;  // the last scan's
-  int64 cached_rows;   // rows it ranked from the cache (or kept, when built)
+  TopKCacheUse cache;   // the last scan's
+  int64 cached_rows;    // rows it ranked from the cache (or kept, when built)
+  int64 cache_checked;  // heap pages whose LSN a hit checked
   // parallel execution (null when the node runs alone)
   TopKShared* shared;
   ParallelTableScanDesc pscan;
