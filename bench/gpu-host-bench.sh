@@ -24,6 +24,8 @@
 #   ivfpq-1m       bench/ivfpq/sql-bench.sh 1M x 128 (lists 1024, m 32)
 #   ivfpq-10m      bench/ivfpq/sql-bench.sh 10M x 96 (lists 4096, m 48), NQ=100
 #   topk           bench/topk/run.sh 10000000 (GKNN_DEVICE=gpu, REPS=3)
+#   topk-cache     bench/topk/run.sh 10000000 with the service's table cache
+#                  (CONFIGS=cache) and 16 clients at once (CLIENTS=16)
 #   topk-100m-load the 100M-row tweets table, kept (a step of its own: with
 #                  the queries it would not fit in one 10-minute call)
 #   topk-100m      bench/topk/run.sh 100000000 over the kept table: REPS=1,
@@ -90,6 +92,8 @@ step() {
     ivfpq-1m) sql_bench ivfpq-1m 1000000 128 1024 32 ;;
     ivfpq-10m) NQ=100 sql_bench ivfpq-10m 10000000 96 4096 48 ;;
     topk) use_server && GKNN_DEVICE=gpu REPS=${REPS:-3} bench/topk/run.sh 10000000 ;;
+    topk-cache) use_server && GKNN_DEVICE=gpu REPS=${REPS:-3} CONFIGS=cache CLIENTS=16 TAG=cache \
+      bench/topk/run.sh 10000000 ;;
     topk-100m-load) use_server && KEEP=1 LOAD_ONLY=1 GKNN_DEVICE=gpu bench/topk/run.sh 100000000 ;;
     topk-100m) use_server && KEEP=1 REPS=1 VEC_ROWS=0 CONFIGS=auto TAG=100m GKNN_DEVICE=gpu \
       bench/topk/run.sh 100000000 ;;

@@ -258,6 +258,15 @@ use() { echo "SELECT cache_use(\$\$$1\$\$)"; }                           # use Q
 set_cache_mb 64
 check "the table cache: the first query fills the entry, the next hits it (every row from the cache)" \
   equal "$(printf 'built 40000 40000\nhit 40000 0 0')" "$serial $(use "$cq1"); $(use "$cq1")"
+counted_ok() {  # a hit is one ranking in the service's counters, of the entry's rows
+  local b1 b2 a1 a2
+  read -r b1 b2 <<<"$(status "topk_batches || ' ' || topk_rows")"
+  sql -c "$serial $(use "$cq1")" >/dev/null || return 1
+  read -r a1 a2 <<<"$(status "topk_batches || ' ' || topk_rows")"
+  echo "topk_batches $b1 -> $a1, topk_rows $b2 -> $a2"
+  ((a1 == b1 + 1 && a2 == b2 + 40000))
+}
+check "gknn_service_status() counts a cache hit as one ranking of the entry's 40,000 rows" counted_ok
 bq="SELECT id FROM big ORDER BY b, id LIMIT 5"
 big_ok() { sql -c "VACUUM big" && equal "$(printf 'built 800000 800000\nhit 800000 0 0\nt')" "$serial $(use "$bq"); $(use "$bq"); $(same "$bq")"; }
 check "the table cache of a table with more blocks than a probe's payload (big: its map travels in the session's segment)" \

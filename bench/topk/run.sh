@@ -22,9 +22,17 @@
 #   parallel-cpu  as parallel, with gknn.device = cpu (every participant
 #             ranks on its own CPU; with gknn preloaded, parallel ranks in
 #             the GPU service)
-#   cache     auto with gknn.topk_cache_mb = CACHE_MB (16384): the table
-#             cache, built by the untimed first run (its time is reported
-#             on its own), hit by the timed ones
+#   cache     GpuTopK forced, serial (what the table cache serves): the
+#             server's gknn.topk_cache_mb is set to CACHE_MB (16384) and
+#             the table's entry filled by gknn_cache_table() before the
+#             queries (its time is reported on its own); needs gknn in
+#             shared_preload_libraries (the cache lives in the GPU service)
+# CLIENTS=N (unset: none) adds a concurrency table: each query run by N
+# sessions at once through pgbench for DURATION (5) seconds, PostgreSQL's
+# plan serial and with 2 workers per query (its default), and GpuTopK
+# under each of CONC_CONFIGS (default: cache if CONFIGS has it, else
+# serial); QPS side by side, with the service's GpuTopK batches per second
+# and rows ranked per query from gknn_service_status().
 # The tables are WAL-logged (the cache needs page LSNs) and vacuumed.
 # ("forced" only where the planner offers GpuTopK at all; the plan column
 # says what ran: GM(n) = Gather Merge with n workers launched).
@@ -133,9 +141,73 @@ run_config() {  # c query
     serial) time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" 0 ;;
     parallel) time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" "$WORKERS" ;;
     parallel-cpu) time_query "SET gknn.enable_topk = on; SET enable_sort = off; SET gknn.device = cpu" "$2" "$WORKERS" ;;
-    cache) time_query "SET gknn.enable_topk = on; SET gknn.topk_cache_mb = ${CACHE_MB:-16384}" "$2" "$WORKERS" ;;
+    cache) time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" 0 ;;
     *) echo "unknown configuration $1" >&2; exit 1 ;;
   esac
+}
+
+# The session settings of a configuration, as PGOPTIONS for pgbench.
+config_options() {  # c
+  local o="-c gknn.device=$DEVICE -c gknn.topk_min_rows=0"
+  case $1 in
+    pg-serial) echo "$o -c gknn.enable_topk=off -c max_parallel_workers_per_gather=0" ;;
+    pg-2) echo "$o -c gknn.enable_topk=off -c max_parallel_workers_per_gather=2" ;;
+    auto) echo "$o -c gknn.enable_topk=on -c max_parallel_workers_per_gather=$WORKERS" ;;
+    serial | cache) echo "$o -c gknn.enable_topk=on -c enable_sort=off -c max_parallel_workers_per_gather=0" ;;
+    parallel) echo "$o -c gknn.enable_topk=on -c enable_sort=off -c max_parallel_workers_per_gather=$WORKERS" ;;
+    *) echo "no concurrency settings for $1" >&2; exit 1 ;;
+  esac
+}
+
+# The service's GpuTopK counters: "batches rows" (0 0 without the service).
+topk_counters() {
+  q -c "SELECT coalesce((SELECT topk_batches || ' ' || topk_rows FROM gknn_service_status()), '0 0')" 2>/dev/null || echo "0 0"
+}
+
+# QPS of a query run by CLIENTS sessions at once for DURATION seconds under
+# a configuration: "qps<TAB>service batches per query<TAB>rows ranked in
+# the service per query".
+conc_qps() {  # c sql
+  local f log before after qps
+  f=$(mktemp) && log=$(mktemp)
+  printf '%s;\n' "$2" >"$f"
+  before=$(topk_counters)
+  PGOPTIONS=$(config_options "$1") pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "${DURATION:-5}" -f "$f" \
+    "${PGDATABASE:-postgres}" >"$log" 2>&1 || { cat "$log" >&2; rm -f "$f" "$log"; exit 1; }
+  after=$(topk_counters)
+  qps=$(awk '/^tps = / {print $3; exit}' "$log")
+  python3 -c "
+b, a, qps, t = [int(x) for x in '$before'.split()], [int(x) for x in '$after'.split()], float('$qps'), ${DURATION:-5}
+n = max(qps * t, 1)
+print('%.0f\t%.2f\t%.0f' % (qps, (a[0] - b[0]) / n, (a[1] - b[1]) / n))"
+  rm -f "$f" "$log"
+}
+
+# One query's concurrency row: PostgreSQL serial and with 2 workers, then
+# each of CONC_CONFIGS; the speedup is over the better PostgreSQL QPS.
+conc_row() {  # label sql
+  local s p c r best cells=''
+  s=$(conc_qps pg-serial "$2")
+  p=$(conc_qps pg-2 "$2")
+  best=$(python3 -c "print(max($(cut -f1 <<<"$s"), $(cut -f1 <<<"$p"), 1e-9))")
+  for c in "${CONC_CONFIGS[@]}"; do
+    r=$(conc_qps "$c" "$2")
+    cells+=$(printf ' %s | %.1f | %s | %s |' "$(cut -f1 <<<"$r")" "$(python3 -c "print($(cut -f1 <<<"$r") / $best)")" \
+      "$(cut -f2 <<<"$r")" "$(cut -f3 <<<"$r")")
+  done
+  printf '| %s | %s | %s |%s\n' "$1" "$(cut -f1 <<<"$s")" "$(cut -f1 <<<"$p")" "$cells" >>"$conc"
+}
+
+# The cache configuration: the server's budget, then the table's entry
+# filled ahead of the queries (timed; the fill is reported in the notes).
+fill_cache() {  # table columns
+  local t0 t1 rows
+  q -c "ALTER SYSTEM SET gknn.topk_cache_mb = ${CACHE_MB:-16384}" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+  t0=$(date +%s.%N)
+  rows=$(q -c "SELECT gknn_cache_table('$1', $2)")
+  t1=$(date +%s.%N)
+  printf '%s: gknn_cache_table filled %s rows in %.0f ms\n' "$1" "$rows" "$(python3 -c "print(($t1 - $t0) * 1000)")" >>"$fills"
 }
 
 # One query: PostgreSQL's plan as it chooses (workers by its log-of-size
@@ -167,6 +239,7 @@ row() {  # label, query, table, floor query
   printf '| %s | %s | %s | %s | %s | %s | %.1f |%s\n' "$1" "$(cut -f2 <<<"$b")" "$(cut -f1 <<<"$b")" \
     "$(cut -f2 <<<"$a")" "$(cut -f1 <<<"$a")" "$(cut -f1 <<<"$f")" "$(python3 -c "print($best / 5)")" "$cells" | tee -a "$out"
   printf '%s' "$notes" >>"$breakdown"
+  [ -z "${CLIENTS:-}" ] || conc_row "$1" "$2"
 }
 
 if [ "${LOAD_ONLY:-0}" = 1 ]; then
@@ -175,8 +248,17 @@ if [ "${LOAD_ONLY:-0}" = 1 ]; then
   exit 0
 fi
 
-breakdown=$(mktemp)
-trap 'rm -f "$breakdown"' EXIT
+breakdown=$(mktemp) conc=$(mktemp) fills=$(mktemp)
+trap 'rm -f "$breakdown" "$conc" "$fills"' EXIT
+has_cache=0
+for c in "${CONFIGS[@]}"; do [ "$c" = cache ] && has_cache=1; done
+if [ -n "${CONC_CONFIGS:-}" ]; then
+  read -r -a CONC_CONFIGS <<<"$CONC_CONFIGS"
+elif [ "$has_cache" = 1 ]; then
+  CONC_CONFIGS=(cache)
+else
+  CONC_CONFIGS=(serial)
+fi
 {
   echo "# GpuTopK benchmark, $(date +%F)"
   echo
@@ -197,6 +279,7 @@ trap 'rm -f "$breakdown"' EXIT
 for n in "${ROWS[@]}"; do
   make_tweets "$n"
   t=tweets_$n
+  [ "$has_cache" = 0 ] || fill_cache "$t" "ARRAY['id', 'tweet_time', 'retweet_count', 'likes_count', 'lang']"
   for sel in 0.1 0.25 0.5 0.75 1; do
     cut=$(q -c "SELECT timestamp '2020-01-01' + ($sel * $n * 3) * interval '1 second'")
     row "$n Q1 sel=$sel" "SELECT id FROM $t WHERE tweet_time < '$cut' ORDER BY retweet_count DESC LIMIT 50" "$t" \
@@ -216,6 +299,7 @@ if [ "$VEC_ROWS" -gt 0 ]; then
     -c "CREATE TABLE vecs (id int, emb vector($VEC_DIM))" \
     -c "INSERT INTO vecs SELECT g, (SELECT array_agg(random()::real) FROM generate_series(1, $VEC_DIM) WHERE g > 0)::vector FROM generate_series(1, $VEC_ROWS) g" \
     -c "VACUUM ANALYZE vecs"
+  [ "$has_cache" = 0 ] || fill_cache vecs "ARRAY['id', 'emb']"
   qv=$(q -c "SELECT emb FROM vecs WHERE id = 1")
   # The floor reads every vector (count(emb) only checks for NULL).
   row "vector $VEC_ROWS x $VEC_DIM k=10" "SELECT id FROM vecs ORDER BY emb <-> '$qv' LIMIT 10" vecs \
@@ -229,5 +313,25 @@ fi
   echo "| query | configuration | participants and time |"
   echo "|---|---|---|"
   cat "$breakdown"
+  if [ -s "$fills" ]; then
+    echo
+    echo "Table cache fills (gknn.topk_cache_mb = ${CACHE_MB:-16384}):"
+    echo
+    sed 's/^/- /' "$fills"
+  fi
+  if [ -n "${CLIENTS:-}" ]; then
+    echo
+    echo "$CLIENTS clients at once (pgbench, ${DURATION:-5} s each, QPS): PostgreSQL serial and with 2 workers per query; GpuTopK under ${CONC_CONFIGS[*]}, speedup over the better PostgreSQL QPS; batches and rows: the GPU service's GpuTopK launches and rows ranked, per query."
+    echo
+    header="| query | PostgreSQL serial QPS | PostgreSQL 2 workers QPS |"
+    rule="|---|---|---|"
+    for c in "${CONC_CONFIGS[@]}"; do
+      header+=" $c QPS | $c speedup | $c batches/query | $c rows/query |"
+      rule+="---|---|---|---|"
+    done
+    echo "$header"
+    echo "$rule"
+    cat "$conc"
+  fi
 } | tee -a "$out"
 echo "results: $out"

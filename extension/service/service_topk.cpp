@@ -489,10 +489,10 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
       topk_cache().abandon(&ss.cache);
     }
     if (s->kind == kTopKCacheRank) s->topk.cache_rows = ss.cache.rows;
-    if (s->kind == kTopKBatch) {
+    if (s->kind == kTopKBatch || s->kind == kTopKCacheRank) {  // a ranking: a heap batch or a cached entry
       SpinLockAcquire(&shared()->mutex);
       shared()->topk_batches++;
-      shared()->topk_rows += s->count;
+      shared()->topk_rows += s->kind == kTopKBatch ? s->count : static_cast<std::int64_t>(ss.cache.rows);
       SpinLockRelease(&shared()->mutex);
     } else if (s->kind == kTopKFinish) {
       const std::int64_t total = static_cast<std::int64_t>(ss.result.size());
