@@ -29,7 +29,8 @@
 #   topk-100m-load the 100M-row tweets table, kept (a step of its own: with
 #                  the queries it would not fit in one 10-minute call)
 #   topk-100m      bench/topk/run.sh 100000000 over the kept table: REPS=1,
-#                  gknn's planner choice only, no vector search
+#                  gknn's planner choice and the service's table cache,
+#                  no vector search
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu-host-bench.sh OUT STEP...}
@@ -95,7 +96,7 @@ step() {
     topk-cache) use_server && GKNN_DEVICE=gpu REPS=${REPS:-3} CONFIGS=cache CLIENTS=16 TAG=cache \
       bench/topk/run.sh 10000000 ;;
     topk-100m-load) use_server && KEEP=1 LOAD_ONLY=1 GKNN_DEVICE=gpu bench/topk/run.sh 100000000 ;;
-    topk-100m) use_server && KEEP=1 REPS=1 VEC_ROWS=0 CONFIGS=auto TAG=100m GKNN_DEVICE=gpu \
+    topk-100m) use_server && KEEP=1 REPS=1 VEC_ROWS=0 CONFIGS=cache TAG=100m GKNN_DEVICE=gpu \
       bench/topk/run.sh 100000000 ;;
     *) echo "unknown step $1" >&2; return 2 ;;
   esac
