@@ -74,6 +74,7 @@ cancel_ok() {
 terminate_while_queued() {
   local out=$1 pid
   shift
+  wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 100 || return 1
   pid=$(service_pid)
   kill -STOP "$pid"
   sql "$@" >"$out" 2>&1 &

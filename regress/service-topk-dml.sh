@@ -25,7 +25,9 @@ where=$([ "$on_cpu" = t ] && echo 'service CPU' || echo 'service GPU 0')
 
 sql >/dev/null <<'SQL'
 SELECT setseed(0.31);
-CREATE TABLE tw (id bigserial PRIMARY KEY, tweet_time timestamp, retweet_count int, likes_count int,
+-- id is int4: each ORDER BY key with id as the tie-break makes two key
+-- limbs, a shape a GPU service's kernels take (int8 takes two alone)
+CREATE TABLE tw (id serial PRIMARY KEY, tweet_time timestamp, retweet_count int, likes_count int,
                  lang int, e vector(4));
 CREATE FUNCTION fill(n int) RETURNS void LANGUAGE sql AS $$
   INSERT INTO tw (tweet_time, retweet_count, likes_count, lang, e)
