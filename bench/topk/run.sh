@@ -100,8 +100,9 @@ def breakdown(p):
     rank = sum(x.get("Rank Time", 0) for x in parts) / n
     gpu = sum(x.get("GPU Time", 0) for x in parts)
     mb = sum(x.get("Bytes To Device", 0) for x in parts) / 1e6
-    dev = "gpu" if any(x.get("Device", "cpu") != "cpu" for x in parts) else "cpu"
-    out = "%d x %s: scan+deform %.1f, rank %.1f" % (n, dev, scan, rank)
+    places = sorted(set(x.get("Ranked On", "?") for x in parts))
+    dev = "gpu" if any("GPU" in p for p in places) else "cpu"
+    out = "%d x %s: scan+deform %.1f, rank %.1f" % (n, " / ".join(places), scan, rank)
     if "Table Cache" in t:
         out += ", cache %s (%d rows)" % (t["Table Cache"], t["Cached Rows"])
     if dev == "gpu":

@@ -267,6 +267,26 @@ void check_resident(int device) {
       expect_same(again->result(), first->result());
       EXPECT_EQ(again->stats().rows_scanned, first->stats().rows_scanned);
       EXPECT_EQ(again->stats().rows_passed, first->stats().rows_passed);
+      // every batch kept, then ranked from the store alone (many kept batches
+      // in one call, none pushed)
+      std::unique_ptr<TopK> keeper = make(p, k);
+      keeper->keep_start(std::size_t(1) << 30);
+      std::mt19937_64 rng3(seed);
+      for (int i = 0; i < 6; ++i) {
+        BatchView& b = keeper->next_batch();
+        fill(b, 4000 - i * 7, i * 4000, rng3);
+        ASSERT_TRUE(keeper->push(err));
+      }
+      ASSERT_TRUE(keeper->finish(err));
+      std::unique_ptr<ResidentBatches> all(keeper->keep_stop());
+      ASSERT_TRUE(all);
+      std::unique_ptr<TopK> from_store = make(p, k);
+      ASSERT_TRUE(from_store->push_resident(*all, err));
+      ASSERT_TRUE(from_store->finish(err));
+      expect_same(from_store->result(), first->result());
+      EXPECT_EQ(from_store->stats().rows_scanned, first->stats().rows_scanned);
+      EXPECT_EQ(from_store->stats().rows_passed, first->stats().rows_passed);
+      EXPECT_EQ(from_store->stats().batches, 6);
       // a store over its limit is given up
       std::unique_ptr<TopK> small = make(p, k);
       small->keep_start(batch_bytes(kColumns, 4000));
