@@ -107,6 +107,10 @@ def breakdown(p):
         out += ", cache %s (%d rows)" % (t["Table Cache"], t["Cached Rows"])
     if dev == "gpu":
         out += ", GPU %.1f ms, %.0f MB to device" % (gpu, mb)
+    if any("Service Requests" in x for x in parts):
+        out += ", service: %d requests, queue %.1f ms, in service %.1f ms" % (
+            sum(x.get("Service Requests", 0) for x in parts), sum(x.get("Queue Wait Time", 0) for x in parts),
+            sum(x.get("Service Time", 0) for x in parts))
     return out
 text, dec, docs, pos = sys.stdin.read(), json.JSONDecoder(), [], 0
 while text[pos:].strip():

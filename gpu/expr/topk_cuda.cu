@@ -171,8 +171,6 @@ class GpuTopK final : public TopK {
       if (s.stop) cudaEventDestroy(s.stop);
       if (s.stream) cudaStreamDestroy(s.stream);
     }
-    cudaFree(resident_tops_);
-    cudaFree(resident_counters_);
     cudaFree(d_code_);
     cudaFree(d_consts_);
     cudaFree(d_const_nulls_);
@@ -217,69 +215,16 @@ class GpuTopK final : public TopK {
     return keep_.release();
   }
 
-  // Kept batches are on the device already: all of them are ranked back to
-  // back on one stream, each into its own k words, which come back in one
-  // copy and merge on the host in batch order. (One host round trip per
-  // batch, as pushed batches take, cost the 10M-row cache hit ~15 ms on the
-  // H200: bench/results/topk-H200-2026-11-27-cache.md.)
   bool push_resident(const ResidentBatches& r, EvalError& error) override {
     GKNN_CUDA(cudaSetDevice(device_));
     const ResidentStore& store = checked_store(r, device_, columns_);
-    const std::vector<BatchView>& views = store.views();
-    for (const BatchView& b : views)
+    for (const BatchView& b : store.views()) {
       if (b.n > capacity_) throw Error(ErrorCode::InvalidArgument, "top-k: resident batch over capacity");
-    complete(slots_[next_]);  // the pushed batches first, in push order
-    complete(slots_[1 - next_]);
-    if (failed_.kind != ErrorKind::None) return fail(error);
-    if (views.empty()) return true;
-    Slot& s = slots_[0];
-    const std::int64_t kk = std::max<std::int64_t>(k_, 1), nb = static_cast<std::int64_t>(views.size());
-    if (resident_words_ < nb * kk) {
-      cudaFree(resident_tops_);
-      resident_tops_ = nullptr;
-      resident_words_ = 0;
-      resident_tops_ = device_alloc<Word>(nb * kk);
-      resident_words_ = nb * kk;
-    }
-    if (resident_batches_ < nb) {
-      cudaFree(resident_counters_);
-      resident_counters_ = nullptr;
-      resident_batches_ = 0;
-      resident_counters_ = device_alloc<unsigned long long>(2 * nb);
-      resident_batches_ = nb;
-    }
-    std::vector<unsigned long long> counters(2 * nb);
-    for (std::int64_t i = 0; i < nb; ++i) counters[2 * i] = ~0ull;
-    GKNN_CUDA(cudaMemcpyAsync(resident_counters_, counters.data(), counters.size() * sizeof(counters[0]),
-                              cudaMemcpyHostToDevice, s.stream));
-    GKNN_CUDA(cudaEventRecord(s.start, s.stream));
-    for (std::int64_t i = 0; i < nb; ++i)
-      if (views[i].n > 0)
-        select::bitonic_topk<Word, true>(
-            RowLoader<Word>{view_, plan_, views[i], resident_counters_ + 2 * i}, views[i].n, kk,
-            resident_tops_ + i * kk, s.scratch, s.stream);
-    GKNN_CUDA(cudaEventRecord(s.stop, s.stream));
-    std::vector<Word> tops(nb * kk);
-    GKNN_CUDA(cudaMemcpyAsync(tops.data(), resident_tops_, tops.size() * sizeof(Word), cudaMemcpyDeviceToHost,
-                              s.stream));
-    GKNN_CUDA(cudaMemcpyAsync(counters.data(), resident_counters_, counters.size() * sizeof(counters[0]),
-                              cudaMemcpyDeviceToHost, s.stream));
-    GKNN_CUDA(cudaStreamSynchronize(s.stream));
-    float ms = 0;
-    GKNN_CUDA(cudaEventElapsedTime(&ms, s.start, s.stop));
-    stats_.device_ms += ms;
-    for (std::int64_t i = 0; i < nb; ++i) {
-      const BatchView& b = views[i];
-      stats_.rows_scanned += b.n;
-      ++stats_.batches;
-      if (b.n == 0) continue;
-      if (counters[2 * i] != ~0ull) {  // the first batch with a row that raised
-        s.resident = &b;
-        explain_error(s, static_cast<std::int64_t>(counters[2 * i]));
-        return fail(error);
-      }
-      stats_.rows_passed += static_cast<std::int64_t>(counters[2 * i + 1]);
-      merge(tops.data() + i * kk, std::min(k_, b.n));
+      Slot& s = slots_[next_];
+      complete(s);
+      next_ = 1 - next_;
+      if (failed_.kind != ErrorKind::None) return fail(error);
+      launch(s, &b);
     }
     return true;
   }
@@ -406,15 +351,12 @@ class GpuTopK final : public TopK {
     }
   }
 
-  void merge(Slot& s) { merge(s.top_host, s.take); }
-
-  // Folds a batch's `take` best words (ascending) into the running top-k.
-  void merge(const Word* top, std::int64_t take) {
+  void merge(Slot& s) {
     const std::size_t before = running_.size();
-    for (std::int64_t j = 0; j < take; ++j) {
-      if (top[j] == select::max_word<Word>()) break;  // fewer rows passed than k
+    for (std::int64_t j = 0; j < s.take; ++j) {
+      if (s.top_host[j] == select::max_word<Word>()) break;  // fewer rows passed than k
       Selected w;
-      from_word(top[j], w);
+      from_word(s.top_host[j], w);
       running_.push_back(w);
     }
     std::inplace_merge(running_.begin(), running_.begin() + before, running_.end(), selected_less);
@@ -434,10 +376,6 @@ class GpuTopK final : public TopK {
   int next_ = 0;
   int device_ = 0;
   std::unique_ptr<ResidentStore> keep_;
-  Word* resident_tops_ = nullptr;  // push_resident: k words per kept batch
-  std::int64_t resident_words_ = 0;
-  unsigned long long* resident_counters_ = nullptr;  // and its two counters
-  std::int64_t resident_batches_ = 0;
   std::vector<Selected> running_;
   TopKStats stats_;
   EvalError failed_;
