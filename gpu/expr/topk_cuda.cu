@@ -1,14 +1,16 @@
 // GpuTopK on the GPU. Two slots, each a pinned host batch, a device batch,
 // a stream and a result buffer, so the backend fills one batch while the
 // other is copied and ranked. Per batch: the columns are copied to the
-// device; bitonic top-k runs with a Loader that evaluates the shared
-// interpreter (interp.cuh) for each row at the SortReducer's input: the
-// row's packed word, or the sentinel when the qual is not true (filter and
-// ranking fused into the kernel, SIGMOD'18 §5); it selects the batch's k
-// smallest words; they come back and merge on the host into the running
-// top-k. A row that raises records its position (atomicMin: the first in
-// scan order); the host reruns that row on the CPU interpreter for the error
-// and its details.
+// device (a kept batch of the table cache is there already); row_words runs
+// the shared interpreter (interp.cuh) once per row, one row per thread: the
+// row's packed word, or the sentinel when the qual is not true; bitonic
+// top-k selects the batch's k smallest words; they come back and merge on
+// the host into the running top-k. A row that raises records its position
+// (atomicMin: the first in scan order); the host reruns that row on the CPU
+// interpreter for the error and its details. (The words used to be made
+// inside the sort's first pass, SIGMOD'18 §5's fused Loader, with no word
+// array; there the interpreter ran at a third of the occupancy and cost 3x
+// the time per row: bench/results/topk-H200-2026-11-27-cache.md.)
 #include <algorithm>
 #include <memory>
 #include <type_traits>
@@ -62,16 +64,10 @@ inline void from_word(const Limbs3& w, Selected& s) {
   for (int j = 0; j < 3; ++j) s.limbs[j] = w.w[j];
 }
 
-// The SortReducer's Loader (SIGMOD'18 §5): row i's qual and ranking
-// expression run right where the first bitonic kernel reads its input, so
-// no word array is written or read; a row whose qual is not true is the
-// sentinel, which never ranks ahead of a real row. The first bitonic stage
-// calls it exactly once per position, so it also counts the rows that passed
-// (one atomic per warp) and records the first row that raised.
-// Row i's word, or the sentinel; records the first row that raised. Not
-// inlined: the bitonic pipeline instantiates its kernels for every run
-// length, and one copy of the interpreter per word type keeps the build
-// (and the code size) bounded.
+// Row i's qual and ranking expression: its word, or the sentinel (which
+// never ranks ahead of a real row) when the qual is not true; records the
+// first row that raised. RowLoader calls it once per position, so it also
+// counts the rows that passed (one atomic per warp).
 template <typename Word>
 __device__ __noinline__ Word row_word(const ProgramView& p, const RowPlan& plan, const BatchView& b,
                                       std::int64_t i, unsigned long long* first_error) {
@@ -103,6 +99,16 @@ struct RowLoader {
   }
 };
 
+// Every row's word (or the sentinel), one row per thread: the interpreter
+// runs at full occupancy here (the sort's first pass holds a 64 KB tile per
+// block, three blocks per SM, and its per-row interpreter was stalled on
+// memory two thirds of the time: ncu on the H200, 2026-11-27).
+template <typename Word>
+__global__ void row_words(RowLoader<Word> load, std::int64_t n, Word* out) {
+  const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = load(i);
+}
+
 template <typename T>
 T* device_alloc(std::size_t count) {
   void* p = nullptr;
@@ -119,6 +125,7 @@ class GpuTopK final : public TopK {
     unsigned char* device = nullptr;  // device batch
     BatchView hview, dview;
     Word* scratch = nullptr;
+    Word* words = nullptr;  // the batch's row words
     Word* top = nullptr;                          // k words (device)
     Word* top_host = nullptr;                     // pinned
     unsigned long long* counters = nullptr;       // [first error position, passed rows] (device)
@@ -147,6 +154,7 @@ class GpuTopK final : public TopK {
       GKNN_CUDA(cudaEventCreate(&s.start));
       GKNN_CUDA(cudaEventCreate(&s.stop));
       s.scratch = device_alloc<Word>(select::bitonic_scratch_words(capacity_, kk));
+      s.words = device_alloc<Word>(capacity_);
       s.top = device_alloc<Word>(kk);
       GKNN_CUDA(
           cudaHostAlloc(reinterpret_cast<void**>(&s.top_host), kk * sizeof(Word), cudaHostAllocDefault));
@@ -162,6 +170,7 @@ class GpuTopK final : public TopK {
       if (s.stream) cudaStreamSynchronize(s.stream);
       cudaFree(s.device);
       cudaFree(s.scratch);
+      cudaFree(s.words);
       cudaFree(s.top);
       cudaFree(s.counters);
       cudaFreeHost(s.host);
@@ -287,9 +296,12 @@ class GpuTopK final : public TopK {
     if (n > 0) {
       // Every row is evaluated even for k = 0 (as on the CPU): the counts and
       // the errors a row raises must not depend on k.
-      select::bitonic_topk<Word, true>(
-          RowLoader<Word>{view_, plan_, resident ? *resident : s.dview, s.counters}, n,
-          std::max<std::int64_t>(k_, 1), s.top, s.scratch, s.stream);
+      constexpr int kThreads = 256;
+      row_words<Word><<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, s.stream>>>(
+          RowLoader<Word>{view_, plan_, resident ? *resident : s.dview, s.counters}, n, s.words);
+      GKNN_CUDA(cudaGetLastError());
+      select::bitonic_topk<Word, true>(select::WordLoader<Word>{s.words, n}, n, std::max<std::int64_t>(k_, 1),
+                                       s.top, s.scratch, s.stream);
       if (s.take > 0)
         GKNN_CUDA(
             cudaMemcpyAsync(s.top_host, s.top, s.take * sizeof(Word), cudaMemcpyDeviceToHost, s.stream));
