@@ -373,6 +373,28 @@ check "gknn_service_status() counts the cache's entries, bytes, budget (2 MB) an
 drop_ok() { sql -c "DROP TABLE ct2" && wait_for "(SELECT cache_entries = 1 FROM gknn_service_status())" 30; }
 check "DROP TABLE: its entry leaves the service at commit" drop_ok
 set_cache_mb 64
+# The planner prices a cached table by its visibility map, not its heap
+# pages: exact vector search over a cached table (5,700 pages) is GpuTopK
+# under PostgreSQL's default settings, hitting the cache (priced as heap
+# pages, the GPU session's setup cost made PostgreSQL's plan cheaper).
+planner_cache_ok() {
+  local out vq
+  sql >/dev/null <<'SQL' || return 1
+CREATE TABLE vt AS SELECT i AS id,
+  (SELECT array_agg(((i * 31 + j * 17) % 1000) / 10.0)::real[] FROM generate_series(1, 128) j)::vector(128) AS e
+  FROM generate_series(1, 80000) i;
+VACUUM ANALYZE vt;
+SELECT gknn_cache_table('vt', ARRAY['id', 'e']);
+SQL
+  vq="SELECT id FROM vt ORDER BY e <-> '$(sql -c "SELECT e FROM vt WHERE id = 7")', id LIMIT 10"
+  out=$(sql -c "SET max_parallel_workers_per_gather = 4" -c "SET gknn.topk_min_rows = 0" -c "$(use "$vq")" \
+    -c "SELECT relpages FROM pg_class WHERE relname = 'vt'" -c "SET max_parallel_workers_per_gather = 4; $(same "$vq")")
+  echo "$out"
+  [[ "$(sed -n 1p <<<"$out")" =~ ^hit\ 80000\  ]] && (($(sed -n 2p <<<"$out") > 5000)) && [ "$(sed -n 3p <<<"$out")" = t ]
+}
+check "the planner picks GpuTopK over a cached table (priced by its visibility map): exact vector search, a hit, PostgreSQL's answer" \
+  planner_cache_ok
+sql -c "DROP TABLE vt" >/dev/null
 
 # SIGKILL while four sessions wait: the postmaster resets the cluster; each
 # session ends with its answer or a clean error within seconds, none hangs.

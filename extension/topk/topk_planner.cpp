@@ -169,7 +169,8 @@ QualSplit split_quals(PlannerInfo* root, RelOptInfo* rel, TopKEmitter* em) {
 // Cost, in PostgreSQL's units, so that add_path compares it with
 // PostgreSQL's own plans:
 //   pages      seq_page_cost per heap page (as cost_seqscan; a parallel plan
-//              does not divide it, as cost_seqscan does not)
+//              does not divide it, as cost_seqscan does not); with the table
+//              cache, per visibility map page and page not all-visible
 //   rows       cpu_tuple_cost per heap row: the scan, deforming the program's
 //              columns and filling the batch (the CPU side, also on a GPU)
 //   program    cpu_operator_cost x ops x 0.5 per row on the CPU (ops: the
@@ -209,8 +210,15 @@ double parallel_divisor(int workers) {
 void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, const QualSplit& q, int ops,
                bool gpu, int workers, bool recheck, bool cached = false) {
   const double divisor = workers > 0 ? parallel_divisor(workers) : 1.0;
-  Cost startup = seq_page_cost * rel->pages;
-  // With the table cache, a page check instead of every row's scan and deform.
+  // With the table cache the heap's pages are not read: its visibility map
+  // is, and the pages the map does not vouch for (the part not all-visible,
+  // rel->allvisfrac, as index-only scans price theirs); a page check instead
+  // of every row's scan and deform. (Priced as heap pages, a cached 1M x 128
+  // vector table cost more than PostgreSQL's 16-worker plan, which the
+  // planner chose at 48 ms over the cache's 10.8 ms on the H200:
+  // bench/results/topk-H200-2026-11-27-cache-run4.md.)
+  const double vm_pages = ceil(rel->pages / double(topk_vm_span()));
+  Cost startup = seq_page_cost * (cached ? rel->pages * (1.0 - rel->allvisfrac) + vm_pages : rel->pages);
   Cost cpu = cached ? cpu_operator_cost * rel->pages : cpu_tuple_cost * rel->tuples;
   double per_row_ops = gpu ? 0.02 * ops : 0.5 * ops;
   cpu += cpu_operator_cost * per_row_ops * rel->tuples;
