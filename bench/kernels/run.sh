@@ -4,6 +4,7 @@
 #   7b    gknn_bench_rows 10000     batched rows (the Faiss paper's Fig 3)
 #   7d    gknn_bench_knn            exact kNN 1M x 128, 10000 queries, k = 100
 #         gknn_bench_knn sweep      the chooser's fused-vs-GEMM measurement
+#         gknn_bench_expr_topk      GpuTopK over kept batches (the table cache's ranking), 10M rows
 # Each prints its table last and writes bench/results/<name>-<device>-<date>.md.
 #
 #   bench/kernels/run.sh [BIN_DIR=build/cmake/bench/kernels]
@@ -21,4 +22,5 @@ rc=0
 "$bin/gknn_bench_rows" 10000 "$out/select-rows-$device-$date.md" || rc=1
 "$bin/gknn_bench_knn" 1000000 10000 "$out/knn-exact-$device-$date.md" || rc=1
 "$bin/gknn_bench_knn" sweep "$out/knn-chooser-$device-$date.md" || rc=1
+"$bin/gknn_bench_expr_topk" 10000000 5 "$out/expr-topk-kept-$device-$date.md" || rc=1
 exit $rc
