@@ -139,29 +139,33 @@ make_tweets() {
   q -c "VACUUM ANALYZE tweets_$n"
 }
 
-# Runs the configuration `c` of a query: "ms<TAB>plan<TAB>breakdown".
-run_config() {  # c query
+# A configuration's session settings, "name=value" pairs (after time_query's
+# own: gknn.device, the workers, gknn.topk_min_rows = 0). pg-serial and
+# pg-2 are PostgreSQL's side of the concurrency table.
+config_settings() {  # c
   case $1 in
-    auto) time_query "SET gknn.enable_topk = on" "$2" "$WORKERS" ;;
-    serial) time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" 0 ;;
-    parallel) time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" "$WORKERS" ;;
-    parallel-cpu) time_query "SET gknn.enable_topk = on; SET enable_sort = off; SET gknn.device = cpu" "$2" "$WORKERS" ;;
-    cache) time_query "SET gknn.enable_topk = on; SET enable_sort = off" "$2" 0 ;;
+    pg-serial) echo "gknn.enable_topk=off max_parallel_workers_per_gather=0" ;;
+    pg-2) echo "gknn.enable_topk=off max_parallel_workers_per_gather=2" ;;
+    auto) echo "gknn.enable_topk=on max_parallel_workers_per_gather=$WORKERS" ;;
+    serial | cache) echo "gknn.enable_topk=on enable_sort=off max_parallel_workers_per_gather=0" ;;
+    parallel) echo "gknn.enable_topk=on enable_sort=off max_parallel_workers_per_gather=$WORKERS" ;;
+    parallel-cpu) echo "gknn.enable_topk=on enable_sort=off max_parallel_workers_per_gather=$WORKERS gknn.device=cpu" ;;
     *) echo "unknown configuration $1" >&2; exit 1 ;;
   esac
 }
 
-# The session settings of a configuration, as PGOPTIONS for pgbench.
+# Runs the configuration `c` of a query: "ms<TAB>plan<TAB>breakdown".
+run_config() {  # c query
+  local settings='' kv
+  for kv in $(config_settings "$1"); do settings+="SET ${kv%%=*} = '${kv#*=}'; "; done
+  time_query "$settings" "$2"
+}
+
+# The same settings as PGOPTIONS, for pgbench's sessions.
 config_options() {  # c
-  local o="-c gknn.device=$DEVICE -c gknn.topk_min_rows=0"
-  case $1 in
-    pg-serial) echo "$o -c gknn.enable_topk=off -c max_parallel_workers_per_gather=0" ;;
-    pg-2) echo "$o -c gknn.enable_topk=off -c max_parallel_workers_per_gather=2" ;;
-    auto) echo "$o -c gknn.enable_topk=on -c max_parallel_workers_per_gather=$WORKERS" ;;
-    serial | cache) echo "$o -c gknn.enable_topk=on -c enable_sort=off -c max_parallel_workers_per_gather=0" ;;
-    parallel) echo "$o -c gknn.enable_topk=on -c enable_sort=off -c max_parallel_workers_per_gather=$WORKERS" ;;
-    *) echo "no concurrency settings for $1" >&2; exit 1 ;;
-  esac
+  local o="-c gknn.device=$DEVICE -c gknn.topk_min_rows=0" kv
+  for kv in $(config_settings "$1"); do o+=" -c $kv"; done
+  echo "$o"
 }
 
 # The service's GpuTopK counters: "batches rows" (0 0 without the service).
@@ -203,12 +207,10 @@ conc_row() {  # label sql
   printf '| %s | %s | %s |%s\n' "$1" "$(cut -f1 <<<"$s")" "$(cut -f1 <<<"$p")" "$cells" >>"$conc"
 }
 
-# The cache configuration: the server's budget, then the table's entry
-# filled ahead of the queries (timed; the fill is reported in the notes).
+# The cache configuration: the table's entry filled ahead of the queries
+# (timed; the fill is reported in the notes), under the budget set below.
 fill_cache() {  # table columns
   local t0 t1 rows
-  q -c "ALTER SYSTEM SET gknn.topk_cache_mb = ${CACHE_MB:-16384}" -c "SELECT pg_reload_conf()" >/dev/null
-  sleep 1
   t0=$(date +%s.%N)
   rows=$(q -c "SELECT gknn_cache_table('$1', $2)")
   t1=$(date +%s.%N)
@@ -254,9 +256,19 @@ if [ "${LOAD_ONLY:-0}" = 1 ]; then
 fi
 
 breakdown=$(mktemp) conc=$(mktemp) fills=$(mktemp)
-trap 'rm -f "$breakdown" "$conc" "$fills"' EXIT
 has_cache=0
 for c in "${CONFIGS[@]}"; do [ "$c" = cache ] && has_cache=1; done
+# The cache's budget is the server's (SIGHUP): set for this run, reset at
+# its end, so later benchmarks on the same server run without it.
+set_cache_budget() {  # SQL value, or DEFAULT
+  q -c "ALTER SYSTEM SET gknn.topk_cache_mb = $1" -c "SELECT pg_reload_conf()" >/dev/null && sleep 1
+}
+on_exit() {
+  rm -f "$breakdown" "$conc" "$fills"
+  [ "$has_cache" = 0 ] || set_cache_budget DEFAULT
+}
+trap on_exit EXIT
+[ "$has_cache" = 0 ] || set_cache_budget "${CACHE_MB:-16384}"
 if [ -n "${CONC_CONFIGS:-}" ]; then
   read -r -a CONC_CONFIGS <<<"$CONC_CONFIGS"
 elif [ "$has_cache" = 1 ]; then
