@@ -83,14 +83,19 @@ SortKey key(const Asm& a, int begin, Type t, bool desc) {
   return k;
 }
 
-Program q1(std::int64_t rows) {
-  Asm a;
-  a.col(0, Type::Timestamp).i(rows / 2 * 3000000).op(Op::Lt, Type::I64);
+// The code in `a` so far as the qual, then ORDER BY retweet_count DESC.
+Program by_retweets(Asm& a) {
   a.p.qual = Segment{0, a.here()};
   const int b = a.here();
   a.col(1, Type::I32);
   a.p.keys.push_back(key(a, b, Type::I32, true));
   return a.p;
+}
+
+Program q1(std::int64_t rows) {
+  Asm a;
+  a.col(0, Type::Timestamp).i(rows / 2 * 3000000).op(Op::Lt, Type::I64);
+  return by_retweets(a);
 }
 
 Program q2() {
@@ -113,11 +118,7 @@ Program q3() {
       .i(2)
       .op(Op::Eq, Type::I64)
       .op(Op::Or, Type::Bool);
-  a.p.qual = Segment{0, a.here()};
-  const int b = a.here();
-  a.col(1, Type::I32);
-  a.p.keys.push_back(key(a, b, Type::I32, true));
-  return a.p;
+  return by_retweets(a);
 }
 
 Program vq() {

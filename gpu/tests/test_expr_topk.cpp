@@ -231,6 +231,16 @@ void check_resident(int device) {
     return std::unique_ptr<TopK>(device >= 0 ? make_topk_gpu(p, kColumns, 4000, k, device)
                                              : make_topk_cpu(p, kColumns, 4000, k));
   };
+  // Pushes batches 0 .. count - 1 of the seeded sequence (batch i: 4000 - 7i rows).
+  auto push_batches = [](TopK& t, std::uint64_t seed, int count) {
+    std::mt19937_64 rng(seed);
+    EvalError err;
+    for (int i = 0; i < count; ++i) {
+      BatchView& b = t.next_batch();
+      fill(b, 4000 - i * 7, i * 4000, rng);
+      ASSERT_TRUE(t.push(err));
+    }
+  };
   for (int variant = 0; variant < 4; ++variant)
     for (std::int64_t k : {1, 10, 500}) {
       SCOPED_TRACE(::testing::Message() << "device " << device << " variant " << variant << " k " << k);
@@ -256,12 +266,7 @@ void check_resident(int device) {
       EXPECT_EQ(kept->device(), device);
       // batches 0-3 pushed again, 4-5 from the store
       std::unique_ptr<TopK> again = make(p, k);
-      std::mt19937_64 rng2(seed);
-      for (int i = 0; i < 4; ++i) {
-        BatchView& b = again->next_batch();
-        fill(b, 4000 - i * 7, i * 4000, rng2);
-        ASSERT_TRUE(again->push(err));
-      }
+      ASSERT_NO_FATAL_FAILURE(push_batches(*again, seed, 4));
       ASSERT_TRUE(again->push_resident(*kept, err));
       ASSERT_TRUE(again->finish(err));
       expect_same(again->result(), first->result());
@@ -271,12 +276,7 @@ void check_resident(int device) {
       // in one call, none pushed)
       std::unique_ptr<TopK> keeper = make(p, k);
       keeper->keep_start(std::size_t(1) << 30);
-      std::mt19937_64 rng3(seed);
-      for (int i = 0; i < 6; ++i) {
-        BatchView& b = keeper->next_batch();
-        fill(b, 4000 - i * 7, i * 4000, rng3);
-        ASSERT_TRUE(keeper->push(err));
-      }
+      ASSERT_NO_FATAL_FAILURE(push_batches(*keeper, seed, 6));
       ASSERT_TRUE(keeper->finish(err));
       std::unique_ptr<ResidentBatches> all(keeper->keep_stop());
       ASSERT_TRUE(all);
