@@ -102,9 +102,13 @@ struct RowLoader {
 // Every row's word (or the sentinel), one row per thread: the interpreter
 // runs at full occupancy here (the sort's first pass holds a 64 KB tile per
 // block, three blocks per SM, and its per-row interpreter was stalled on
-// memory two thirds of the time: ncu on the H200, 2026-11-27).
+// memory two thirds of the time: ncu on the H200, 2026-11-27). The loader
+// (1.4 KB: the batch's 32 column views) stays in the parameter space
+// (__grid_constant__): passed by value to the non-inlined row_word, every
+// thread copied it to local memory first, 6x the kernel's time
+// (bench/results/expr-topk-H200-2026-11-27.md).
 template <typename Word>
-__global__ void row_words(RowLoader<Word> load, std::int64_t n, Word* out) {
+__global__ void row_words(const __grid_constant__ RowLoader<Word> load, std::int64_t n, Word* out) {
   const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
   if (i < n) out[i] = load(i);
 }
