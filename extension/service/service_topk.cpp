@@ -115,8 +115,9 @@ void ensure_state() {
 }
 
 // Working memory of a session's TopK on a GPU (gpu/expr/topk_cuda.cu): two
-// slots, each a batch in pinned host memory and on the device, the
-// selection's scratch (about four words per row) and k words on both sides.
+// slots, each a batch in pinned host memory and on the device, a word per
+// position and the selection's scratch (under one more: two words per
+// position), and k words on both sides.
 // On the CPU: one batch and the k rows kept.
 std::int64_t session_bytes(const Session& ss) {
   const std::int64_t batch =
@@ -124,7 +125,14 @@ std::int64_t session_bytes(const Session& ss) {
   const std::int64_t word = 8 * (ss.program.key_limbs() + 1);
   const std::int64_t kept = word * std::min<std::int64_t>(std::max<std::int64_t>(ss.head.k, 1), 1 << 24);
   if (ss.device < 0) return batch + 2 * kept;
-  return 2 * (2 * batch + 4 * word * ss.head.capacity + 2 * kept);
+  // A cache hit ranks its kept batches in groups (gknn/expr.h), each position
+  // with its word
+  const std::int64_t positions =
+      ss.head.cache ? std::max(ss.head.capacity, gknn::expr::kKeptGroupPositions) : ss.head.capacity;
+  // and each vector distance it computes ahead of the rows (8 bytes each).
+  std::int64_t distances = 0;
+  for (const gknn::expr::Instr& in : ss.program.code) distances += in.op == gknn::expr::Op::VecDist ? 8 : 0;
+  return 2 * (2 * batch + (2 * word + distances) * positions + 2 * kept);
 }
 
 // --- the executor's part (no PostgreSQL) ---------------------------------------

@@ -326,6 +326,11 @@ GKNN_EXPR_HD void load_column(const ColumnView& c, std::int64_t row, Value& v) {
 constexpr int kMetricPositiveIp = 4;
 constexpr int kMetricConstFirst = 0x80;  // the constant is the left operand (error message order)
 
+// Which VecDist a column's precomputed distances are for (ColumnView::dist_key).
+GKNN_EXPR_HD std::int32_t distance_key(const Instr& in) {
+  return static_cast<std::int32_t>(in.aux) << 8 | (in.type & 0x7f);
+}
+
 GKNN_EXPR_HD ErrorKind vec_dist(const ProgramView& p, const BatchView& b, const Instr& in, std::int64_t row,
                                 Value& out, bool& null, std::int32_t* detail) {
   const ColumnView& c = b.column[in.arg];
@@ -343,7 +348,9 @@ GKNN_EXPR_HD ErrorKind vec_dist(const ProgramView& p, const BatchView& b, const 
     return ErrorKind::VectorDims;
   }
   const float* x = static_cast<const float*>(c.data) + row * static_cast<std::int64_t>(c.dim);
-  if (metric == kMetricPositiveIp)
+  if (c.dist && c.dist_key == distance_key(in))
+    out.f = c.dist[row];  // the same value, summed by 8 threads
+  else if (metric == kMetricPositiveIp)
     out.f = static_cast<double>(inner_product(x, q, rdim));
   else
     out.f = distance(static_cast<Metric>(metric), x, q, rdim);

@@ -12,6 +12,7 @@
 // array; there the interpreter ran at a third of the occupancy and cost 3x
 // the time per row: bench/results/topk-H200-2026-11-27-cache.md.)
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "expr/resident_store.h"
 #include "expr/row_key.cuh"
 #include "expr/selected_order.h"
+#include "expr/vector_distances.cuh"
 #include "gknn/error.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
@@ -64,60 +66,86 @@ inline void from_word(const Limbs3& w, Selected& s) {
   for (int j = 0; j < 3; ++j) s.limbs[j] = w.w[j];
 }
 
-// Row i's qual and ranking expression: its word, or the sentinel (which
-// never ranks ahead of a real row) when the qual is not true; records the
-// first row that raised. RowLoader calls it once per position, so it also
-// counts the rows that passed (one atomic per warp).
+// One row's qual and ranking expression: its word, or the sentinel (which
+// never ranks ahead of a real row) when the qual is not true; a row that
+// raises records `position` (the first in scan order wins).
 template <typename Word>
 __device__ __noinline__ Word row_word(const ProgramView& p, const RowPlan& plan, const BatchView& b,
-                                      std::int64_t i, unsigned long long* first_error) {
+                                      std::int64_t row, std::int64_t position,
+                                      unsigned long long* first_error) {
   Word w = select::max_word<Word>();
   bool passed = false;
   std::uint64_t limbs[kMaxKeyLimbs + 1];
   std::int32_t detail[2];
-  const ErrorKind e = eval_row(p, plan, b, i, passed, limbs, detail);
+  const ErrorKind e = eval_row(p, plan, b, row, passed, limbs, detail);
   if (e != ErrorKind::None)
-    atomicMin(first_error, static_cast<unsigned long long>(i));
+    atomicMin(first_error, static_cast<unsigned long long>(position));
   else if (passed)
     to_word(limbs, w);
   return w;
 }
 
-template <typename Word>
-struct RowLoader {
+// A launch's batches (device views) and what every row needs.
+struct RowsLaunch {
   ProgramView p;
   RowPlan plan;
-  BatchView b;
+  const BatchView* views;
+  std::int64_t stride;  // positions per batch: the largest batch's rows
+  int blocks_per_batch;
   unsigned long long* counters;  // [first error position, rows passed]
-  __device__ Word operator()(std::int64_t i) const {
-    const Word w = i < b.n ? row_word<Word>(p, plan, b, i, counters) : select::max_word<Word>();
-    const bool passed = !(w == select::max_word<Word>());
-    const unsigned active = __activemask();
-    const unsigned mask = __ballot_sync(active, passed);
-    if (mask != 0 && (threadIdx.x & 31) == unsigned(__ffs(active) - 1)) atomicAdd(counters + 1, __popc(mask));
-    return w;
+};
+
+// Every row's word (or the sentinel), one row per thread, for all the
+// launch's batches at once: block b takes rows of views[b / blocks_per_batch]
+// and row r of batch j is position j * stride + r (sentinels pad a shorter
+// batch), so a whole group of kept batches is one launch and one top-k. The
+// interpreter runs at full occupancy here (the sort's first pass holds a 64 KB
+// tile per block, three blocks per SM, and its per-row interpreter was stalled
+// on memory two thirds of the time: ncu on the H200, 2026-11-27). The
+// launch's description stays in the parameter space (__grid_constant__):
+// passed by value to the non-inlined row_word, every thread copied its batch
+// view (1.4 KB) to local memory first, 6x the kernel's time
+// (bench/results/expr-topk-H200-2026-11-27.md).
+template <typename Word>
+__global__ void row_words(const __grid_constant__ RowsLaunch l, Word* out) {
+  const std::int64_t batch = blockIdx.x / l.blocks_per_batch;
+  const std::int64_t row = (blockIdx.x % l.blocks_per_batch) * std::int64_t(blockDim.x) + threadIdx.x;
+  if (row >= l.stride) return;
+  const BatchView& b = l.views[batch];
+  const std::int64_t position = batch * l.stride + row;
+  const Word w =
+      row < b.n ? row_word<Word>(l.p, l.plan, b, row, position, l.counters) : select::max_word<Word>();
+  // The rows that passed, one atomic per warp.
+  const unsigned active = __activemask();
+  const unsigned mask = __ballot_sync(active, !(w == select::max_word<Word>()));
+  if (mask != 0 && (threadIdx.x & 31) == unsigned(__ffs(active) - 1)) atomicAdd(l.counters + 1, __popc(mask));
+  out[position] = w;
+}
+
+// Device memory from the stream-ordered pool (kept by keep_pool_memory): a
+// query's TopK takes and frees its buffers without a real allocation or the
+// wait of cudaFree for the whole device (every other session's work in the
+// GPU service).
+template <typename T>
+struct PoolArray {
+  T* p = nullptr;
+  std::size_t count = 0;
+  void hold(std::size_t n, cudaStream_t s) {  // room for n; the contents are not kept
+    if (n <= count) return;
+    release(s);
+    GKNN_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&p), std::max<std::size_t>(n, 1) * sizeof(T), s));
+    count = n;
+  }
+  void release(cudaStream_t s) {
+    if (p) cudaFreeAsync(p, s);
+    p = nullptr;
+    count = 0;
   }
 };
 
-// Every row's word (or the sentinel), one row per thread: the interpreter
-// runs at full occupancy here (the sort's first pass holds a 64 KB tile per
-// block, three blocks per SM, and its per-row interpreter was stalled on
-// memory two thirds of the time: ncu on the H200, 2026-11-27). The loader
-// (1.4 KB: the batch's 32 column views) stays in the parameter space
-// (__grid_constant__): passed by value to the non-inlined row_word, every
-// thread copied it to local memory first, 6x the kernel's time
-// (bench/results/expr-topk-H200-2026-11-27.md).
-template <typename Word>
-__global__ void row_words(const __grid_constant__ RowLoader<Word> load, std::int64_t n, Word* out) {
-  const std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = load(i);
-}
-
-template <typename T>
-T* device_alloc(std::size_t count) {
-  void* p = nullptr;
-  if (count) GKNN_CUDA(cudaMalloc(&p, count * sizeof(T)));
-  return static_cast<T*>(p);
+// Pinned host memory for at least `bytes` (contents not kept).
+inline void hold_pinned(PinnedBlock& b, std::size_t bytes) {
+  if (b.size() < bytes) b = PinnedBlock(bytes);
 }
 
 template <typename Word>
@@ -125,19 +153,23 @@ class GpuTopK final : public TopK {
   struct Slot {
     cudaStream_t stream = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
-    unsigned char* host = nullptr;    // pinned batch
-    unsigned char* device = nullptr;  // device batch
+    PinnedBlock host;                 // the batch the caller fills
+    PoolArray<unsigned char> device;  // its device copy
     BatchView hview, dview;
-    Word* scratch = nullptr;
-    Word* words = nullptr;  // the batch's row words
-    Word* top = nullptr;                          // k words (device)
-    Word* top_host = nullptr;                     // pinned
-    unsigned long long* counters = nullptr;       // [first error position, passed rows] (device)
-    unsigned long long* counters_host = nullptr;  // pinned
+    PoolArray<Word> scratch, words;  // the launch's row words and the sort's space
+    PoolArray<BatchView> views;      // the launch's batches
+    PinnedBlock views_host;
+    PoolArray<double> dists;         // the launch's vector distances (DistanceJob order)
+    std::vector<BatchView> batches;  // the launch's batches, device views
+    bool kept = false;               // kept batches (no host copy)
+    std::int64_t stride = 0;         // positions per batch
+    PoolArray<Word> top;             // k words
+    PinnedBlock top_host;
+    PoolArray<unsigned long long> counters;  // [first error position, passed rows]
+    PinnedBlock counters_host;
     std::int64_t take = 0;
     bool pending = false;
-    std::int64_t n = 0;                   // rows of the batch in flight
-    const BatchView* resident = nullptr;  // its device view when kept, not copied
+    std::int64_t n = 0;  // rows of the launch in flight
   };
 
  public:
@@ -150,44 +182,44 @@ class GpuTopK final : public TopK {
     device_ = device;
     validate(program_, columns_);
     GKNN_CUDA(cudaSetDevice(device));
+    keep_pool_memory(device);
     plan_ = row_plan(program_);
-    upload_program();
+    jobs_ = distance_jobs(program_);
     const std::int64_t kk = std::max<std::int64_t>(k_, 1);
     for (Slot& s : slots_) {
       GKNN_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
       GKNN_CUDA(cudaEventCreate(&s.start));
       GKNN_CUDA(cudaEventCreate(&s.stop));
-      s.scratch = device_alloc<Word>(select::bitonic_scratch_words(capacity_, kk));
-      s.words = device_alloc<Word>(capacity_);
-      s.top = device_alloc<Word>(kk);
-      GKNN_CUDA(
-          cudaHostAlloc(reinterpret_cast<void**>(&s.top_host), kk * sizeof(Word), cudaHostAllocDefault));
-      s.counters = device_alloc<unsigned long long>(2);
-      GKNN_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.counters_host), 2 * sizeof(unsigned long long),
-                              cudaHostAllocDefault));
+      hold_positions(s, capacity_);
+      s.top.hold(kk, s.stream);
+      hold_pinned(s.top_host, kk * sizeof(Word));
+      s.counters.hold(2, s.stream);
+      hold_pinned(s.counters_host, 2 * sizeof(unsigned long long));
     }
+    upload_program();
   }
 
   ~GpuTopK() override {
     cudaSetDevice(device_);
     for (Slot& s : slots_) {
-      if (s.stream) cudaStreamSynchronize(s.stream);
-      cudaFree(s.device);
-      cudaFree(s.scratch);
-      cudaFree(s.words);
-      cudaFree(s.top);
-      cudaFree(s.counters);
-      cudaFreeHost(s.host);
-      cudaFreeHost(s.top_host);
-      cudaFreeHost(s.counters_host);
+      if (!s.stream) continue;
+      cudaStreamSynchronize(s.stream);  // before its pinned blocks go back to the pool
+      for (PoolArray<Word>* a : {&s.scratch, &s.words, &s.top}) a->release(s.stream);
+      s.device.release(s.stream);
+      s.counters.release(s.stream);
+      s.views.release(s.stream);
+      s.dists.release(s.stream);
       if (s.start) cudaEventDestroy(s.start);
       if (s.stop) cudaEventDestroy(s.stop);
-      if (s.stream) cudaStreamDestroy(s.stream);
     }
-    cudaFree(d_code_);
-    cudaFree(d_consts_);
-    cudaFree(d_const_nulls_);
-    cudaFree(d_vectors_);
+    if (cudaStream_t st = slots_[0].stream) {
+      code_.release(st);
+      consts_.release(st);
+      const_nulls_.release(st);
+      vectors_.release(st);
+    }
+    for (Slot& s : slots_)
+      if (s.stream) cudaStreamDestroy(s.stream);
   }
 
   // Each call selects the object's device first: the caller's thread may
@@ -195,14 +227,15 @@ class GpuTopK final : public TopK {
   // device).
   BatchView& next_batch() override {
     GKNN_CUDA(cudaSetDevice(device_));
+    flush_kept();  // kept batches queued before rank first
     Slot& s = slots_[next_];
     complete(s);
-    if (!s.host) {  // on first use: ranking only kept batches needs none
+    if (!s.device.p) {  // on first use: ranking only kept batches needs none
       const std::size_t bytes = batch_bytes(columns_, capacity_);
-      GKNN_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.host), bytes, cudaHostAllocDefault));
-      s.device = device_alloc<unsigned char>(bytes);
-      layout_batch(s.hview, columns_, capacity_, s.host);
-      layout_batch(s.dview, columns_, capacity_, s.device);
+      hold_pinned(s.host, bytes);
+      s.device.hold(bytes, s.stream);
+      layout_batch(s.hview, columns_, capacity_, pinned_as<unsigned char>(s.host));
+      layout_batch(s.dview, columns_, capacity_, s.device.p);
     }
     s.hview.n = 0;
     return s.hview;
@@ -213,8 +246,9 @@ class GpuTopK final : public TopK {
     Slot& s = slots_[next_];
     next_ = 1 - next_;
     if (failed_.kind != ErrorKind::None) return fail(error);
-    launch(s, nullptr);
-    if (keep_ && !keep_->add(s.device, capacity_, s.hview.n, s.stream)) keep_.reset();
+    s.dview.n = s.hview.n;
+    launch(s, {s.dview}, false);
+    if (keep_ && !keep_->add(s.device.p, capacity_, s.hview.n, s.stream)) keep_.reset();
     return true;
   }
 
@@ -228,22 +262,28 @@ class GpuTopK final : public TopK {
     return keep_.release();
   }
 
+  // Kept batches are queued and ranked in groups of up to
+  // kKeptGroupPositions positions: per group one row_words launch and one
+  // top-k, instead of a launch, a top-k and a host merge per batch (a 10M-row
+  // cache hit was 53 of each: bench/results/expr-topk-H200-2026-11-27.md).
   bool push_resident(const ResidentBatches& r, EvalError& error) override {
     GKNN_CUDA(cudaSetDevice(device_));
     const ResidentStore& store = checked_store(r, device_, columns_);
+    const std::int64_t group = std::max(capacity_, kKeptGroupPositions);
     for (const BatchView& b : store.views()) {
       if (b.n > capacity_) throw Error(ErrorCode::InvalidArgument, "top-k: resident batch over capacity");
-      Slot& s = slots_[next_];
-      complete(s);
-      next_ = 1 - next_;
+      const std::int64_t stride = std::max(kept_stride_, b.n);
+      if (!kept_.empty() && static_cast<std::int64_t>(kept_.size() + 1) * stride > group) flush_kept();
       if (failed_.kind != ErrorKind::None) return fail(error);
-      launch(s, &b);
+      kept_.push_back(b);
+      kept_stride_ = std::max(kept_stride_, b.n);
     }
     return true;
   }
 
   bool finish(EvalError& error) override {
     GKNN_CUDA(cudaSetDevice(device_));
+    flush_kept();
     // In push order: the older slot first.
     complete(slots_[next_]);
     complete(slots_[1 - next_]);
@@ -260,57 +300,120 @@ class GpuTopK final : public TopK {
     return false;
   }
 
-  template <typename T>
-  T* upload(const std::vector<T>& v) {
-    T* d = device_alloc<T>(v.size());
-    if (!v.empty()) GKNN_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-  }
-
+  // The program's arrays, staged in one pinned block and copied on the
+  // first slot's stream, which is waited for: both slots' kernels read them.
   void upload_program() {
-    d_code_ = upload(program_.code);
-    d_consts_ = upload(program_.consts);
-    d_const_nulls_ = upload(program_.const_nulls);
-    d_vectors_ = upload(program_.vectors);
-    view_ = ProgramView{d_code_, d_consts_, d_const_nulls_, d_vectors_};
+    cudaStream_t st = slots_[0].stream;
+    const std::size_t bytes = program_.code.size() * sizeof(Instr) + program_.consts.size() * sizeof(Value) +
+                              program_.const_nulls.size() + program_.vectors.size() * sizeof(float) + 64;
+    PinnedBlock staging(bytes);
+    std::size_t at = 0;
+    auto put = [&](auto& array, const auto& v) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      array.hold(v.size(), st);
+      if (v.empty()) return;
+      at = (at + 15) / 16 * 16;
+      unsigned char* from = pinned_as<unsigned char>(staging) + at;
+      std::memcpy(from, v.data(), v.size() * sizeof(T));
+      at += v.size() * sizeof(T);
+      GKNN_CUDA(cudaMemcpyAsync(array.p, from, v.size() * sizeof(T), cudaMemcpyHostToDevice, st));
+    };
+    put(code_, program_.code);
+    put(consts_, program_.consts);
+    put(const_nulls_, program_.const_nulls);
+    put(vectors_, program_.vectors);
+    GKNN_CUDA(cudaStreamSynchronize(st));
+    view_ = ProgramView{code_.p, consts_.p, const_nulls_.p, vectors_.p};
   }
 
-  // Ranks the slot's batch (copied from its pinned host batch) or, given
-  // `resident`, a kept batch already on the device.
-  void launch(Slot& s, const BatchView* resident) {
-    const std::int64_t n = resident ? resident->n : s.hview.n;
+  // Word and sort space for `positions` (the slot is idle).
+  void hold_positions(Slot& s, std::int64_t positions) {
+    s.scratch.hold(select::bitonic_scratch_words(positions, std::max<std::int64_t>(k_, 1)), s.stream);
+    s.words.hold(positions, s.stream);
+  }
+
+  // The launch's batch views, each vector column pointed at its distances.
+  void upload_views(Slot& s, const std::vector<BatchView>& batches, std::int64_t positions) {
+    s.views.hold(batches.size(), s.stream);
+    hold_pinned(s.views_host, batches.size() * sizeof(BatchView));
+    s.dists.hold(positions * static_cast<std::int64_t>(jobs_.size()), s.stream);
+    BatchView* views_host = pinned_as<BatchView>(s.views_host);
+    for (std::size_t j = 0; j < batches.size(); ++j) {
+      views_host[j] = batches[j];
+      for (std::size_t i = 0; i < jobs_.size(); ++i) {
+        ColumnView& c = views_host[j].column[jobs_[i].column];
+        c.dist =
+            s.dists.p + static_cast<std::int64_t>(i) * positions + static_cast<std::int64_t>(j) * s.stride;
+        c.dist_key = jobs_[i].key;
+      }
+    }
+    GKNN_CUDA(cudaMemcpyAsync(s.views.p, views_host, batches.size() * sizeof(BatchView),
+                              cudaMemcpyHostToDevice, s.stream));
+  }
+
+  // Ranks the queued kept batches on the next slot.
+  void flush_kept() {
+    if (kept_.empty()) return;
+    Slot& s = slots_[next_];
+    complete(s);
+    next_ = 1 - next_;
+    if (failed_.kind == ErrorKind::None) launch(s, kept_, true);
+    kept_.clear();
+    kept_stride_ = 0;
+  }
+
+  // Ranks `batches` (device views) on the slot: kept batches already on the
+  // device, or (kept false) the slot's own batch, copied from its pinned host
+  // batch first.
+  void launch(Slot& s, const std::vector<BatchView>& batches, bool kept) {
+    std::int64_t n = 0, stride = 0;
+    for (const BatchView& b : batches) {
+      n += b.n;
+      stride = std::max(stride, b.n);
+    }
+    const std::int64_t positions = stride * static_cast<std::int64_t>(batches.size());
+    hold_positions(s, positions);
     s.n = n;
-    s.resident = resident;
-    s.dview.n = n;
+    s.batches = batches;
+    s.kept = kept;
+    s.stride = stride;
     GKNN_CUDA(cudaEventRecord(s.start, s.stream));
-    if (!resident) {
+    if (!kept) {
       std::int64_t bytes = 0;
       for_each_filled(columns_, capacity_, n, [&](std::size_t at, std::size_t len) {
         if (len)
-          GKNN_CUDA(cudaMemcpyAsync(s.device + at, s.host + at, len, cudaMemcpyHostToDevice, s.stream));
+          GKNN_CUDA(cudaMemcpyAsync(s.device.p + at, pinned_as<unsigned char>(s.host) + at, len,
+                                    cudaMemcpyHostToDevice, s.stream));
         bytes += static_cast<std::int64_t>(len);
       });
       stats_.bytes_to_device += bytes;
     }
+    upload_views(s, batches, positions);
     const unsigned long long init[2] = {~0ull, 0};
-    s.counters_host[0] = init[0];
-    s.counters_host[1] = init[1];
-    GKNN_CUDA(cudaMemcpyAsync(s.counters, s.counters_host, sizeof(init), cudaMemcpyHostToDevice, s.stream));
+    unsigned long long* counters_host = pinned_as<unsigned long long>(s.counters_host);
+    counters_host[0] = init[0];
+    counters_host[1] = init[1];
+    GKNN_CUDA(cudaMemcpyAsync(s.counters.p, counters_host, sizeof(init), cudaMemcpyHostToDevice, s.stream));
     s.take = std::min(k_, n);
     if (n > 0) {
       // Every row is evaluated even for k = 0 (as on the CPU): the counts and
       // the errors a row raises must not depend on k.
       constexpr int kThreads = 256;
-      row_words<Word><<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, s.stream>>>(
-          RowLoader<Word>{view_, plan_, resident ? *resident : s.dview, s.counters}, n, s.words);
+      const int per_batch = static_cast<int>((stride + kThreads - 1) / kThreads);
+      for (std::size_t i = 0; i < jobs_.size(); ++i)
+        launch_vector_distances(jobs_[i], vectors_.p, s.views.p, static_cast<std::int64_t>(batches.size()),
+                                stride, s.dists.p + static_cast<std::int64_t>(i) * positions, s.stream);
+      const RowsLaunch l{view_, plan_, s.views.p, stride, per_batch, s.counters.p};
+      row_words<Word>
+          <<<static_cast<unsigned>(per_batch * batches.size()), kThreads, 0, s.stream>>>(l, s.words.p);
       GKNN_CUDA(cudaGetLastError());
-      select::bitonic_topk<Word, true>(select::WordLoader<Word>{s.words, n}, n, std::max<std::int64_t>(k_, 1),
-                                       s.top, s.scratch, s.stream);
+      select::bitonic_topk<Word, true>(select::WordLoader<Word>{s.words.p, positions}, positions,
+                                       std::max<std::int64_t>(k_, 1), s.top.p, s.scratch.p, s.stream);
       if (s.take > 0)
-        GKNN_CUDA(
-            cudaMemcpyAsync(s.top_host, s.top, s.take * sizeof(Word), cudaMemcpyDeviceToHost, s.stream));
+        GKNN_CUDA(cudaMemcpyAsync(pinned_as<Word>(s.top_host), s.top.p, s.take * sizeof(Word),
+                                  cudaMemcpyDeviceToHost, s.stream));
     }
-    GKNN_CUDA(cudaMemcpyAsync(s.counters_host, s.counters, sizeof(init), cudaMemcpyDeviceToHost, s.stream));
+    GKNN_CUDA(cudaMemcpyAsync(counters_host, s.counters.p, sizeof(init), cudaMemcpyDeviceToHost, s.stream));
     GKNN_CUDA(cudaEventRecord(s.stop, s.stream));
     s.pending = true;
   }
@@ -324,25 +427,28 @@ class GpuTopK final : public TopK {
     GKNN_CUDA(cudaEventElapsedTime(&ms, s.start, s.stop));
     stats_.device_ms += ms;
     stats_.rows_scanned += s.n;
-    ++stats_.batches;
+    stats_.batches += static_cast<std::int64_t>(s.batches.size());
     if (failed_.kind != ErrorKind::None) return;
-    if (s.counters_host[0] != ~0ull) return explain_error(s, static_cast<std::int64_t>(s.counters_host[0]));
-    stats_.rows_passed += static_cast<std::int64_t>(s.counters_host[1]);
+    const unsigned long long* counters = pinned_as<unsigned long long>(s.counters_host);
+    if (counters[0] != ~0ull) return explain_error(s, static_cast<std::int64_t>(counters[0]));
+    stats_.rows_passed += static_cast<std::int64_t>(counters[1]);
     merge(s);
   }
 
-  void explain_error(Slot& s, std::int64_t row) {
+  void explain_error(Slot& s, std::int64_t position) {
+    const std::size_t batch = static_cast<std::size_t>(position / s.stride);
+    std::int64_t row = position % s.stride;
     bool passed = false;
     Selected w;
     std::int32_t detail[2] = {0, 0};
     // A kept batch has no host copy: its one row comes back.
     std::vector<unsigned char> one;
     BatchView host = s.hview;
-    if (s.resident) {
+    if (s.kept) {
       one.resize(batch_bytes(columns_, 1));
       layout_batch(host, columns_, 1, one.data());
       host.n = 1;
-      copy_row_to_host(*s.resident, row, host);
+      copy_row_to_host(s.batches[batch], row, host);
       row = 0;
     }
     ErrorKind e = eval_row_cpu(program_, host, row, passed, w, detail);
@@ -370,9 +476,10 @@ class GpuTopK final : public TopK {
   void merge(Slot& s) {
     const std::size_t before = running_.size();
     for (std::int64_t j = 0; j < s.take; ++j) {
-      if (s.top_host[j] == select::max_word<Word>()) break;  // fewer rows passed than k
+      const Word top = pinned_as<Word>(s.top_host)[j];
+      if (top == select::max_word<Word>()) break;  // fewer rows passed than k
       Selected w;
-      from_word(s.top_host[j], w);
+      from_word(top, w);
       running_.push_back(w);
     }
     std::inplace_merge(running_.begin(), running_.begin() + before, running_.end(), selected_less);
@@ -383,15 +490,18 @@ class GpuTopK final : public TopK {
   std::vector<ColumnSpec> columns_;
   std::int64_t capacity_, k_;
   RowPlan plan_;
+  std::vector<DistanceJob> jobs_;
   ProgramView view_{};
-  Instr* d_code_ = nullptr;
-  Value* d_consts_ = nullptr;
-  std::uint8_t* d_const_nulls_ = nullptr;
-  float* d_vectors_ = nullptr;
+  PoolArray<Instr> code_;
+  PoolArray<Value> consts_;
+  PoolArray<std::uint8_t> const_nulls_;
+  PoolArray<float> vectors_;
   Slot slots_[2];
   int next_ = 0;
   int device_ = 0;
   std::unique_ptr<ResidentStore> keep_;
+  std::vector<BatchView> kept_;  // kept batches queued (push_resident)
+  std::int64_t kept_stride_ = 0;
   std::vector<Selected> running_;
   TopKStats stats_;
   EvalError failed_;

@@ -75,6 +75,35 @@ T* pinned_scratch(int slot, std::size_t count) {
   return static_cast<T*>(pinned_scratch_bytes(slot, count * sizeof(T)));
 }
 
+// Pinned host memory owned by an object rather than a thread (a GPU service
+// session's TopK runs on any executor thread): blocks up to kMaxPooledPinned
+// come from and go back to one process-wide free list, because cudaHostAlloc
+// and cudaFreeHost cost tens of microseconds each and cudaFreeHost waits for
+// the whole device, other sessions' work included. Larger blocks are
+// allocated and freed as asked. Throws gknn::Error when the driver has none.
+constexpr std::size_t kMaxPooledPinned = std::size_t(1) << 20;
+class PinnedBlock {
+ public:
+  PinnedBlock() = default;
+  explicit PinnedBlock(std::size_t bytes);
+  ~PinnedBlock();
+  PinnedBlock(PinnedBlock&& o) noexcept : p_(o.p_), size_(o.size_) { o.p_ = nullptr; }
+  PinnedBlock& operator=(PinnedBlock&& o) noexcept;
+  PinnedBlock(const PinnedBlock&) = delete;
+  PinnedBlock& operator=(const PinnedBlock&) = delete;
+  void* data() const { return p_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+template <typename T>
+T* pinned_as(const PinnedBlock& b) {
+  return static_cast<T*>(b.data());
+}
+
 // pinned_scratch, or `fallback` (resized) where that gives none.
 template <typename T>
 T* pinned_or(int slot, std::size_t count, std::vector<T>& fallback) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
@@ -48,6 +49,66 @@ void* pinned_scratch_bytes(int slot, std::size_t bytes) {
     b.size = size;
   }
   return b.p;
+}
+
+namespace {
+
+// Free pooled blocks by size class (2^c bytes); never returned to the driver.
+struct PinnedFreeLists {
+  std::mutex mu;
+  std::vector<void*> lists[64];
+};
+PinnedFreeLists& pinned_free_lists() {
+  static PinnedFreeLists* f = new PinnedFreeLists;  // outlives every static destructor
+  return *f;
+}
+int size_class(std::size_t bytes) {
+  int c = 12;  // 4 KB at least
+  while ((std::size_t(1) << c) < bytes) ++c;
+  return c;
+}
+
+}  // namespace
+
+PinnedBlock::PinnedBlock(std::size_t bytes) {
+  if (bytes > kMaxPooledPinned) {
+    GKNN_CUDA(cudaHostAlloc(&p_, bytes, cudaHostAllocPortable));
+    size_ = bytes;
+    return;
+  }
+  const int c = size_class(bytes);
+  size_ = std::size_t(1) << c;
+  PinnedFreeLists& f = pinned_free_lists();
+  {
+    std::lock_guard<std::mutex> lock(f.mu);
+    if (!f.lists[c].empty()) {
+      p_ = f.lists[c].back();
+      f.lists[c].pop_back();
+      return;
+    }
+  }
+  GKNN_CUDA(cudaHostAlloc(&p_, size_, cudaHostAllocPortable));
+}
+
+PinnedBlock::~PinnedBlock() {
+  if (!p_) return;
+  if (size_ > kMaxPooledPinned) {
+    cudaFreeHost(p_);
+    return;
+  }
+  PinnedFreeLists& f = pinned_free_lists();
+  std::lock_guard<std::mutex> lock(f.mu);
+  f.lists[size_class(size_)].push_back(p_);
+}
+
+PinnedBlock& PinnedBlock::operator=(PinnedBlock&& o) noexcept {
+  if (this != &o) {
+    PinnedBlock gone(std::move(*this));
+    p_ = o.p_;
+    size_ = o.size_;
+    o.p_ = nullptr;
+  }
+  return *this;
 }
 
 void keep_pool_memory(int device) {

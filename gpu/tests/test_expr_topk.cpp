@@ -359,5 +359,135 @@ TEST(ExprTopKGpu, ResidentBatchesReportTheFirstError) {
   check_resident_error(0);
 }
 
+// ---- vector distances computed ahead of the rows (vector_distances.cuh) ----
+
+// ORDER BY c0 <op> q, metric m (4: the positive inner product), over
+// vector(dim) rows: random values, NULLs, and zero vectors (cosine's NaN).
+Program vector_program(int metric, int dim, bool desc, std::mt19937_64& rng) {
+  Asm a;
+  std::normal_distribution<float> normal(0, 1);
+  Value v;
+  v.i = (std::int64_t(a.p.vectors.size()) << kVectorDimBits) | dim;
+  for (int j = 0; j < dim; ++j) a.p.vectors.push_back(normal(rng));
+  SortKey k;
+  k.code.begin = a.here();
+  a.emit(Op::VecDist, static_cast<Type>(metric), 0, a.constant(v));
+  k.code.end = a.here();
+  k.type = Type::F64;
+  k.descending = desc;
+  a.p.keys.push_back(k);
+  return a.p;
+}
+
+void fill_vectors(BatchView& b, std::int64_t n, std::int64_t first_id, int dim, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0, 1);
+  std::uniform_int_distribution<int> pct(0, 99);
+  b.n = n;
+  for (std::int64_t r = 0; r < n; ++r) {
+    b.row_ids[r] = make_row_id(static_cast<std::uint32_t>((first_id + r) / 50),
+                               static_cast<std::uint16_t>((first_id + r) % 50 + 1));
+    const bool zero = pct(rng) < 2;
+    float* v = static_cast<float*>(b.column[0].data) + r * dim;
+    for (int j = 0; j < dim; ++j) v[j] = zero ? 0.0f : normal(rng);
+    b.column[0].dims[r] = dim;
+    b.column[0].nulls[r] = pct(rng) < 5;
+  }
+}
+
+// Every metric at awkward dimensions, pushed and kept: the same rows, to the
+// bit (the words carry each distance's bits), as the CPU's.
+TEST(ExprTopKGpu, VectorDistancesMatchCpu) {
+  GKNN_NEED_GPU();
+  for (int dim : {1, 3, 8, 13, 131, 784})
+    for (int metric = 0; metric <= 4; ++metric)
+      for (bool desc : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "dim " << dim << " metric " << metric << " desc " << desc);
+        const std::vector<ColumnSpec> cols = {{Type::Vector, dim}};
+        std::mt19937_64 qrng(dim * 10 + metric);
+        const Program p = vector_program(metric, dim, desc, qrng);
+        const std::int64_t rows = 3000, k = 1024;
+        std::unique_ptr<TopK> cpu(make_topk_cpu(p, cols, rows, k));
+        std::unique_ptr<TopK> gpu(make_topk_gpu(p, cols, rows, k, 0));
+        gpu->keep_start(std::size_t(1) << 30);
+        EvalError err;
+        for (TopK* t : {cpu.get(), gpu.get()}) {
+          std::mt19937_64 rng(7 + dim);
+          for (int i = 0; i < 3; ++i) {
+            BatchView& b = t->next_batch();
+            fill_vectors(b, rows - 11 * i, i * rows, dim, rng);
+            ASSERT_TRUE(t->push(err));
+          }
+          ASSERT_TRUE(t->finish(err));
+        }
+        expect_same(gpu->result(), cpu->result());
+        std::unique_ptr<ResidentBatches> kept(gpu->keep_stop());
+        ASSERT_TRUE(kept);
+        std::unique_ptr<TopK> again(make_topk_gpu(p, cols, rows, k, 0));
+        ASSERT_TRUE(again->push_resident(*kept, err));
+        ASSERT_TRUE(again->finish(err));
+        expect_same(again->result(), cpu->result());
+        EXPECT_EQ(again->stats().rows_passed, cpu->stats().rows_passed);
+      }
+}
+
+// More kept rows than one group (kKeptGroupPositions): ranked in several
+// launches, the same rows as pushing them; a vector of another dimension
+// in the second group, behind a row the qual drops, raises for the row the
+// CPU names.
+TEST(ExprTopKGpu, KeptBatchesInSeveralGroups) {
+  GKNN_NEED_GPU();
+  const std::int64_t rows = 65536, batches = kKeptGroupPositions / rows + 3;
+  const std::int64_t bad = (batches - 2) * rows + 777, dropped = bad - 300;  // positions
+  auto push_all = [&](TopK& t, bool mismatch, EvalError& err) {
+    std::mt19937_64 rng(99);
+    for (std::int64_t i = 0; i < batches; ++i) {
+      BatchView& b = t.next_batch();
+      fill(b, rows, i * rows, rng);
+      for (std::int64_t at : {bad, dropped})
+        if (mismatch && at / rows == i) {
+          b.column[3].dims[at % rows] = 4;
+          b.column[3].nulls[at % rows] = 0;
+          b.column[0].nulls[at % rows] = 0;
+          static_cast<std::int32_t*>(b.column[0].data)[at % rows] = at == bad ? 0 : -5;  // qual c0 >= -3
+        }
+      if (!t.push(err)) return false;
+    }
+    return t.finish(err);
+  };
+  const Program ranked = make_program(3, false, false, false);  // WHERE c0 >= -3 ORDER BY c3 <-> ones
+  // The rows kept by a TopK that ranks by c0 (no vector distance: no error).
+  std::unique_ptr<TopK> keeper(make_topk_gpu(make_program(1, false, false, false), kColumns, rows, 10, 0));
+  keeper->keep_start(std::size_t(1) << 34);
+  EvalError err, cpu_err;
+  ASSERT_TRUE(push_all(*keeper, true, err));
+  std::unique_ptr<ResidentBatches> kept(keeper->keep_stop());
+  ASSERT_TRUE(kept);
+  std::unique_ptr<TopK> cpu(make_topk_cpu(ranked, kColumns, rows, 100));
+  EXPECT_FALSE(push_all(*cpu, true, cpu_err));
+  EXPECT_EQ(cpu_err.kind, ErrorKind::VectorDims);
+  std::unique_ptr<TopK> gpu(make_topk_gpu(ranked, kColumns, rows, 100, 0));
+  bool ok = gpu->push_resident(*kept, err);
+  if (ok) ok = gpu->finish(err);
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(err.kind, cpu_err.kind);
+  EXPECT_EQ(err.row_id, cpu_err.row_id);
+  EXPECT_EQ(err.row_id,
+            make_row_id(static_cast<std::uint32_t>(bad / 100), static_cast<std::uint16_t>(bad % 100 + 1)));
+  // Without the bad rows: every group ranked, the rows of pushing them.
+  std::unique_ptr<TopK> keeper2(make_topk_gpu(make_program(1, false, false, false), kColumns, rows, 10, 0));
+  keeper2->keep_start(std::size_t(1) << 34);
+  ASSERT_TRUE(push_all(*keeper2, false, err));
+  std::unique_ptr<ResidentBatches> kept2(keeper2->keep_stop());
+  ASSERT_TRUE(kept2);
+  std::unique_ptr<TopK> pushed(make_topk_gpu(ranked, kColumns, rows, 100, 0));
+  ASSERT_TRUE(push_all(*pushed, false, err));
+  std::unique_ptr<TopK> from_store(make_topk_gpu(ranked, kColumns, rows, 100, 0));
+  ASSERT_TRUE(from_store->push_resident(*kept2, err));
+  ASSERT_TRUE(from_store->finish(err));
+  expect_same(from_store->result(), pushed->result());
+  EXPECT_EQ(from_store->stats().rows_passed, pushed->stats().rows_passed);
+  EXPECT_EQ(from_store->stats().batches, batches);
+}
+
 }  // namespace
 }  // namespace gknn::test

@@ -115,17 +115,20 @@ GKNN_HD double norm(const float* a, int n) {
 }
 
 // 1 - cosine similarity; NaN when either vector has zero norm (as pgvector).
-template <typename A, typename B>
-GKNN_HD double cosine_distance(const A* a, const B* b, int n) {
-  float dot = inner_product(a, b, n);
-  float na = inner_product(a, a, n);
-  float nb = inner_product(b, b, n);
+// From the three sums (a.b, a.a, b.b), so that a kernel that sums a row's
+// lanes on several threads (gpu/expr/vector_distances.cuh) ends the same way.
+GKNN_HD double cosine_from_sums(float dot, float na, float nb) {
   if (na == 0.0f || nb == 0.0f) return NAN;
   double similarity = static_cast<double>(dot) / std::sqrt(static_cast<double>(na) * nb);
   // Rounding can push |similarity| slightly past 1.
   if (similarity > 1.0) similarity = 1.0;
   if (similarity < -1.0) similarity = -1.0;
   return 1.0 - similarity;
+}
+
+template <typename A, typename B>
+GKNN_HD double cosine_distance(const A* a, const B* b, int n) {
+  return cosine_from_sums(inner_product(a, b, n), inner_product(a, a, n), inner_product(b, b, n));
 }
 
 // The value of the SQL operator for a metric, as ORDER BY sees it.

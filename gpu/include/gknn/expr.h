@@ -177,6 +177,11 @@ struct ColumnView {
   std::uint8_t* nulls = nullptr;  // one byte per row, 1 = NULL (the producer always fills it)
   std::int32_t* dims = nullptr;   // vectors only
   std::int32_t dim = 0;
+  // Vectors on the GPU: each row's distance to one constant, computed before
+  // the interpreter runs (gpu/expr/vector_distances.cuh), for the VecDist
+  // whose aux << 8 | metric is dist_key; null otherwise.
+  std::int32_t dist_key = -1;
+  const double* dist = nullptr;
 };
 
 constexpr int kMaxColumns = 32;
@@ -274,6 +279,12 @@ TopK* make_topk_cpu(const Program& program, const std::vector<ColumnSpec>& colum
 // gpu_supports is false).
 TopK* make_topk_gpu(const Program& program, const std::vector<ColumnSpec>& columns, std::int64_t capacity,
                     std::int64_t k, int device);
+// The GPU TopK ranks kept batches (push_resident) in groups of up to
+// max(capacity, this) row positions: one launch and one top-k per group. Each
+// of its two slots then holds a word (8 bytes per key limb, plus 8) per
+// position, and a sixteenth of that again for the sort.
+constexpr std::int64_t kKeptGroupPositions = std::int64_t(1) << 21;
+
 // Whether make_topk_gpu takes this shape (else the CPU runs it).
 bool gpu_supports(const Program& program, std::int64_t k);
 
