@@ -37,6 +37,8 @@ struct ServiceTopK {
   char* buf[2];
   int64 buf_bytes;    // each segment's
   int64 batch_bytes;  // one batch's layout
+  bool kept_pair;     // seg[] are the backend's kept pair (below)
+  bool carved;        // view is laid out on buf[cur]
   int cur;            // the segment being filled
   int64 capacity;
   int ncolumns;
@@ -55,6 +57,51 @@ namespace {
 
 uint64 session_counter = 0;
 
+// Two segments a backend keeps from one GpuTopK session to the next: making
+// one costs a posix_fallocate of its whole size and removing it an unlink
+// (strace of a backend, 2026-11-27: 1.3 ms and 0.7 ms for 3.4 MB), about as
+// much as ranking a 10M-row table cache hit on the GPU. Only segments up to
+// kMaxKeptSegment are kept (a session's program, cache probe and answers; a
+// heap scan's batches take per-session ones): batch-sized ones would hold
+// 16 MB of shared memory per connection for its life. A session takes the
+// pair after acquire_slot, when the service is done with every request of
+// the previous session (an abandoned one included).
+constexpr int64 kMaxKeptSegment = int64{2} << 20;
+constexpr int64 kLeastKeptSegment = int64{256} << 10;
+struct KeptPair {
+  dsm_segment* seg[2];
+  int64 bytes;
+  bool taken;
+};
+KeptPair kept_pair = {{nullptr, nullptr}, 0, false};
+
+// The kept pair for a session needing `bytes` per segment, made (again) if
+// smaller; false when it is taken or too small to keep.
+bool take_kept_pair(ServiceTopK* t, int64 bytes) {
+  if (kept_pair.taken || bytes > kMaxKeptSegment) return false;
+  if (kept_pair.bytes < bytes) {
+    for (dsm_segment*& seg : kept_pair.seg) {
+      if (seg) dsm_detach(seg);
+      seg = nullptr;
+    }
+    kept_pair.bytes = 0;
+    const int64 size = Max(bytes, kLeastKeptSegment);
+    for (dsm_segment*& seg : kept_pair.seg) {
+      seg = dsm_create(size, 0);
+      dsm_pin_mapping(seg);  // past this query's resource owner
+    }
+    kept_pair.bytes = size;
+  }
+  kept_pair.taken = true;
+  t->kept_pair = true;
+  t->buf_bytes = kept_pair.bytes;
+  for (int i = 0; i < 2; ++i) {
+    t->seg[i] = kept_pair.seg[i];
+    t->buf[i] = static_cast<char*>(dsm_segment_address(t->seg[i]));
+  }
+  return true;
+}
+
 // Marks the session closed for the service (it drops it when it next looks),
 // giving up a batch in flight, and wakes it. Raises nothing: also runs as a
 // memory context callback.
@@ -70,14 +117,25 @@ void close_session(ServiceTopK* t) {
   wake_service();
 }
 
-void on_memory_reset(void* arg) { close_session(static_cast<ServiceTopK*>(arg)); }
-
+// The session's segments given up: the kept pair back to the backend (the
+// next session takes it after acquire_slot), its own detached.
 void detach(ServiceTopK* t) {
   for (int i = 0; i < 2; ++i) {
-    if (t->seg[i]) dsm_detach(t->seg[i]);
+    if (t->seg[i] && !t->kept_pair) dsm_detach(t->seg[i]);
     t->seg[i] = nullptr;
     t->buf[i] = nullptr;
   }
+  if (t->kept_pair) kept_pair.taken = false;
+  t->kept_pair = false;
+}
+
+// On an ERROR (the query's memory goes): the service is told, the kept pair
+// freed for the next session (its own segments go with the resource owner).
+void on_memory_reset(void* arg) {
+  auto* t = static_cast<ServiceTopK*>(arg);
+  close_session(t);
+  if (t->kept_pair) kept_pair.taken = false;
+  t->kept_pair = false;
 }
 
 // The service stopped (or restarted, losing the session): gknn.device = gpu
@@ -145,20 +203,37 @@ int collect(ServiceTopK* t, gknn::expr::EvalError* err) {
   return done;
 }
 
+void make_segments(ServiceTopK* t, int64 bytes);
+
+// Lays the batch to fill out on buf[cur], first moving to segments of a
+// batch's size if the session's are smaller (a cache probe's session starts
+// with small ones, and only a miss or changed blocks fill batches). No batch
+// is in flight then: only the first batch of a session carves a new layout
+// in small segments.
 void carve(ServiceTopK* t) {
+  if (t->buf_bytes < t->batch_bytes) {
+    detach(t);
+    make_segments(t, t->batch_bytes);
+  }
   topk_wire_layout(t->columns, t->ncolumns, t->capacity, t->buf[t->cur], &t->view);
+  t->carved = true;
+}
+
+// Segments of their own for the session (per-session, freed at its end).
+void make_segments(ServiceTopK* t, int64 bytes) {
+  t->buf_bytes = bytes;
+  for (int i = 0; i < 2; ++i) {
+    t->seg[i] = dsm_create(bytes, 0);
+    t->buf[i] = static_cast<char*>(dsm_segment_address(t->seg[i]));
+  }
 }
 
 ServiceTopK* open_session(int64 buf_bytes) {
   auto* t = static_cast<ServiceTopK*>(palloc0(sizeof(ServiceTopK)));
-  t->buf_bytes = buf_bytes;
-  for (int i = 0; i < 2; ++i) {
-    t->seg[i] = dsm_create(buf_bytes, 0);
-    t->buf[i] = static_cast<char*>(dsm_segment_address(t->seg[i]));
-  }
   t->id = (static_cast<uint64>(MyProcPid) << 32) | ++session_counter;
   RequestSlot* s = my_slot();
-  acquire_slot(s);
+  acquire_slot(s);  // the previous session's requests are done: its segments are free
+  if (!take_kept_pair(t, buf_bytes)) make_segments(t, buf_bytes);
   SpinLockAcquire(&s->mutex);
   s->topk_open = t->id;
   SpinLockRelease(&s->mutex);
@@ -212,9 +287,13 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
   const TopKWireOffsets o = topk_wire_offsets(head);
   const TopKWireCacheOffsets co = topk_wire_cache_offsets(head, o);
   const int64 batch = topk_wire_layout(p.columns, p.ncolumns, capacity, nullptr, nullptr);
-  // Room for a batch, the program (and probe), and a cache map of the table's blocks.
-  int64 bytes = Max(Max(batch, o.end), int64{64} << 10);
-  if (probe) bytes = Max(bytes, Max(co.end, probe->nblocks + 64));
+  // Room for the program (and probe) and a cache map of the table's blocks;
+  // a batch's too, unless a cache hit may need none (carve makes room).
+  int64 bytes = Max(o.end, int64{64} << 10);
+  if (probe)
+    bytes = Max(bytes, Max(co.end, probe->nblocks + 64));
+  else
+    bytes = Max(bytes, batch);
   ServiceTopK* t = open_session(bytes);
   t->batch_bytes = batch;
   t->capacity = capacity;
@@ -254,7 +333,7 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
     }
   }
   t->cur = 0;
-  carve(t);
+  t->carved = false;  // on the first batch
   return t;
 }
 
@@ -275,7 +354,7 @@ int gknn_service_topk_cache_check(ServiceTopK* t, const uint64* lsn, int64 n, ui
     if (!last) continue;
     memcpy(map, t->buf[0], t->map_blocks);
     *rows = s->topk.cache_rows;
-    carve(t);  // the batch being filled is in buf[cur], which may be buf[0]: laid out again
+    t->carved = false;  // the batch being filled is in buf[cur], which may be buf[0]: laid out again
     return kServiceTopKOk;
   }
 }
@@ -314,7 +393,7 @@ int gknn_service_topk_cache_commit(ServiceTopK* t, const uint64* block_lsn, int6
   RequestSlot* s = request(t, kTopKCacheCommit, 0, 0);
   done = send(t, s, nullptr);
   if (done == kServiceTopKOk) *committed = s->topk.cache_kept != 0;
-  carve(t);  // the LSNs went through buf[cur]: the batch is laid out again (it was empty)
+  t->carved = false;  // the LSNs went through buf[cur]: the batch is laid out again (it was empty)
   return done;
 }
 
@@ -370,7 +449,10 @@ int gknn_service_topk_cache_reset() {
   return static_cast<int>(s->count);
 }
 
-gknn::expr::BatchView* gknn_service_topk_batch(ServiceTopK* t) { return &t->view; }
+gknn::expr::BatchView* gknn_service_topk_batch(ServiceTopK* t) {
+  if (!t->carved) carve(t);
+  return &t->view;
+}
 
 int gknn_service_topk_push(ServiceTopK* t, gknn::expr::EvalError* err) {
   const int done = collect(t, err);  // the previous batch's answer first
@@ -384,8 +466,9 @@ int gknn_service_topk_push(ServiceTopK* t, gknn::expr::EvalError* err) {
   t->inflight = true;
   t->trips.batches++;
   t->trips.rows += n;
-  t->cur ^= 1;  // the other segment's batch was answered: the service is done with it
-  carve(t);
+  t->cur ^= 1;    // the other segment's batch was answered: the service is done with it
+  t->view.n = 0;  // (a pointer to the view kept by the caller sees an empty batch)
+  t->carved = false;
   return kServiceTopKOk;
 }
 
