@@ -96,6 +96,8 @@ def markdown(doc):
         if e.get("index"):
             skipped.append(f"- {e['engine']}: index `{e['index']['ddl']}` built in {e['index']['build_s']} s, "
                            f"{e['index']['size']}")
+        if e.get("setup"):
+            skipped.append(f"- {e['engine']}: setup ({'; '.join(e['setup']['sql'])}) in {e['setup']['s']} s")
     lines += [""] + skipped
     tc = doc.get("timing_check")
     if tc:

@@ -178,7 +178,8 @@ QualSplit split_quals(PlannerInfo* root, RelOptInfo* rel, TopKEmitter* em) {
 //   quals      PostgreSQL's cost for quals that did not compile
 //   fetch      k x (cpu_tuple_cost + 0.1 seq_page_cost): the k rows by TID
 //   GPU setup  gknn.topk_gpu_setup_cost per query (a session in the GPU
-//              service: its batches and device buffers); in a parallel plan
+//              service: its batches and device buffers; a tenth of it for
+//              a table cache hit, which has neither); in a parallel plan
 //              every participant opens its own, concurrently, so once in the
 //              participant's cost. (Parallel workers used to open a CUDA
 //              context each, about 1 s at 10M rows on the H200: with the
@@ -226,7 +227,13 @@ void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, cons
   if (q.other != NIL) cost_qual_eval(&qc, q.other, root);
   startup += qc.startup;
   if (!recheck) cpu += qc.per_tuple * rel->tuples;
-  if (gpu) startup += gknn_topk_gpu_setup_cost;
+  // A cache hit's session ships no batches and takes no batch buffers: its
+  // four round trips to the service cost 1.0-2.4 ms on the H200
+  // (bench/results/topk-H200-2026-11-27-dsm.md), about 500 units at the
+  // 0.003 ms per unit calibrated below; at the full setup cost, PostgreSQL's
+  // 200 ms plan over Fashion-MNIST's TOASTed vectors (which it prices as
+  // 1,800 units) won over the cache's.
+  if (gpu) startup += cached ? gknn_topk_gpu_setup_cost / 10 : gknn_topk_gpu_setup_cost;
   double rows = k < 0 ? rel->rows / divisor : Min(k, rel->rows / divisor);
   Cost fetch = rows * (cpu_tuple_cost + seq_page_cost * 0.1);
   if (recheck) {
