@@ -189,8 +189,11 @@ struct TopKOutcome {
   // (service_topk_wire.h) after kTopKBegin; then the entry's blocks, the
   // blocks to check (kTopKBegin) or the rows ranked from it (kTopKCacheCheck),
   // and whether a kept batch was kept (kTopKBatch) or the entry committed.
+  // cache_checked (kTopKBegin): a hit with no page to check, whose final map
+  // and ranked rows the answer holds already (no kTopKCacheCheck follows).
   int32 cache_state;
   int32 cache_kept;
+  int32 cache_checked;
   int64 cache_blocks, cache_checks, cache_rows;
 };
 

@@ -320,6 +320,7 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
     probe->map_blocks = 0;
     probe->checks = 0;
     probe->rows = 0;
+    probe->checked = false;
     if (probe->state == kCacheHit) {  // the map, out of the buffer batches are filled in
       const int64 n = s->topk.cache_blocks;
       if (n < 0 || n > probe->nblocks || n > t->buf_bytes)
@@ -329,6 +330,7 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
       probe->map_blocks = n;
       probe->checks = s->topk.cache_checks;
       probe->rows = s->topk.cache_rows;
+      probe->checked = s->topk.cache_checked != 0;
       t->map_blocks = n;
     }
   }

@@ -494,7 +494,11 @@ void rank_from_cache(TopKScanState* s, const TopKEmitter* em, ServiceTopKCachePr
   gknn::expr::EvalError err;
   instr_time start;
   INSTR_TIME_SET_CURRENT(start);
-  int r = gknn_service_topk_cache_check(s->remote, lsn, probe->checks, probe->map, &rows);
+  int r = kServiceTopKOk;
+  if (probe->checked)  // no page to check: the probe's map is final
+    rows = probe->rows;
+  else
+    r = gknn_service_topk_cache_check(s->remote, lsn, probe->checks, probe->map, &rows);
   if (r == kServiceTopKOk) r = gknn_service_topk_cache_rank(s->remote, &err);
   s->round_rank_ms += ms_since(start);
   pfree(lsn);
