@@ -209,23 +209,24 @@ def run_engine(server, args, exp, engine, data, meta):
     op, opclass = OPERATORS[meta["metric"]]
     result = {"engine": engine["name"], "extension": ext, "description": engine.get("description", ""),
               "index": None, "runs": []}
-    # An engine's own preparation (SQL run one statement at a time, as each
-    # may need to be outside a transaction: ALTER SYSTEM), its time reported.
-    if engine.get("setup"):
-        start = time.monotonic()
-        server.sql(db, [st.format(table=table) for st in engine["setup"]])
-        result["setup"] = {"sql": engine["setup"], "s": round(time.monotonic() - start, 3)}
-        log(f"{engine['name']}: setup in {result['setup']['s']} s")
-    if engine.get("index"):
-        ddl = engine["index"].format(table=table, opclass=opclass, rows=meta["base_rows"], name="bench_idx")
-        log(f"{engine['name']}: {ddl}")
-        start = time.monotonic()
-        server.sql(db, ["DROP INDEX IF EXISTS bench_idx", ddl])
-        result["index"] = {"ddl": ddl, "build_s": round(time.monotonic() - start, 3),
-                           "size": server.sql(db, "SELECT pg_size_pretty(pg_relation_size('bench_idx'))")}
     first_queries = report.read_fvecs(os.path.join(data, "query.fvecs"), 5)
     first_query = first_queries[0]
     try:
+        # An engine's own preparation (SQL run one statement at a time, as
+        # each may need to be outside a transaction: ALTER SYSTEM), its time
+        # reported; inside the try, so that its teardown runs whatever fails.
+        if engine.get("setup"):
+            start = time.monotonic()
+            server.sql(db, [st.format(table=table) for st in engine["setup"]])
+            result["setup"] = {"sql": engine["setup"], "s": round(time.monotonic() - start, 3)}
+            log(f"{engine['name']}: setup in {result['setup']['s']} s")
+        if engine.get("index"):
+            ddl = engine["index"].format(table=table, opclass=opclass, rows=meta["base_rows"], name="bench_idx")
+            log(f"{engine['name']}: {ddl}")
+            start = time.monotonic()
+            server.sql(db, ["DROP INDEX IF EXISTS bench_idx", ddl])
+            result["index"] = {"ddl": ddl, "build_s": round(time.monotonic() - start, 3),
+                               "size": server.sql(db, "SELECT pg_size_pretty(pg_relation_size('bench_idx'))")}
         optional = known_settings(server, db, ext, list(engine.get("settings_if_known", {})))
         for settings in sweep_points(engine, optional):
             plan = plan_of(server, db, table, op, exp["k"], settings, first_query)

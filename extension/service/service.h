@@ -237,11 +237,12 @@ struct ServiceTopKCacheProbe {
   // The answer: kServiceCache* (service_topk_wire.h's TopKCacheState); for
   // a hit, a map of the entry's blocks (palloc'd; 0 heap, 1 cached, 2
   // check the page) and how many to check; `checked`: none, and the map is
-  // final already (rows: those ranked from the entry; no cache check).
+  // final already (`ranked`: the rows ranked from the entry; no cache check).
   int state;
   uint8* map;
   int64 map_blocks, checks, rows;  // rows: the entry's
   bool checked;
+  int64 ranked;
 };
 enum { kServiceCacheNone = 0, kServiceCacheFill = 1, kServiceCacheHit = 2 };
 // Opens a session keeping the k best rows, batches of `capacity` rows;

@@ -190,11 +190,12 @@ struct TopKOutcome {
   // blocks to check (kTopKBegin) or the rows ranked from it (kTopKCacheCheck),
   // and whether a kept batch was kept (kTopKBatch) or the entry committed.
   // cache_checked (kTopKBegin): a hit with no page to check, whose final map
-  // and ranked rows the answer holds already (no kTopKCacheCheck follows).
+  // the answer holds already, and cache_ranked the rows ranked from the
+  // entry (no kTopKCacheCheck follows; cache_rows is the entry's, as always).
   int32 cache_state;
   int32 cache_kept;
   int32 cache_checked;
-  int64 cache_blocks, cache_checks, cache_rows;
+  int64 cache_blocks, cache_checks, cache_rows, cache_ranked;
 };
 
 constexpr int kInlineBytes = 64 * 1024;  // payload kept in the slot itself

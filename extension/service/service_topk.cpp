@@ -71,7 +71,7 @@ struct Session {
   // The table cache (service_topk_cache.h): what the probe found, and the
   // reply's numbers for kTopKBegin.
   CacheUse cache;
-  std::int64_t probe_blocks = 0, probe_checks = 0, probe_rows = 0;
+  std::int64_t probe_blocks = 0, probe_checks = 0, probe_rows = 0, probe_ranked = 0;
   TopKCacheState probe_state = kCacheNone;
   bool probe_checked = false;  // a hit with no page to check: its final map made at the probe
 
@@ -229,7 +229,7 @@ void probe_cache(ResidentImages& images, Session& ss, const RequestSlot* s, cons
     topk_cache().finish_checks(&ss.cache, reinterpret_cast<std::uint8_t*>(const_cast<char*>(payload)),
                                s->payload_bytes);
     ss.probe_checked = true;
-    ss.probe_rows = ss.cache.rows;
+    ss.probe_ranked = ss.cache.rows;
   }
 }
 
@@ -495,6 +495,7 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
       s->topk.cache_checks = ss.probe_checks;
       s->topk.cache_rows = ss.probe_rows;
       s->topk.cache_checked = ss.probe_checked;
+      s->topk.cache_ranked = ss.probe_ranked;
     }
     try {  // a kept batch becomes a segment of the entry being filled
       if (s->kind == kTopKBatch && t.keep_bytes > 0)

@@ -321,6 +321,7 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
     probe->checks = 0;
     probe->rows = 0;
     probe->checked = false;
+    probe->ranked = 0;
     if (probe->state == kCacheHit) {  // the map, out of the buffer batches are filled in
       const int64 n = s->topk.cache_blocks;
       if (n < 0 || n > probe->nblocks || n > t->buf_bytes)
@@ -331,6 +332,7 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
       probe->checks = s->topk.cache_checks;
       probe->rows = s->topk.cache_rows;
       probe->checked = s->topk.cache_checked != 0;
+      probe->ranked = s->topk.cache_ranked;
       t->map_blocks = n;
     }
   }

@@ -496,7 +496,7 @@ void rank_from_cache(TopKScanState* s, const TopKEmitter* em, ServiceTopKCachePr
   INSTR_TIME_SET_CURRENT(start);
   int r = kServiceTopKOk;
   if (probe->checked)  // no page to check: the probe's map is final
-    rows = probe->rows;
+    rows = probe->ranked;
   else
     r = gknn_service_topk_cache_check(s->remote, lsn, probe->checks, probe->map, &rows);
   if (r == kServiceTopKOk) r = gknn_service_topk_cache_rank(s->remote, &err);

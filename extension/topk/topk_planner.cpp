@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "device.h"
+#include "gknn/select.h"
 #include "service/service.h"
 #include "topk.h"
 #include "topk_cache.h"
@@ -228,12 +229,19 @@ void cost_topk(PlannerInfo* root, RelOptInfo* rel, CustomPath* p, double k, cons
   startup += qc.startup;
   if (!recheck) cpu += qc.per_tuple * rel->tuples;
   // A cache hit's session ships no batches and takes no batch buffers: its
-  // four round trips to the service cost 1.0-2.4 ms on the H200
+  // three or four round trips to the service cost 1.0-2.4 ms on the H200
   // (bench/results/topk-H200-2026-11-27-dsm.md), about 500 units at the
   // 0.003 ms per unit calibrated below; at the full setup cost, PostgreSQL's
   // 200 ms plan over Fashion-MNIST's TOASTed vectors (which it prices as
-  // 1,800 units) won over the cache's.
-  if (gpu) startup += cached ? gknn_topk_gpu_setup_cost / 10 : gknn_topk_gpu_setup_cost;
+  // 1,800 units) won over the cache's. A tenth for the all-visible part of
+  // the table (rel->allvisfrac: what the cache can hold; a table never
+  // vacuumed fills, shipping every batch), and only for a k the GPU kernels
+  // take (a larger one ranks on the backend's CPU, with no cache).
+  if (gpu) {
+    double setup = gknn_topk_gpu_setup_cost;
+    if (cached && k >= 0 && k <= gknn::kMaxBitonicK) setup *= 0.1 + 0.9 * (1.0 - rel->allvisfrac);
+    startup += setup;
+  }
   double rows = k < 0 ? rel->rows / divisor : Min(k, rel->rows / divisor);
   Cost fetch = rows * (cpu_tuple_cost + seq_page_cost * 0.1);
   if (recheck) {

@@ -87,7 +87,10 @@ class PinnedBlock {
   PinnedBlock() = default;
   explicit PinnedBlock(std::size_t bytes);
   ~PinnedBlock();
-  PinnedBlock(PinnedBlock&& o) noexcept : p_(o.p_), size_(o.size_) { o.p_ = nullptr; }
+  PinnedBlock(PinnedBlock&& o) noexcept : p_(o.p_), size_(o.size_) {
+    o.p_ = nullptr;
+    o.size_ = 0;
+  }
   PinnedBlock& operator=(PinnedBlock&& o) noexcept;
   PinnedBlock(const PinnedBlock&) = delete;
   PinnedBlock& operator=(const PinnedBlock&) = delete;

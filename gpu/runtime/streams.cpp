@@ -107,6 +107,7 @@ PinnedBlock& PinnedBlock::operator=(PinnedBlock&& o) noexcept {
     p_ = o.p_;
     size_ = o.size_;
     o.p_ = nullptr;
+    o.size_ = 0;
   }
   return *this;
 }
