@@ -117,25 +117,29 @@ void close_session(ServiceTopK* t) {
   wake_service();
 }
 
-// The session's segments given up: the kept pair back to the backend (the
-// next session takes it after acquire_slot), its own detached.
+// The kept pair back to the backend, if the session had it (the next
+// session takes it after acquire_slot).
+void give_back_kept_pair(ServiceTopK* t) {
+  if (t->kept_pair) kept_pair.taken = false;
+  t->kept_pair = false;
+}
+
+// The session's segments given up: the kept pair back, its own detached.
 void detach(ServiceTopK* t) {
   for (int i = 0; i < 2; ++i) {
     if (t->seg[i] && !t->kept_pair) dsm_detach(t->seg[i]);
     t->seg[i] = nullptr;
     t->buf[i] = nullptr;
   }
-  if (t->kept_pair) kept_pair.taken = false;
-  t->kept_pair = false;
+  give_back_kept_pair(t);
 }
 
 // On an ERROR (the query's memory goes): the service is told, the kept pair
-// freed for the next session (its own segments go with the resource owner).
+// given back (the session's own segments go with the resource owner).
 void on_memory_reset(void* arg) {
   auto* t = static_cast<ServiceTopK*>(arg);
   close_session(t);
-  if (t->kept_pair) kept_pair.taken = false;
-  t->kept_pair = false;
+  give_back_kept_pair(t);
 }
 
 // The service stopped (or restarted, losing the session): gknn.device = gpu
