@@ -37,16 +37,9 @@ bool ResidentStore::add(const unsigned char* base, std::int64_t capacity, std::i
   if (bytes_ + bytes > max_bytes_) return false;
   unsigned char* buffer = nullptr;
   if (device_ >= 0) {
-    if (cudaMalloc(reinterpret_cast<void**>(&buffer), bytes) != cudaSuccess) {
-      cudaGetLastError();
-      // The stream-ordered pool keeps what queries freed (keep_pool_memory):
-      // handed back to the driver, then one more try.
-      cudaMemPool_t pool;
-      if (cudaDeviceGetDefaultMemPool(&pool, device_) == cudaSuccess) cudaMemPoolTrimTo(pool, 0);
-      if (cudaMalloc(reinterpret_cast<void**>(&buffer), bytes) != cudaSuccess) {
-        cudaGetLastError();  // out of device memory: no cache, no error
-        return false;
-      }
+    if (device_malloc(reinterpret_cast<void**>(&buffer), bytes) != cudaSuccess) {
+      cudaGetLastError();  // out of device memory: no cache, no error
+      return false;
     }
   } else {
     buffer = new (std::nothrow) unsigned char[bytes];

@@ -26,12 +26,25 @@ namespace gknn {
     if (gknn_err_ != cudaSuccess) ::gknn::throw_cuda(gknn_err_, #call); \
   } while (0)
 
+// cudaMalloc on the current device, and once more after handing its
+// stream-ordered pool back to the driver: keep_pool_memory keeps what queries
+// freed there, which a plain allocation cannot use.
+inline cudaError_t device_malloc(void** p, std::size_t bytes) {
+  if (cudaMalloc(p, bytes) == cudaSuccess) return cudaSuccess;
+  cudaGetLastError();
+  int device = 0;
+  cudaMemPool_t pool;
+  if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+    cudaMemPoolTrimTo(pool, 0);
+  return cudaMalloc(p, bytes);
+}
+
 // Device memory freed on scope exit (also when an exception unwinds).
 template <typename T>
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t count) : count_(count) {
-    if (count) GKNN_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
+    if (count) GKNN_CUDA(device_malloc(reinterpret_cast<void**>(&ptr_), count * sizeof(T)));
   }
   ~DeviceBuffer() {
     if (ptr_) cudaFree(ptr_);
