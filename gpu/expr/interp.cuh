@@ -26,6 +26,9 @@ struct ProgramView {
   const Value* consts;
   const std::uint8_t* const_nulls;
   const float* vectors;
+  // Where this program's precomputed distances sit past ColumnView::dist:
+  // programs ranked together share their batch views (kept_shared_cuda.cu).
+  std::int64_t dist_shift;
 };
 
 namespace interp {
@@ -349,7 +352,7 @@ GKNN_EXPR_HD ErrorKind vec_dist(const ProgramView& p, const BatchView& b, const 
   }
   const float* x = static_cast<const float*>(c.data) + row * static_cast<std::int64_t>(c.dim);
   if (c.dist && c.dist_key == distance_key(in))
-    out.f = c.dist[row];  // the same value, summed by 8 threads
+    out.f = c.dist[row + p.dist_shift];  // the same value, summed by 8 threads
   else if (metric == kMetricPositiveIp)
     out.f = static_cast<double>(inner_product(x, q, rdim));
   else

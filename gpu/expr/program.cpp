@@ -165,7 +165,7 @@ RowPlan row_plan(const Program& p) {
 }
 
 ProgramView program_view(const Program& p) {
-  return ProgramView{p.code.data(), p.consts.data(), p.const_nulls.data(), p.vectors.data()};
+  return ProgramView{p.code.data(), p.consts.data(), p.const_nulls.data(), p.vectors.data(), 0};
 }
 
 ErrorKind eval_row_cpu(const Program& program, const BatchView& batch, std::int64_t row, bool& passed,

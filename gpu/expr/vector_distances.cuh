@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "expr/interp.cuh"
@@ -71,7 +72,39 @@ __device__ __forceinline__ float combine_lanes_shfl(float a) {
   return a + __shfl_xor_sync(0xffffffffu, a, 2);
 }
 
-// METRIC: gknn::Metric, or interp::kMetricPositiveIp.
+// One element's term of a row's sum (s) and, for cosine, of the constant's
+// norm (nb; the row's own norm is summed by the caller), in distance()'s
+// operations. METRIC: gknn::Metric, or interp::kMetricPositiveIp.
+template <int METRIC>
+__device__ __forceinline__ void add_term(float a, float q, float& s, float& nb) {
+  if (METRIC == int(Metric::L2)) {
+    s += detail::SquaredDiff{}(a, q);
+  } else if (METRIC == int(Metric::L1)) {
+    s += detail::AbsDiff{}(a, q);
+  } else {
+    s += detail::Product{}(a, q);
+    if (METRIC == int(Metric::Cosine)) nb += detail::Product{}(q, q);
+  }
+}
+
+// The distance from the combined sums, as the operator returns it.
+template <int METRIC>
+__device__ __forceinline__ double finish_distance(float s, float na, float nb) {
+  if (METRIC == int(Metric::L2)) return sqrt(static_cast<double>(s));
+  if (METRIC == int(Metric::InnerProduct)) return -static_cast<double>(s);
+  if (METRIC == int(Metric::Cosine)) return cosine_from_sums(s, na, nb);
+  return static_cast<double>(s);  // L1, positive inner product
+}
+
+// Whether the interpreter reads row `row`'s distance (a live row of the
+// batch, not NULL, of the constant's dimension); the row's vector if so.
+__device__ __forceinline__ const float* live_vector(const BatchView& b, int column, std::int64_t stride,
+                                                    std::int64_t row, int qdim) {
+  const ColumnView& c = b.column[column];
+  const bool live = row < stride && row < b.n && !(c.nulls && c.nulls[row]) && c.dims[row] == qdim;
+  return live ? static_cast<const float*>(c.data) + row * static_cast<std::int64_t>(c.dim) : nullptr;
+}
+
 template <int METRIC>
 __global__ void vector_distances(const __grid_constant__ DistancesLaunch l) {
   constexpr int kRowsPerBlock = 256 / kDistanceLanes;
@@ -79,45 +112,90 @@ __global__ void vector_distances(const __grid_constant__ DistancesLaunch l) {
   const std::int64_t batch = blockIdx.x / l.blocks_per_batch;
   const std::int64_t row =
       (blockIdx.x % l.blocks_per_batch) * std::int64_t(kRowsPerBlock) + threadIdx.x / kDistanceLanes;
-  const BatchView& b = l.views[batch];
-  const ColumnView& c = b.column[l.column];
   // Every thread reaches the shuffles; rows the interpreter will not read
   // (past the batch, NULL, another dimension) sum nothing.
-  const bool live = row < l.stride && row < b.n && !(c.nulls && c.nulls[row]) && c.dims[row] == l.qdim;
+  const float* x = live_vector(l.views[batch], l.column, l.stride, row, l.qdim);
   float s = 0, na = 0, nb = 0;
-  if (live) {
-    const float* x = static_cast<const float*>(c.data) + row * static_cast<std::int64_t>(c.dim);
+  if (x)
     for (int i = lane; i < l.qdim; i += kDistanceLanes) {
-      const float a = x[i], q = l.query[i];
-      if (METRIC == int(Metric::L2)) {
-        s += detail::SquaredDiff{}(a, q);
-      } else if (METRIC == int(Metric::L1)) {
-        s += detail::AbsDiff{}(a, q);
-      } else {
-        s += detail::Product{}(a, q);
-        if (METRIC == int(Metric::Cosine)) {
-          na += detail::Product{}(a, a);
-          nb += detail::Product{}(q, q);
-        }
-      }
+      const float a = x[i];
+      add_term<METRIC>(a, l.query[i], s, nb);
+      if (METRIC == int(Metric::Cosine)) na += detail::Product{}(a, a);
     }
-  }
   s = combine_lanes_shfl(s);
   if (METRIC == int(Metric::Cosine)) {
     na = combine_lanes_shfl(na);
     nb = combine_lanes_shfl(nb);
   }
-  if (!live || lane != 0) return;
-  double d;
-  if (METRIC == int(Metric::L2))
-    d = sqrt(static_cast<double>(s));
-  else if (METRIC == int(Metric::InnerProduct))
-    d = -static_cast<double>(s);
-  else if (METRIC == int(Metric::Cosine))
-    d = cosine_from_sums(s, na, nb);
-  else
-    d = static_cast<double>(s);  // L1, positive inner product
-  l.out[batch * l.stride + row] = d;
+  if (x && lane == 0) l.out[batch * l.stride + row] = finish_distance<METRIC>(s, na, nb);
+}
+
+// Distances of one column to several constants of the same dimension and
+// metric (programs ranked together): each row's vector is read once for up
+// to kSharedConstants constants, each summed in the lanes and order of the
+// kernel above (the same bits). Query q's distance of position p lands at
+// out[q * query_stride + p].
+struct DistancesManyLaunch {
+  const BatchView* views;
+  std::int64_t stride;
+  int blocks_per_batch;
+  int column;
+  const float* queries;  // nq constants of qdim floats, one after another (device)
+  int nq, qdim;
+  double* out;
+  std::int64_t query_stride;
+};
+constexpr int kSharedConstants = 16;  // sums held per thread
+
+template <int METRIC>
+__global__ void vector_distances_many(const __grid_constant__ DistancesManyLaunch l) {
+  constexpr int kRowsPerBlock = 256 / kDistanceLanes, QT = kSharedConstants;
+  const int lane = threadIdx.x % kDistanceLanes;
+  const std::int64_t batch = blockIdx.x / l.blocks_per_batch;
+  const std::int64_t row =
+      (blockIdx.x % l.blocks_per_batch) * std::int64_t(kRowsPerBlock) + threadIdx.x / kDistanceLanes;
+  const float* x = live_vector(l.views[batch], l.column, l.stride, row, l.qdim);
+  for (int q0 = 0; q0 < l.nq; q0 += QT) {
+    float s[QT], nb[QT], na = 0;
+#pragma unroll
+    for (int j = 0; j < QT; ++j) s[j] = nb[j] = 0;
+    // A chunk's constants past nq repeat the last one (read, never written).
+    const float* q[QT];
+#pragma unroll
+    for (int j = 0; j < QT; ++j) q[j] = l.queries + static_cast<std::int64_t>(min(q0 + j, l.nq - 1)) * l.qdim;
+    if (x)
+      for (int i = lane; i < l.qdim; i += kDistanceLanes) {
+        const float a = x[i];
+        if (METRIC == int(Metric::Cosine)) na += detail::Product{}(a, a);
+#pragma unroll
+        for (int j = 0; j < QT; ++j) add_term<METRIC>(a, __ldg(q[j] + i), s[j], nb[j]);
+      }
+    if (METRIC == int(Metric::Cosine)) na = combine_lanes_shfl(na);
+#pragma unroll
+    for (int j = 0; j < QT; ++j) {
+      const float sj = combine_lanes_shfl(s[j]);
+      const float nbj = METRIC == int(Metric::Cosine) ? combine_lanes_shfl(nb[j]) : 0.0f;
+      if (x && lane == 0 && q0 + j < l.nq)
+        l.out[(q0 + j) * l.query_stride + batch * l.stride + row] = finish_distance<METRIC>(sj, na, nbj);
+    }
+  }
+}
+
+// Calls f(std::integral_constant<int, METRIC>) for a DistanceJob's metric.
+template <typename F>
+void with_metric(int metric, F&& f) {
+  switch (metric) {
+    case int(Metric::L2):
+      return f(std::integral_constant<int, int(Metric::L2)>{});
+    case int(Metric::InnerProduct):
+      return f(std::integral_constant<int, int(Metric::InnerProduct)>{});
+    case int(Metric::Cosine):
+      return f(std::integral_constant<int, int(Metric::Cosine)>{});
+    case int(Metric::L1):
+      return f(std::integral_constant<int, int(Metric::L1)>{});
+    case interp::kMetricPositiveIp:
+      return f(std::integral_constant<int, interp::kMetricPositiveIp>{});
+  }
 }
 
 // Fills out[j * stride + r] for row r of views[j] (device), j < nbatches.
@@ -128,23 +206,23 @@ inline void launch_vector_distances(const DistanceJob& job, const float* d_vecto
   const int per_batch = static_cast<int>((stride + kRows - 1) / kRows);
   const DistancesLaunch l{views, stride, per_batch, job.column, d_vectors + job.query_at, job.qdim, out};
   const unsigned grid = static_cast<unsigned>(per_batch * nbatches);
-  switch (job.metric) {
-    case int(Metric::L2):
-      vector_distances<int(Metric::L2)><<<grid, kThreads, 0, stream>>>(l);
-      break;
-    case int(Metric::InnerProduct):
-      vector_distances<int(Metric::InnerProduct)><<<grid, kThreads, 0, stream>>>(l);
-      break;
-    case int(Metric::Cosine):
-      vector_distances<int(Metric::Cosine)><<<grid, kThreads, 0, stream>>>(l);
-      break;
-    case int(Metric::L1):
-      vector_distances<int(Metric::L1)><<<grid, kThreads, 0, stream>>>(l);
-      break;
-    case interp::kMetricPositiveIp:
-      vector_distances<interp::kMetricPositiveIp><<<grid, kThreads, 0, stream>>>(l);
-      break;
-  }
+  with_metric(job.metric,
+              [&](auto m) { vector_distances<decltype(m)::value><<<grid, kThreads, 0, stream>>>(l); });
+  GKNN_CUDA(cudaGetLastError());
+}
+
+// The same for nq constants (d_queries: nq x job.qdim floats on the device):
+// constant q's at out[q * query_stride + j * stride + r].
+inline void launch_vector_distances_many(const DistanceJob& job, const float* d_queries, int nq,
+                                         const BatchView* views, std::int64_t nbatches, std::int64_t stride,
+                                         double* out, std::int64_t query_stride, cudaStream_t stream) {
+  constexpr int kThreads = 256, kRows = kThreads / kDistanceLanes;
+  const int per_batch = static_cast<int>((stride + kRows - 1) / kRows);
+  const DistancesManyLaunch l{views, stride,   per_batch, job.column,  d_queries,
+                              nq,    job.qdim, out,       query_stride};
+  const unsigned grid = static_cast<unsigned>(per_batch * nbatches);
+  with_metric(job.metric,
+              [&](auto m) { vector_distances_many<decltype(m)::value><<<grid, kThreads, 0, stream>>>(l); });
   GKNN_CUDA(cudaGetLastError());
 }
 

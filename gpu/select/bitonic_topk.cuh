@@ -361,9 +361,9 @@ constexpr int tile_smem_bytes() {
   return TileLayout<Word>::words(BitonicShape<K>::kTile) * int(sizeof(Word));
 }
 
-// SortReducer (SORT_INPUT) / BitonicReducer, or the single-block FINAL kernel
-// that leaves the K smallest ascending and writes the first `take`. Each
-// block reduces the tile of E positions at blockIdx.x * E.
+// SortReducer (SORT_INPUT) / BitonicReducer, or the FINAL kernel that leaves
+// a tile's K smallest ascending and writes the first `take`. Each block
+// reduces the tile of E positions at blockIdx.x * E.
 template <typename Word, int K, bool SORT_INPUT, bool FINAL, typename Loader>
 __global__ void __launch_bounds__(BitonicShape<K>::kThreads)
     bitonic_reducer(Loader load, Word* out, int64_t take) {
@@ -380,7 +380,10 @@ __global__ void __launch_bounds__(BitonicShape<K>::kThreads)
   }
   __syncthreads();
   if (SORT_INPUT) local_sort<Word, K, NT, L>(s, E);
-  reduce_tile<Word, K, FINAL>(s, out, int64_t(blockIdx.x) * (E / R), take);
+  // FINAL with several blocks: one tile per segment (bitonic_topk_segments),
+  // each segment's `take` words at out + blockIdx.x * take.
+  reduce_tile<Word, K, FINAL>(s, FINAL ? out + int64_t(blockIdx.x) * take : out,
+                              int64_t(blockIdx.x) * (E / R), take);
 }
 
 // FusedSortReducer (the paper's buffer filler, SIGMOD'18 §5): the loader
@@ -520,6 +523,81 @@ void bitonic_topk(Loader load, int64_t n, int64_t k, Word* out, Word* scratch, c
   const int64_t take = k < n ? k : n;
   with_run_length(k, [&](auto kc) {
     bitonic_pipeline<Word, decltype(kc)::value, SORT_INPUT>(load, n, take, out, scratch, stream);
+  });
+}
+
+// Top-k of several word arrays at once (GpuTopK's programs ranked together):
+// `segments` arrays of n words, segment s at in + s * n. The loader puts each
+// segment at a tile boundary, rounded up to an even number of tiles
+// (sentinels between), so no tile mixes two segments and each segment's
+// output starts at a multiple of 2K: its runs alternate as the next level
+// expects of a tile of its own. The FINAL level runs one block per segment.
+template <typename Word>
+struct SegmentLoader {
+  const Word* in;
+  int64_t n, pad;
+  __device__ __forceinline__ Word operator()(int64_t i) const {
+    const int64_t seg = i / pad, off = i - seg * pad;
+    return off < n ? in[seg * n + off] : max_word<Word>();
+  }
+};
+
+template <int K>
+int64_t segment_pad(int64_t n) {
+  constexpr int64_t E2 = 2 * int64_t(BitonicShape<K>::kTile);
+  return (n + E2 - 1) / E2 * E2;
+}
+
+// Words of scratch for `segments` segments of n words: a level's output and
+// the next one's (later levels reuse them, each smaller than the last).
+template <int K>
+int64_t segments_scratch_words(int64_t n, int64_t segments) {
+  constexpr int64_t E = BitonicShape<K>::kTile, OUT = E / BitonicShape<K>::kReduce;
+  if (n <= E) return 0;
+  const int64_t a = segment_pad<K>(n) / E * OUT;
+  const int64_t b = a > E ? segment_pad<K>(a) / E * OUT : 0;
+  return segments * (a + b);
+}
+
+template <typename Word, int K>
+void bitonic_segments_pipeline(const Word* in, int64_t n, int64_t segments, int64_t take, Word* out,
+                               Word* scratch, cudaStream_t stream) {
+  constexpr int64_t E = BitonicShape<K>::kTile, OUT = E / BitonicShape<K>::kReduce;
+  if (n <= E) {
+    launch_reducer<Word, K, true, true>(SegmentLoader<Word>{in, n, E}, segments, out, take, stream);
+    return;
+  }
+  int64_t pad = segment_pad<K>(n);
+  int64_t ncur = pad / E * OUT;
+  Word* cur = scratch;
+  Word* next = scratch + segments * ncur;
+  launch_reducer<Word, K, true, false>(SegmentLoader<Word>{in, n, pad}, segments * (pad / E), cur, 0, stream);
+  while (ncur > E) {
+    pad = segment_pad<K>(ncur);
+    launch_reducer<Word, K, false, false>(SegmentLoader<Word>{cur, ncur, pad}, segments * (pad / E), next, 0,
+                                          stream);
+    ncur = pad / E * OUT;
+    Word* t = cur;
+    cur = next;
+    next = t;
+  }
+  launch_reducer<Word, K, false, true>(SegmentLoader<Word>{cur, ncur, E}, segments, out, take, stream);
+}
+
+inline int64_t bitonic_segments_scratch_words(int64_t n, int64_t segments, int64_t k) {
+  int64_t words = 0;
+  with_run_length(k, [&](auto kc) { words = segments_scratch_words<decltype(kc)::value>(n, segments); });
+  return words;
+}
+
+// The smallest take = min(k, n) words of each segment, ascending, at
+// out + s * take.
+template <typename Word>
+void bitonic_topk_segments(const Word* in, int64_t n, int64_t segments, int64_t k, Word* out, Word* scratch,
+                           cudaStream_t stream) {
+  const int64_t take = k < n ? k : n;
+  with_run_length(k, [&](auto kc) {
+    bitonic_segments_pipeline<Word, decltype(kc)::value>(in, n, segments, take, out, scratch, stream);
   });
 }
 

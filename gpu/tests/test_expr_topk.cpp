@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 
@@ -487,6 +488,155 @@ TEST(ExprTopKGpu, KeptBatchesInSeveralGroups) {
   expect_same(from_store->result(), pushed->result());
   EXPECT_EQ(from_store->stats().rows_passed, pushed->stats().rows_passed);
   EXPECT_EQ(from_store->stats().batches, batches);
+}
+
+// ---- programs ranked together over the same kept batches (rank_kept_shared) ----
+
+// The store of `batches` batches of `rows` (ragged) rows, kept by a TopK
+// of `keeper_program`.
+std::unique_ptr<ResidentBatches> keep_batches(
+    int device, const Program& keeper_program, const std::vector<ColumnSpec>& cols, std::int64_t rows,
+    int batches, const std::function<void(BatchView&, std::int64_t, int)>& fill_batch) {
+  std::unique_ptr<TopK> keeper(device >= 0 ? make_topk_gpu(keeper_program, cols, rows, 1, device)
+                                           : make_topk_cpu(keeper_program, cols, rows, 1));
+  keeper->keep_start(std::size_t(1) << 34);
+  EvalError err;
+  for (int i = 0; i < batches; ++i) {
+    BatchView& b = keeper->next_batch();
+    fill_batch(b, rows - 13 * i, i);
+    EXPECT_TRUE(keeper->push(err));
+  }
+  EXPECT_TRUE(keeper->finish(err));
+  return std::unique_ptr<ResidentBatches>(keeper->keep_stop());
+}
+
+// Each query against a TopK of its own given the same stores: rows, error, counts.
+void expect_as_alone(int device, const std::vector<const ResidentBatches*>& stores,
+                     const std::vector<ColumnSpec>& cols, std::vector<KeptQuery>& queries) {
+  rank_kept_shared(stores, cols, queries, device);
+  for (std::size_t i = 0; i < queries.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "query " << i << " k " << queries[i].k);
+    const KeptQuery& q = queries[i];
+    std::unique_ptr<TopK> alone(device >= 0 ? make_topk_gpu(*q.program, cols, 1 << 16, q.k, device)
+                                            : make_topk_cpu(*q.program, cols, 1 << 16, q.k));
+    EvalError err;
+    bool ok = true;
+    for (const ResidentBatches* r : stores)
+      if (ok) ok = alone->push_resident(*r, err);
+    if (ok) ok = alone->finish(err);
+    EXPECT_EQ(q.error.kind, err.kind);
+    if (!ok) {
+      EXPECT_EQ(q.error.row_id, err.row_id);
+      EXPECT_EQ(q.error.detail[0], err.detail[0]);
+      EXPECT_EQ(q.error.detail[1], err.detail[1]);
+      continue;
+    }
+    expect_same(q.rows, alone->result());
+    EXPECT_EQ(q.stats.rows_scanned, alone->stats().rows_scanned);
+    EXPECT_EQ(q.stats.rows_passed, alone->stats().rows_passed);
+    EXPECT_EQ(q.stats.batches, alone->stats().batches);
+  }
+}
+
+// Mixed programs (scalar keys of one and two limbs, vector distances to
+// different constants, a division by zero) and k from 0 to 1024, over two
+// stores: each gets what it would alone.
+void check_shared_mixed(int device) {
+  auto fill_batch = [](BatchView& b, std::int64_t n, int i) {
+    std::mt19937_64 rng(500 + i);
+    fill(b, n, i * 5000, rng);
+  };
+  std::unique_ptr<ResidentBatches> first =
+      keep_batches(device, make_program(1, false, false, false), kColumns, 5000, 3, fill_batch);
+  std::unique_ptr<ResidentBatches> second =
+      keep_batches(device, make_program(1, false, false, false), kColumns, 3000, 2, fill_batch);
+  ASSERT_TRUE(first && second);
+  std::vector<Program> programs;
+  for (int variant = 0; variant < 4; ++variant)
+    for (bool two : {false, true}) programs.push_back(make_program(variant, variant & 1, variant & 2, two));
+  std::mt19937_64 rng(77);
+  std::normal_distribution<float> normal(0, 2);
+  for (int c = 0; c < 19; ++c) {  // c3 <-> q for 19 constants (more than one chunk of sums)
+    Program p = make_program(3, c & 1, false, false);
+    for (float& x : p.vectors) x = normal(rng);
+    programs.push_back(p);
+  }
+  programs.push_back(divide_by_c0_minus_2());
+  std::vector<KeptQuery> queries;
+  const std::int64_t ks[] = {0, 1, 10, 10, 100, 500, 1024};
+  for (std::size_t i = 0; i < programs.size(); ++i) {
+    KeptQuery q;
+    q.program = &programs[i];
+    q.k = ks[i % 7];
+    if (device < 0 || gpu_supports(programs[i], q.k)) queries.push_back(q);  // (three key limbs: the CPU's)
+  }
+  ASSERT_GE(queries.size(), 25u);
+  expect_as_alone(device, {first.get(), second.get()}, kColumns, queries);
+  EXPECT_NE(queries.back().error.kind, ErrorKind::None);
+}
+
+TEST(ExprTopK, SharedRankingAsAlone) { check_shared_mixed(-1); }
+TEST(ExprTopKGpu, SharedRankingAsAlone) {
+  GKNN_NEED_GPU();
+  check_shared_mixed(0);
+}
+
+// Fashion-MNIST's shape: 784-d vectors, 20 constants per metric ranked
+// together (the same bits as alone: the words hold each distance), and a
+// row of another dimension behind the others.
+TEST(ExprTopKGpu, SharedVectorDistancesAsAlone) {
+  GKNN_NEED_GPU();
+  for (int dim : {3, 784}) {
+    const std::vector<ColumnSpec> cols = {{Type::Vector, dim}};
+    auto fill_batch = [dim](BatchView& b, std::int64_t n, int i) {
+      std::mt19937_64 rng(900 + i);
+      fill_vectors(b, n, i * 3000, dim, rng);
+    };
+    std::mt19937_64 krng(dim);
+    std::unique_ptr<ResidentBatches> store =
+        keep_batches(0, vector_program(0, dim, false, krng), cols, 3000, 4, fill_batch);
+    ASSERT_TRUE(store);
+    std::vector<Program> programs;
+    for (int metric = 0; metric <= 4; ++metric)
+      for (int c = 0; c < 20; ++c) {
+        std::mt19937_64 qrng(dim * 100 + metric * 20 + c);
+        programs.push_back(vector_program(metric, dim, c % 3 == 0, qrng));
+      }
+    std::vector<KeptQuery> queries;
+    for (std::size_t i = 0; i < programs.size(); ++i) {
+      KeptQuery q;
+      q.program = &programs[i];
+      q.k = i % 4 == 0 ? 100 : 10;
+      queries.push_back(q);
+    }
+    SCOPED_TRACE(::testing::Message() << "dim " << dim);
+    expect_as_alone(0, {store.get()}, cols, queries);
+  }
+}
+
+// More rows than one group of positions: several launches, the same rows
+// and the first error in scan order, as alone.
+TEST(ExprTopKGpu, SharedRankingInSeveralGroups) {
+  GKNN_NEED_GPU();
+  const std::int64_t rows = 65536;
+  const int batches = static_cast<int>(kKeptGroupPositions / rows) + 2;
+  auto fill_batch = [](BatchView& b, std::int64_t n, int i) {
+    std::mt19937_64 rng(40 + i);
+    fill(b, n, std::int64_t(i) * 65536, rng);
+  };
+  std::unique_ptr<ResidentBatches> store =
+      keep_batches(0, make_program(1, false, false, false), kColumns, rows, batches, fill_batch);
+  ASSERT_TRUE(store);
+  std::vector<Program> programs = {make_program(3, false, false, false), make_program(0, true, true, true),
+                                   divide_by_c0_minus_2(), make_program(1, false, false, false)};
+  std::vector<KeptQuery> queries;
+  for (std::size_t i = 0; i < programs.size(); ++i) {
+    KeptQuery q;
+    q.program = &programs[i];
+    q.k = i == 1 ? 1000 : 50;
+    queries.push_back(q);
+  }
+  expect_as_alone(0, {store.get()}, kColumns, queries);
 }
 
 }  // namespace

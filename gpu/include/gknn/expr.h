@@ -288,6 +288,29 @@ constexpr std::int64_t kKeptGroupPositions = std::int64_t(1) << 21;
 // Whether make_topk_gpu takes this shape (else the CPU runs it).
 bool gpu_supports(const Program& program, std::int64_t k);
 
+// ---- Programs ranked together over the same kept batches ----
+
+// One program of rank_kept_shared, and what it gets: the rows, the first
+// error in scan order and the counts a TopK of its own would give after
+// push_resident of each store, then finish.
+struct KeptQuery {
+  const Program* program = nullptr;
+  std::int64_t k = 0;
+  std::vector<Selected> rows;  // best first, at most k
+  EvalError error;             // kind None: no row raised
+  TopKStats stats;
+};
+
+// Ranks every query over the same stores (kept by TopKs of `columns` on
+// `device`; -1: the CPU). On the GPU (each query gpu_supports) the queries
+// of the same key width, run length and vector distances share launches:
+// each row's vector is read once for all their distances (to each its own
+// constant), one row_words launch and one top-k pipeline serve them all (the
+// GPU service ranks concurrent sessions' cache hits so). Throws gknn::Error
+// (InvalidArgument: a program or store that does not fit).
+void rank_kept_shared(const std::vector<const ResidentBatches*>& stores, const std::vector<ColumnSpec>& columns,
+                      std::vector<KeptQuery>& queries, int device);
+
 // Evaluates one row with the CPU interpreter: whether the qual passed, the
 // key limbs (plus row id) when it did; ErrorKind::None unless it raised.
 ErrorKind eval_row_cpu(const Program& program, const BatchView& batch, std::int64_t row, bool& passed,
