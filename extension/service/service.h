@@ -238,10 +238,14 @@ struct ServiceTopKCacheProbe {
   // a hit, a map of the entry's blocks (palloc'd; 0 heap, 1 cached, 2
   // check the page) and how many to check; `checked`: none, and the map is
   // final already (`ranked`: the rows ranked from the entry; no cache check).
+  // `final`: the entry held every block, and the service ranked and
+  // finished the session with the probe (gknn_service_topk_finish answers
+  // from what came back; no cache check, rank or heap scan follows).
   int state;
   uint8* map;
   int64 map_blocks, checks, rows;  // rows: the entry's
   bool checked;
+  bool final;
   int64 ranked;
 };
 enum { kServiceCacheNone = 0, kServiceCacheFill = 1, kServiceCacheHit = 2 };

@@ -192,9 +192,13 @@ struct TopKOutcome {
   // cache_checked (kTopKBegin): a hit with no page to check, whose final map
   // the answer holds already, and cache_ranked the rows ranked from the
   // entry (no kTopKCacheCheck follows; cache_rows is the entry's, as always).
+  // cache_final (kTopKBegin): the entry held every block, and the session
+  // is ranked and finished already: `count` row ids (some in the payload,
+  // the rest by kTopKFetch) or the row that raised; nothing else follows.
   int32 cache_state;
   int32 cache_kept;
   int32 cache_checked;
+  int32 cache_final;
   int64 cache_blocks, cache_checks, cache_rows, cache_ranked;
 };
 

@@ -74,6 +74,9 @@ struct Session {
   std::int64_t probe_blocks = 0, probe_checks = 0, probe_rows = 0, probe_ranked = 0;
   TopKCacheState probe_state = kCacheNone;
   bool probe_checked = false;  // a hit with no page to check: its final map made at the probe
+  // A hit whose entry holds every block of the table: ranked and finished by
+  // the kTopKBegin task, with the other sessions' such hits on the entry.
+  bool one_shot = false;
 
   ~Session() {
     // Destroyed on the main thread (the last reference is a session map's or
@@ -85,6 +88,7 @@ struct Session {
 
 // An open, a batch or a finish. The executor thread writes the outcome.
 struct Task : TaskOutcome {
+  std::uint64_t id = 0;
   int slot = 0;
   RequestSlot* s = nullptr;
   std::shared_ptr<Session> session;
@@ -94,6 +98,9 @@ struct Task : TaskOutcome {
   std::int64_t keep_bytes = 0;
   std::unique_ptr<gknn::expr::ResidentBatches> kept;
   std::uint32_t first_block = 0, last_block = 0;
+  // One-shot hits of other sessions on the same entry, ranked with this one
+  // (their tasks stay in `tasks`, out of `waiting`).
+  std::vector<Task*> riders;
 };
 
 // Made once and never destroyed: a session may hold a GPU TopK, whose
@@ -176,11 +183,37 @@ void finish_ranking(Session& ss) {
   for (std::size_t i = 0; i < rows.size(); ++i) ss.result[i] = rows[i].row_id();
 }
 
+// One-shot hits (the task's and its riders') ranked together over their
+// entry's segments: each session finished with its rows or its error.
+void rank_one_shots(Task& t) {
+  std::vector<Task*> all = {&t};
+  all.insert(all.end(), t.riders.begin(), t.riders.end());
+  std::vector<gknn::expr::KeptQuery> queries(all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    queries[i].program = &all[i]->session->program;
+    queries[i].k = all[i]->session->head.k;
+  }
+  Session& lead = *t.session;
+  gknn::expr::rank_kept_shared(lead.cache.ranked, lead.columns, queries, lead.device);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    Session& ss = *all[i]->session;
+    ss.finished = true;
+    ss.error = queries[i].error;
+    ss.stats = queries[i].stats;
+    ss.result.resize(queries[i].rows.size());
+    for (std::size_t j = 0; j < queries[i].rows.size(); ++j) ss.result[j] = queries[i].rows[j].row_id();
+  }
+}
+
 void run_task(Task& t) {
   Session& ss = *t.session;
   run_captured(t, [&] {
     switch (t.s->kind) {
       case kTopKBegin:
+        if (ss.one_shot) {
+          rank_one_shots(t);
+          break;
+        }
         ss.topk.reset(
             ss.device >= 0
                 ? gknn::expr::make_topk_gpu(ss.program, ss.columns, ss.head.capacity, ss.head.k, ss.device)
@@ -230,6 +263,11 @@ void probe_cache(ResidentImages& images, Session& ss, const RequestSlot* s, cons
                                s->payload_bytes);
     ss.probe_checked = true;
     ss.probe_ranked = ss.cache.rows;
+    // Every block of the table (as the requester read it) from the entry: no
+    // heap to read, so the session is ranked and finished now.
+    const std::int64_t n = ss.cache.entry->nblocks;
+    const std::uint8_t* map = reinterpret_cast<const std::uint8_t*>(payload);
+    ss.one_shot = n == h.nblocks && std::all_of(map, map + n, [](std::uint8_t b) { return b == kBlockCached; });
   }
 }
 
@@ -309,6 +347,32 @@ void outcome(const Session& ss, RequestSlot* s) {
   o.device = ss.device;
 }
 
+// A one-shot hit waiting behind `lead` that can ride with it: the same
+// entry and segments, on the same device.
+bool rides_with(const Task& lead, const Task& t) {
+  const Session& a = *lead.session;
+  const Session& b = *t.session;
+  return t.s->kind == kTopKBegin && b.one_shot && b.device == a.device && b.cache.entry == a.cache.entry &&
+         b.cache.ranked == a.cache.ranked && !withdrawn(t.s);
+}
+
+// The one-shot hits that wait on the same entry as `lead` join it (out of
+// `waiting`): one shared ranking serves them all (rank_kept_shared). Under
+// load they queue up behind the running tasks; a lone one goes at once.
+constexpr std::size_t kMaxRiders = 31;
+void gather_riders(Task& lead) {
+  if (lead.s->kind != kTopKBegin || !lead.session->one_shot) return;
+  for (auto w = waiting->begin(); w != waiting->end() && lead.riders.size() < kMaxRiders;) {
+    auto it = tasks->find(*w);
+    if (it != tasks->end() && rides_with(lead, *it->second)) {
+      lead.riders.push_back(it->second.get());
+      w = waiting->erase(w);
+    } else {
+      ++w;
+    }
+  }
+}
+
 // Hands waiting tasks to the executors while the share allows (all
 // executors but one: index searches always keep one).
 void start_waiting(Executors& executors, AnswerFn answer, int own_slot, bool* own_failed) {
@@ -325,9 +389,12 @@ void start_waiting(Executors& executors, AnswerFn answer, int own_slot, bool* ow
     } else {
       Task* task = &t;
       try {
+        gather_riders(t);
         executors.submit(id, [task] { run_task(*task); });
         started = true;
       } catch (const std::exception&) {
+        for (auto r = t.riders.rbegin(); r != t.riders.rend(); ++r) waiting->push_front((*r)->id);
+        t.riders.clear();
         set_error(t.s, ERRCODE_OUT_OF_MEMORY, "out of memory in the gknn service");
       }
     }
@@ -352,6 +419,7 @@ Task& queue_task(int slot, const std::shared_ptr<Session>& ss, RequestSlot* s, c
   t->session = ss;
   t->payload = payload;
   const std::uint64_t id = kTopKTaskBit | ++next_task;
+  t->id = id;
   (*tasks)[id] = std::move(t);
   waiting->push_back(id);
   return task;
@@ -471,20 +539,18 @@ bool run_topk_request(ResidentImages& images, Executors& executors, int slot, Re
   return false;
 }
 
-void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, AnswerFn answer, bool* fault) {
-  *fault = false;
-  if (!tasks) return;
-  auto it = tasks->find(id);
-  if (it == tasks->end()) return;
-  --running;
-  Task& t = *it->second;
+namespace {
+
+// Writes a finished task's reply (`done`: the outcome of the task that ran,
+// the task's own or, for a rider, its leader's) and answers it.
+void reply_task(ResidentImages& images, Task& t, const TaskOutcome& done, AnswerFn answer, bool* fault) {
   Session& ss = *t.session;
   RequestSlot* s = t.s;
   const int slot = t.slot;
   bool drop = false;
-  if (t.failed) {
-    *fault = t.code == ErrorCode::DeviceFault;
-    set_error(s, t.sqlstate, t.message.c_str());
+  if (done.failed) {
+    *fault = *fault || done.code == ErrorCode::DeviceFault;
+    set_error(s, done.sqlstate, done.message.c_str());
     drop = true;
   } else {
     s->reply = kOk;
@@ -496,6 +562,7 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
       s->topk.cache_rows = ss.probe_rows;
       s->topk.cache_checked = ss.probe_checked;
       s->topk.cache_ranked = ss.probe_ranked;
+      s->topk.cache_final = ss.one_shot;
     }
     try {  // a kept batch becomes a segment of the entry being filled
       if (s->kind == kTopKBatch && t.keep_bytes > 0)
@@ -508,12 +575,14 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
       topk_cache().abandon(&ss.cache);
     }
     if (s->kind == kTopKCacheRank) s->topk.cache_rows = ss.cache.rows;
-    if (s->kind == kTopKBatch || s->kind == kTopKCacheRank) {  // a ranking: a heap batch or a cached entry
+    const bool ranked_cache = s->kind == kTopKCacheRank || (s->kind == kTopKBegin && ss.one_shot);
+    if (s->kind == kTopKBatch || ranked_cache) {  // a ranking: a heap batch or a cached entry
       SpinLockAcquire(&shared()->mutex);
       shared()->topk_batches++;
       shared()->topk_rows += s->kind == kTopKBatch ? s->count : static_cast<std::int64_t>(ss.cache.rows);
       SpinLockRelease(&shared()->mutex);
-    } else if (s->kind == kTopKFinish) {
+    }
+    if (s->kind == kTopKFinish || (s->kind == kTopKBegin && ss.one_shot)) {
       const std::int64_t total = static_cast<std::int64_t>(ss.result.size());
       s->count = total;
       try {
@@ -528,8 +597,25 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
     auto sit = sessions->find(slot);
     if (sit != sessions->end() && sit->second == t.session) sessions->erase(sit);
   }
-  tasks->erase(it);
   answer(slot);
+}
+
+}  // namespace
+
+void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, AnswerFn answer, bool* fault) {
+  *fault = false;
+  if (!tasks) return;
+  auto it = tasks->find(id);
+  if (it == tasks->end()) return;
+  --running;
+  Task& t = *it->second;
+  const TaskOutcome done = t;
+  for (Task* r : t.riders) {
+    reply_task(images, *r, done, answer, fault);
+    tasks->erase(r->id);
+  }
+  reply_task(images, t, done, answer, fault);
+  tasks->erase(it);
   try {
     bool unused = false;
     start_waiting(executors, answer, -1, &unused);

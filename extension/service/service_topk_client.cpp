@@ -50,6 +50,14 @@ struct ServiceTopK {
   bool keep;
   bool fill_lost;
   int64 map_blocks;  // the entry's blocks (the map the probe returned)
+  // A session the service finished with its probe (ServiceTopKCacheProbe::
+  // final): `final_total` row ids, the first `final_got` of them here, or the
+  // row that raised; the counts of its ranking.
+  bool final;
+  uint64* final_rows;
+  int64 final_total, final_got;
+  gknn::expr::EvalError final_err;
+  gknn::expr::TopKStats final_stats;
 };
 
 namespace gknn_service {
@@ -253,6 +261,31 @@ void put(char* base, int64 at, const T* src, int64 n) {
   if (n > 0) memcpy(base + at, src, sizeof(T) * n);
 }
 
+void read_stats(const RequestSlot* s, gknn::expr::TopKStats* stats) {
+  stats->rows_scanned = s->topk.rows_scanned;
+  stats->rows_passed = s->topk.rows_passed;
+  stats->batches = s->topk.batches;
+  stats->bytes_to_device = s->topk.bytes_to_device;
+  stats->device_ms = s->topk.device_ms;
+}
+
+// Room for a result of `total` row ids, the first `got` of them copied from
+// `from` (the rest come by kTopKFetch).
+uint64* result_rows(const uint64* from, int64 total, int64 got) {
+  if (total < 0)
+    elog(ERROR, "gknn GPU service: a GpuTopK result of %lld rows", static_cast<long long>(total));
+  uint64* ids = static_cast<uint64*>(
+      palloc_extended(sizeof(uint64) * Max(total, int64{1}), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
+  if (!ids) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+  if (got > 0) memcpy(ids, from, sizeof(uint64) * got);
+  return ids;
+}
+
+// How many of an answer's `total` row ids it holds in buf[0].
+int64 rows_in_answer(const ServiceTopK* t, int64 total) {
+  return Min(total, t->buf_bytes / static_cast<int64>(sizeof(uint64)));
+}
+
 }  // namespace
 }  // namespace gknn_service
 
@@ -294,8 +327,8 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
   // Room for the program (and probe) and a cache map of the table's blocks;
   // a batch's too, unless a cache hit may need none (carve makes room).
   int64 bytes = Max(o.end, int64{64} << 10);
-  if (probe)
-    bytes = Max(bytes, Max(co.end, probe->nblocks + 64));
+  if (probe)  // the map, or a finished session's rows
+    bytes = Max(bytes, Max(co.end, Max(probe->nblocks + 64, 8 * Min(k, int64{1} << 14))));
   else
     bytes = Max(bytes, batch);
   ServiceTopK* t = open_session(bytes);
@@ -325,8 +358,21 @@ ServiceTopK* gknn_service_topk_begin(const ServiceTopKProgram& p, int64 k, int64
     probe->checks = 0;
     probe->rows = 0;
     probe->checked = false;
+    probe->final = false;
     probe->ranked = 0;
-    if (probe->state == kCacheHit) {  // the map, out of the buffer batches are filled in
+    if (probe->state == kCacheHit && s->topk.cache_final) {  // ranked and finished: the rows came back
+      probe->final = true;
+      probe->rows = s->topk.cache_rows;
+      probe->checked = true;
+      probe->ranked = s->topk.cache_ranked;
+      t->final = true;
+      read_stats(s, &t->final_stats);
+      if (!raised(s, &t->final_err)) {
+        t->final_total = s->count;
+        t->final_got = rows_in_answer(t, t->final_total);
+        t->final_rows = result_rows(reinterpret_cast<const uint64*>(t->buf[0]), t->final_total, t->final_got);
+      }
+    } else if (probe->state == kCacheHit) {  // the map, out of the buffer batches are filled in
       const int64 n = s->topk.cache_blocks;
       if (n < 0 || n > probe->nblocks || n > t->buf_bytes)
         elog(ERROR, "gknn GPU service: a cache map of %lld blocks", static_cast<long long>(n));
@@ -484,28 +530,33 @@ int gknn_service_topk_finish(ServiceTopK* t, gknn::expr::EvalError* err, uint64*
                              gknn::expr::TopKStats* stats) {
   *rows = nullptr;
   *nrows = 0;
-  int done = collect(t, err);
-  if (done != kServiceTopKOk) return done;
-  RequestSlot* s = request(t, kTopKFinish, 0, t->buf_bytes);
-  done = send(t, s, err);
-  stats->rows_scanned = s->topk.rows_scanned;
-  stats->rows_passed = s->topk.rows_passed;
-  stats->batches = s->topk.batches;
-  stats->bytes_to_device = s->topk.bytes_to_device;
-  stats->device_ms = s->topk.device_ms;
-  if (done != kServiceTopKOk) return done;
-  const int64 total = s->count;
+  int64 total = 0, got = 0;
+  uint64* ids = nullptr;
+  int done = kServiceTopKOk;
+  if (t->final) {  // answered with the probe
+    *stats = t->final_stats;
+    if (t->final_err.kind != gknn::expr::ErrorKind::None) {
+      *err = t->final_err;
+      return kServiceTopKRaised;
+    }
+    total = t->final_total;
+    got = t->final_got;
+    ids = result_rows(t->final_rows, total, got);  // in the caller's context (the session's goes first)
+  } else {
+    done = collect(t, err);
+    if (done != kServiceTopKOk) return done;
+    RequestSlot* s = request(t, kTopKFinish, 0, t->buf_bytes);
+    done = send(t, s, err);
+    read_stats(s, stats);
+    if (done != kServiceTopKOk) return done;
+    total = s->count;
+    got = rows_in_answer(t, total);
+    ids = result_rows(reinterpret_cast<const uint64*>(t->buf[0]), total, got);
+  }
   const int64 per_piece = t->buf_bytes / static_cast<int64>(sizeof(uint64));
-  if (total < 0)
-    elog(ERROR, "gknn GPU service: a GpuTopK result of %lld rows", static_cast<long long>(total));
-  uint64* ids = static_cast<uint64*>(
-      palloc_extended(sizeof(uint64) * Max(total, int64{1}), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM));
-  if (!ids) ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-  int64 got = Min(total, per_piece);
-  memcpy(ids, t->buf[0], sizeof(uint64) * got);
   while (got < total) {
     const int64 n = Min(total - got, per_piece);
-    s = request(t, kTopKFetch, 0, t->buf_bytes);
+    RequestSlot* s = request(t, kTopKFetch, 0, t->buf_bytes);
     s->section_offset = got;
     s->count = n;
     done = send(t, s, nullptr);

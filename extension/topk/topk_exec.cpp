@@ -485,8 +485,16 @@ void fill_cache(TopKScanState* s, const TopKEmitter* em, const TopKVmRead& vm) {
 // about checked, the entry's rows the final map keeps ranked in the
 // service while the other blocks are read from the heap (and shipped as
 // usual). The kept blocks count as shipped: a service that stops midway
-// leaves them to be read again from the heap.
+// leaves them to be read again from the heap. An entry that held every
+// block the probe saw (none to check) came back ranked: the table's blocks
+// past those hold no row this snapshot sees (it was taken before the probe
+// counted them), so nothing is read.
 void rank_from_cache(TopKScanState* s, const TopKEmitter* em, ServiceTopKCacheProbe* probe) {
+  if (probe->final) {  // every block from the entry: ranked and finished with the probe
+    s->cache = TOPK_CACHE_HIT;
+    s->cached_rows += probe->ranked;
+    return;
+  }
   Relation rel = s->css.ss.ss_currentRelation;
   uint64* lsn = topk_check_pages(rel, probe->map, probe->map_blocks, probe->checks);
   s->cache_checked += probe->checks;
