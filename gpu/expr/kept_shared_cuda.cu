@@ -165,14 +165,22 @@ class GroupLaunch {
     }
     for (const DistanceJob& j : jobs_) queries_at.push_back(lay.add(q_.size() * j.qdim * sizeof(float)));
     const std::size_t counters_at = lay.add(q_.size() * 2 * sizeof(unsigned long long));
-    AsyncBuffer<unsigned char> block(lay.size(), st_);
-    AsyncBuffer<double> dists(static_cast<std::size_t>(Q * nj * positions_), st_);
-    AsyncBuffer<Word> words(static_cast<std::size_t>(Q * positions_), st_);
-    AsyncBuffer<Word> scratch(
-        static_cast<std::size_t>(select::bitonic_segments_scratch_words(positions_, Q, kmax_)), st_);
+    // The kernels' own buffers follow in the same allocation (one
+    // cudaMallocAsync per launch), never copied.
+    Staging room = lay;
     take_ = std::min(kmax_, positions_);
-    AsyncBuffer<Word> tops(static_cast<std::size_t>(Q * take_), st_);
+    const std::size_t dists_at = room.add(static_cast<std::size_t>(Q * nj * positions_) * sizeof(double));
+    const std::size_t words_at = room.add(static_cast<std::size_t>(Q * positions_) * sizeof(Word));
+    const std::size_t scratch_at =
+        room.add(static_cast<std::size_t>(select::bitonic_segments_scratch_words(positions_, Q, kmax_)) *
+                 sizeof(Word));
+    const std::size_t tops_at = room.add(static_cast<std::size_t>(Q * take_) * sizeof(Word));
+    AsyncBuffer<unsigned char> block(room.size(), st_);
     unsigned char* dev = block.get();
+    double* dists = reinterpret_cast<double*>(dev + dists_at);
+    Word* words = reinterpret_cast<Word*>(dev + words_at);
+    Word* scratch = reinterpret_cast<Word*>(dev + scratch_at);
+    Word* tops = reinterpret_cast<Word*>(dev + tops_at);
     unsigned char* host = lay.host();
 
     auto* views = reinterpret_cast<BatchView*>(host + views_at);
@@ -180,7 +188,7 @@ class GroupLaunch {
       views[b] = batches_[b];
       for (std::int64_t i = 0; i < nj; ++i) {  // program 0's distances; program y's dist_shift further
         ColumnView& c = views[b].column[jobs_[i].column];
-        c.dist = dists.get() + i * positions_ + static_cast<std::int64_t>(b) * stride_;
+        c.dist = dists + i * positions_ + static_cast<std::int64_t>(b) * stride_;
         c.dist_key = jobs_[i].key;
       }
     }
@@ -215,12 +223,12 @@ class GroupLaunch {
     for (std::int64_t i = 0; i < nj; ++i)
       launch_vector_distances_many(jobs_[i], reinterpret_cast<const float*>(dev + queries_at[i]),
                                    static_cast<int>(Q), dviews, static_cast<std::int64_t>(batches_.size()),
-                                   stride_, dists.get() + i * positions_, nj * positions_, st_);
+                                   stride_, dists + i * positions_, nj * positions_, st_);
     const dim3 grid(static_cast<unsigned>(per_batch * batches_.size()), static_cast<unsigned>(Q));
     row_words_each<Word><<<grid, kThreads, 0, st_>>>(reinterpret_cast<const RowsLaunch*>(dev + launches_at),
-                                                     words.get(), positions_);
+                                                     words, positions_);
     GKNN_CUDA(cudaGetLastError());
-    select::bitonic_topk_segments<Word>(words.get(), positions_, Q, kmax_, tops.get(), scratch.get(), st_);
+    select::bitonic_topk_segments<Word>(words, positions_, Q, kmax_, tops, scratch, st_);
     // Back: every program's words, then the counters.
     const std::size_t top_bytes = static_cast<std::size_t>(Q * take_) * sizeof(Word);
     const std::size_t back_bytes = top_bytes + q_.size() * 2 * sizeof(unsigned long long);
@@ -229,7 +237,7 @@ class GroupLaunch {
       back_fallback_.resize(back_bytes);
       back = back_fallback_.data();
     }
-    GKNN_CUDA(cudaMemcpyAsync(back, tops.get(), top_bytes, cudaMemcpyDeviceToHost, st_));
+    GKNN_CUDA(cudaMemcpyAsync(back, tops, top_bytes, cudaMemcpyDeviceToHost, st_));
     GKNN_CUDA(
         cudaMemcpyAsync(back + top_bytes, counters, back_bytes - top_bytes, cudaMemcpyDeviceToHost, st_));
     GKNN_CUDA(cudaEventRecord(stop, st_));

@@ -147,9 +147,11 @@ struct DistancesManyLaunch {
 };
 constexpr int kSharedConstants = 16;  // sums held per thread
 
-template <int METRIC>
+// QT: sums per thread (a power of two up to kSharedConstants, the fewest
+// that hold nq: the sums are the work, the row's read is shared).
+template <int METRIC, int QT>
 __global__ void vector_distances_many(const __grid_constant__ DistancesManyLaunch l) {
-  constexpr int kRowsPerBlock = 256 / kDistanceLanes, QT = kSharedConstants;
+  constexpr int kRowsPerBlock = 256 / kDistanceLanes;
   const int lane = threadIdx.x % kDistanceLanes;
   const std::int64_t batch = blockIdx.x / l.blocks_per_batch;
   const std::int64_t row =
@@ -221,8 +223,21 @@ inline void launch_vector_distances_many(const DistanceJob& job, const float* d_
   const DistancesManyLaunch l{views, stride,   per_batch, job.column,  d_queries,
                               nq,    job.qdim, out,       query_stride};
   const unsigned grid = static_cast<unsigned>(per_batch * nbatches);
-  with_metric(job.metric,
-              [&](auto m) { vector_distances_many<decltype(m)::value><<<grid, kThreads, 0, stream>>>(l); });
+  auto launch = [&](auto qt) {
+    with_metric(job.metric, [&](auto m) {
+      vector_distances_many<decltype(m)::value, decltype(qt)::value><<<grid, kThreads, 0, stream>>>(l);
+    });
+  };
+  if (nq <= 1)
+    launch(std::integral_constant<int, 1>{});
+  else if (nq <= 2)
+    launch(std::integral_constant<int, 2>{});
+  else if (nq <= 4)
+    launch(std::integral_constant<int, 4>{});
+  else if (nq <= 8)
+    launch(std::integral_constant<int, 8>{});
+  else
+    launch(std::integral_constant<int, kSharedConstants>{});
   GKNN_CUDA(cudaGetLastError());
 }
 
