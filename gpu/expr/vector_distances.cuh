@@ -10,6 +10,7 @@
 // distance instead of computing it (ColumnView::dist).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -137,8 +138,8 @@ __global__ void vector_distances(const __grid_constant__ DistancesLaunch l) {
 // out[q * query_stride + p].
 struct DistancesManyLaunch {
   const BatchView* views;
+  std::int64_t nbatches;
   std::int64_t stride;
-  int blocks_per_batch;
   int column;
   const float* queries;  // nq constants of qdim floats, one after another (device)
   int nq, qdim;
@@ -149,36 +150,69 @@ constexpr int kSharedConstants = 16;  // sums held per thread
 
 // QT: sums per thread (a power of two up to kSharedConstants, the fewest
 // that hold nq: the sums are the work, the row's read is shared).
+// Row stride of the constants in shared memory: element i's QT values side
+// by side (one 16-byte load per four), padded so that the eight lanes of a
+// row (elements i .. i + 7) hit distinct banks.
+template <int QT>
+__host__ __device__ constexpr int constants_stride() {
+  return QT >= 4 ? QT + 4 : QT;
+}
+template <int QT>
+std::size_t constants_smem(int qdim) {
+  return std::size_t(qdim) * constants_stride<QT>() * sizeof(float);
+}
+
+// Blocks loop over the rows (32 at a time), so that each loads a chunk's
+// constants into shared memory once for many rows.
 template <int METRIC, int QT>
 __global__ void vector_distances_many(const __grid_constant__ DistancesManyLaunch l) {
-  constexpr int kRowsPerBlock = 256 / kDistanceLanes;
+  constexpr int kRowsPerBlock = 256 / kDistanceLanes, S = constants_stride<QT>();
+  extern __shared__ __align__(16) float consts[];
   const int lane = threadIdx.x % kDistanceLanes;
-  const std::int64_t batch = blockIdx.x / l.blocks_per_batch;
-  const std::int64_t row =
-      (blockIdx.x % l.blocks_per_batch) * std::int64_t(kRowsPerBlock) + threadIdx.x / kDistanceLanes;
-  const float* x = live_vector(l.views[batch], l.column, l.stride, row, l.qdim);
+  const std::int64_t positions = l.stride * l.nbatches;
   for (int q0 = 0; q0 < l.nq; q0 += QT) {
-    float s[QT], nb[QT], na = 0;
-#pragma unroll
-    for (int j = 0; j < QT; ++j) s[j] = nb[j] = 0;
+    __syncthreads();  // the previous chunk's constants are no longer read
     // A chunk's constants past nq repeat the last one (read, never written).
-    const float* q[QT];
+    for (int t = threadIdx.x; t < QT * l.qdim; t += blockDim.x) {
+      const int j = t / l.qdim, i = t - j * l.qdim;
+      consts[i * S + j] = l.queries[static_cast<std::int64_t>(min(q0 + j, l.nq - 1)) * l.qdim + i];
+    }
+    __syncthreads();
+    for (std::int64_t base = std::int64_t(blockIdx.x) * kRowsPerBlock; base < positions;
+         base += std::int64_t(gridDim.x) * kRowsPerBlock) {
+      const std::int64_t p = base + threadIdx.x / kDistanceLanes;
+      const std::int64_t batch = p / l.stride, row = p - batch * l.stride;
+      const float* x = p < positions ? live_vector(l.views[batch], l.column, l.stride, row, l.qdim) : nullptr;
+      float s[QT], nb[QT], na = 0;
 #pragma unroll
-    for (int j = 0; j < QT; ++j) q[j] = l.queries + static_cast<std::int64_t>(min(q0 + j, l.nq - 1)) * l.qdim;
-    if (x)
-      for (int i = lane; i < l.qdim; i += kDistanceLanes) {
-        const float a = x[i];
-        if (METRIC == int(Metric::Cosine)) na += detail::Product{}(a, a);
+      for (int j = 0; j < QT; ++j) s[j] = nb[j] = 0;
+      if (x)
+        for (int i = lane; i < l.qdim; i += kDistanceLanes) {
+          const float a = x[i];
+          if (METRIC == int(Metric::Cosine)) na += detail::Product{}(a, a);
+          const float* c = consts + i * S;
+          if constexpr (QT >= 4) {
 #pragma unroll
-        for (int j = 0; j < QT; ++j) add_term<METRIC>(a, __ldg(q[j] + i), s[j], nb[j]);
+            for (int j = 0; j < QT; j += 4) {
+              const float4 v = *reinterpret_cast<const float4*>(c + j);
+              add_term<METRIC>(a, v.x, s[j], nb[j]);
+              add_term<METRIC>(a, v.y, s[j + 1], nb[j + 1]);
+              add_term<METRIC>(a, v.z, s[j + 2], nb[j + 2]);
+              add_term<METRIC>(a, v.w, s[j + 3], nb[j + 3]);
+            }
+          } else {
+#pragma unroll
+            for (int j = 0; j < QT; ++j) add_term<METRIC>(a, c[j], s[j], nb[j]);
+          }
+        }
+      if (METRIC == int(Metric::Cosine)) na = combine_lanes_shfl(na);
+#pragma unroll
+      for (int j = 0; j < QT; ++j) {
+        const float sj = combine_lanes_shfl(s[j]);
+        const float nbj = METRIC == int(Metric::Cosine) ? combine_lanes_shfl(nb[j]) : 0.0f;
+        if (x && lane == 0 && q0 + j < l.nq)
+          l.out[(q0 + j) * l.query_stride + batch * l.stride + row] = finish_distance<METRIC>(sj, na, nbj);
       }
-    if (METRIC == int(Metric::Cosine)) na = combine_lanes_shfl(na);
-#pragma unroll
-    for (int j = 0; j < QT; ++j) {
-      const float sj = combine_lanes_shfl(s[j]);
-      const float nbj = METRIC == int(Metric::Cosine) ? combine_lanes_shfl(nb[j]) : 0.0f;
-      if (x && lane == 0 && q0 + j < l.nq)
-        l.out[(q0 + j) * l.query_stride + batch * l.stride + row] = finish_distance<METRIC>(sj, na, nbj);
     }
   }
 }
@@ -200,6 +234,38 @@ void with_metric(int metric, F&& f) {
   }
 }
 
+// Blocks for a vector_distances_many launch: as many as the SMs hold at
+// once with `smem` each (the blocks loop over the rows). The kernel may take
+// up to 96 KB, set once per device (these calls cost more than a small
+// launch); the SM counts are the first device's (only the grid's size).
+template <int METRIC, int QT>
+std::int64_t distance_blocks(std::size_t smem) {
+  auto kernel = vector_distances_many<METRIC, QT>;
+  static const int sms = [] {
+    int d = 0, n = 0;
+    GKNN_CUDA(cudaGetDevice(&d));
+    GKNN_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d));
+    return n;
+  }();
+  static const int sm_bytes = [] {
+    int d = 0, n = 0;
+    GKNN_CUDA(cudaGetDevice(&d));
+    GKNN_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerMultiprocessor, d));
+    return n;
+  }();
+  static std::atomic<std::uint32_t> set_on{0};  // devices (bits) this kernel's attribute is set on
+  int device = 0;
+  GKNN_CUDA(cudaGetDevice(&device));
+  const std::uint32_t bit = 1u << (device & 31);
+  if (!(set_on.load(std::memory_order_relaxed) & bit)) {
+    GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 << 10));
+    set_on.fetch_or(bit);
+  }
+  const std::int64_t per_sm =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(8, sm_bytes / std::int64_t(smem + 1024)));
+  return std::max<std::int64_t>(1, sms * per_sm);
+}
+
 // Fills out[j * stride + r] for row r of views[j] (device), j < nbatches.
 inline void launch_vector_distances(const DistanceJob& job, const float* d_vectors, const BatchView* views,
                                     std::int64_t nbatches, std::int64_t stride, double* out,
@@ -219,22 +285,28 @@ inline void launch_vector_distances_many(const DistanceJob& job, const float* d_
                                          const BatchView* views, std::int64_t nbatches, std::int64_t stride,
                                          double* out, std::int64_t query_stride, cudaStream_t stream) {
   constexpr int kThreads = 256, kRows = kThreads / kDistanceLanes;
-  const int per_batch = static_cast<int>((stride + kRows - 1) / kRows);
-  const DistancesManyLaunch l{views, stride,   per_batch, job.column,  d_queries,
-                              nq,    job.qdim, out,       query_stride};
-  const unsigned grid = static_cast<unsigned>(per_batch * nbatches);
+  const DistancesManyLaunch l{views, nbatches, stride, job.column,  d_queries,
+                              nq,    job.qdim, out,    query_stride};
+  const std::int64_t groups = (stride * nbatches + kRows - 1) / kRows;
+  // The most constants per pass whose chunk fits 96 KB of shared memory
+  // (one at a time up to 16,000 dimensions).
   auto launch = [&](auto qt) {
+    constexpr int QT = decltype(qt)::value;
+    const std::size_t smem = constants_smem<QT>(job.qdim);
     with_metric(job.metric, [&](auto m) {
-      vector_distances_many<decltype(m)::value, decltype(qt)::value><<<grid, kThreads, 0, stream>>>(l);
+      constexpr int M = decltype(m)::value;
+      const std::int64_t grid = std::min<std::int64_t>(groups, distance_blocks<M, QT>(smem));
+      vector_distances_many<M, QT><<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(l);
     });
   };
-  if (nq <= 1)
+  const std::size_t fits = std::size_t(96) << 10;
+  if (nq <= 1 || constants_smem<2>(job.qdim) > fits)
     launch(std::integral_constant<int, 1>{});
-  else if (nq <= 2)
+  else if (nq <= 2 || constants_smem<4>(job.qdim) > fits)
     launch(std::integral_constant<int, 2>{});
-  else if (nq <= 4)
+  else if (nq <= 4 || constants_smem<8>(job.qdim) > fits)
     launch(std::integral_constant<int, 4>{});
-  else if (nq <= 8)
+  else if (nq <= 8 || constants_smem<kSharedConstants>(job.qdim) > fits)
     launch(std::integral_constant<int, 8>{});
   else
     launch(std::integral_constant<int, kSharedConstants>{});
