@@ -21,7 +21,8 @@
 #     the same answer); killed with SIGKILL while four queries wait: none
 #     hangs, and the recovered server ranks through the service again;
 #   the table cache (gknn.topk_cache_mb): one entry for every session (listed
-#     alike from two), its hits growing, answers equal to PostgreSQL's; 16
+#     alike from two), its hits growing, answers equal to PostgreSQL's; a hit
+#     whose entry holds every block is one request (ranked with its probe); 16
 #     sessions comparing GpuTopK with PostgreSQL's plan in REPEATABLE READ
 #     transactions while UPDATE, DELETE, INSERT, VACUUM and TRUNCATE run: no
 #     mismatch; a VACUUM that sets all-visible bits again (the map page's
@@ -251,6 +252,13 @@ BEGIN
   p := jsonb_path_query_first(p, 'strict $.**?(@."Custom Plan Provider" == "GpuTopK")');
   RETURN concat_ws(' ', p->>'Table Cache', p->>'Cached Rows', p->>'Rows Scanned', p->>'Cache Pages Checked');
 END $f$;
+-- The requests a query's GpuTopK sent the service.
+CREATE FUNCTION requests_of(q text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE p jsonb;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO p;
+  RETURN jsonb_path_query_first(p, 'strict $.**?(@."Custom Plan Provider" == "GpuTopK")')->>'Service Requests';
+END $f$;
 SQL
 cq1="SELECT id FROM ct WHERE a < 2500 ORDER BY b DESC, id LIMIT 20"
 cq2="SELECT id FROM ct ORDER BY a * 2 + b, id LIMIT 15"
@@ -268,6 +276,8 @@ counted_ok() {  # a hit is one ranking in the service's counters, of the entry's
   ((a1 == b1 + 1 && a2 == b2 + 40000))
 }
 check "gknn_service_status() counts a cache hit as one ranking of the entry's 40,000 rows" counted_ok
+check "a hit whose entry holds every block is one request: ranked and finished with its probe" \
+  equal 1 "$serial SELECT requests_of(\$\$$cq1\$\$)"
 bq="SELECT id FROM big ORDER BY b, id LIMIT 5"
 big_ok() { sql -c "VACUUM big" && equal "$(printf 'built 800000 800000\nhit 800000 0 0\nt')" "$serial $(use "$bq"); $(use "$bq"); $(same "$bq")"; }
 check "the table cache of a table with more blocks than a probe's payload (big: its map travels in the session's segment)" \
