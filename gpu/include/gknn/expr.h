@@ -308,8 +308,8 @@ struct KeptQuery {
 // constant), one row_words launch and one top-k pipeline serve them all (the
 // GPU service ranks concurrent sessions' cache hits so). Throws gknn::Error
 // (InvalidArgument: a program or store that does not fit).
-void rank_kept_shared(const std::vector<const ResidentBatches*>& stores, const std::vector<ColumnSpec>& columns,
-                      std::vector<KeptQuery>& queries, int device);
+void rank_kept_shared(const std::vector<const ResidentBatches*>& stores,
+                      const std::vector<ColumnSpec>& columns, std::vector<KeptQuery>& queries, int device);
 
 // Evaluates one row with the CPU interpreter: whether the qual passed, the
 // key limbs (plus row id) when it did; ErrorKind::None unless it raised.
