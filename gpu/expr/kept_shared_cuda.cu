@@ -11,7 +11,8 @@
 //   - one row_words_each launch runs every program's interpreter (program y
 //     = blockIdx.y), reading its distances through ProgramView::dist_shift
 //     from batch views they share;
-//   - one segmented bitonic pipeline selects each program's k words;
+//   - one segmented bitonic pipeline selects each program's k words (or,
+//     for few tiles, each tile's k best: select::bitonic_topk_tiles);
 //   - one copy back, one wait; the host merges each program's words into its
 //     rows (and reruns a row that raised on the CPU for its error).
 // Programs share launches when their key width, bitonic run length and
@@ -34,6 +35,10 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr std::size_t kMaxPerLaunch = 32;  // programs per launch (grid y, memory)
+// Words per program up to which every tile's k best come back and the host
+// merges them (select::bitonic_topk_tiles): 60,000 rows for LIMIT 10 is 15
+// tiles, 150 words.
+constexpr std::int64_t kMaxTileWords = 1024;
 
 std::int64_t run_length(std::int64_t k) {
   std::int64_t r = 1;
@@ -169,12 +174,17 @@ class GroupLaunch {
     // cudaMallocAsync per launch), never copied.
     Staging room = lay;
     take_ = std::min(kmax_, positions_);
+    // Few tiles: each tile's words come back and the host merges them.
+    const std::int64_t tiles = select::bitonic_tiles(positions_, kmax_);
+    per_program_ = tiles * take_ <= kMaxTileWords ? tiles * take_ : take_;
     const std::size_t dists_at = room.add(static_cast<std::size_t>(Q * nj * positions_) * sizeof(double));
     const std::size_t words_at = room.add(static_cast<std::size_t>(Q * positions_) * sizeof(Word));
     const std::size_t scratch_at =
-        room.add(static_cast<std::size_t>(select::bitonic_segments_scratch_words(positions_, Q, kmax_)) *
-                 sizeof(Word));
-    const std::size_t tops_at = room.add(static_cast<std::size_t>(Q * take_) * sizeof(Word));
+        per_program_ > take_ ? room.add(0)
+                             : room.add(static_cast<std::size_t>(
+                                            select::bitonic_segments_scratch_words(positions_, Q, kmax_)) *
+                                        sizeof(Word));
+    const std::size_t tops_at = room.add(static_cast<std::size_t>(Q * per_program_) * sizeof(Word));
     AsyncBuffer<unsigned char> block(room.size(), st_);
     unsigned char* dev = block.get();
     double* dists = reinterpret_cast<double*>(dev + dists_at);
@@ -228,9 +238,12 @@ class GroupLaunch {
     row_words_each<Word><<<grid, kThreads, 0, st_>>>(reinterpret_cast<const RowsLaunch*>(dev + launches_at),
                                                      words, positions_);
     GKNN_CUDA(cudaGetLastError());
-    select::bitonic_topk_segments<Word>(words, positions_, Q, kmax_, tops, scratch, st_);
+    if (per_program_ > take_)
+      select::bitonic_topk_tiles<Word>(words, positions_, Q, kmax_, tops, st_);
+    else
+      select::bitonic_topk_segments<Word>(words, positions_, Q, kmax_, tops, scratch, st_);
     // Back: every program's words, then the counters.
-    const std::size_t top_bytes = static_cast<std::size_t>(Q * take_) * sizeof(Word);
+    const std::size_t top_bytes = static_cast<std::size_t>(Q * per_program_) * sizeof(Word);
     const std::size_t back_bytes = top_bytes + q_.size() * 2 * sizeof(unsigned long long);
     unsigned char* back = static_cast<unsigned char*>(pinned_scratch_bytes(1, back_bytes));
     if (!back) {
@@ -245,7 +258,7 @@ class GroupLaunch {
     float ms = 0;
     GKNN_CUDA(cudaEventElapsedTime(&ms, start, stop));
     ms_ = ms;
-    tops_.assign(reinterpret_cast<const Word*>(back), reinterpret_cast<const Word*>(back) + Q * take_);
+    tops_.assign(reinterpret_cast<const Word*>(back), reinterpret_cast<const Word*>(back) + Q * per_program_);
     const auto* c = reinterpret_cast<const unsigned long long*>(back + top_bytes);
     counters_.assign(c, c + 2 * Q);
   }
@@ -256,9 +269,19 @@ class GroupLaunch {
     if (counters_[2 * y] != ~0ull) return explain(q, static_cast<std::int64_t>(counters_[2 * y]));
     q.stats.rows_passed += static_cast<std::int64_t>(counters_[2 * y + 1]);
     const std::int64_t take = std::min(q.k, rows_);
+    // The program's words: its k smallest ascending, or each tile's (merged here).
+    const Word* first = tops_.data() + y * per_program_;
+    const Word* last = first + per_program_;
+    if (per_program_ > take_) {
+      merged_.assign(first, last);
+      const auto mid = merged_.begin() + std::min<std::int64_t>(take, per_program_);
+      std::partial_sort(merged_.begin(), mid, merged_.end());
+      first = merged_.data();
+      last = first + (mid - merged_.begin());
+    }
     const std::size_t before = q.rows.size();
-    for (std::int64_t j = 0; j < take; ++j) {
-      const Word w = tops_[y * take_ + j];
+    for (std::int64_t j = 0; j < take && first + j < last; ++j) {
+      const Word w = first[j];
       if (w == select::max_word<Word>()) break;  // fewer rows passed than k
       Selected s;
       from_word(w, s);
@@ -296,7 +319,8 @@ class GroupLaunch {
   cudaStream_t st_ = nullptr;
   std::int64_t rows_ = 0, stride_ = 0, positions_ = 0, kmax_ = 1, take_ = 0;
   float ms_ = 0;
-  std::vector<Word> tops_;
+  std::int64_t per_program_ = 0;  // words back per program
+  std::vector<Word> tops_, merged_;
   std::vector<unsigned long long> counters_;
   std::vector<unsigned char> back_fallback_;
 };

@@ -147,6 +147,12 @@ struct DistancesManyLaunch {
   std::int64_t query_stride;
 };
 constexpr int kSharedConstants = 16;  // sums held per thread
+constexpr int kLoadsAhead = 4;        // a row's elements each thread loads at once
+// Rows each thread sums its lane of, by sums per thread (QT): two where
+// that measured faster on the H200 (60,000 x 784: QT 4 86 -> 71 us, 16:
+// 165 -> 140 us), one where the second row's sums cost more in occupancy
+// than the shared constants' reads save (QT 1: 59 -> 89 us, 8: 93 -> 108).
+__host__ __device__ constexpr int rows_per_thread(int qt) { return qt == 4 || qt == 16 ? 2 : 1; }
 
 // QT: sums per thread (a power of two up to kSharedConstants, the fewest
 // that hold nq: the sums are the work, the row's read is shared).
@@ -164,9 +170,12 @@ std::size_t constants_smem(int qdim) {
 
 // Blocks loop over the rows (32 at a time), so that each loads a chunk's
 // constants into shared memory once for many rows.
+// Each thread sums its lane for rows_per_thread(QT) rows (32 apart): one
+// read of an element's constants from shared memory serves them all.
 template <int METRIC, int QT>
 __global__ void vector_distances_many(const __grid_constant__ DistancesManyLaunch l) {
-  constexpr int kRowsPerBlock = 256 / kDistanceLanes, S = constants_stride<QT>();
+  constexpr int R = rows_per_thread(QT), kGroups = 256 / kDistanceLanes, kRowsPerBlock = kGroups * R;
+  constexpr int S = constants_stride<QT>();
   extern __shared__ __align__(16) float consts[];
   const int lane = threadIdx.x % kDistanceLanes;
   const std::int64_t positions = l.stride * l.nbatches;
@@ -180,38 +189,85 @@ __global__ void vector_distances_many(const __grid_constant__ DistancesManyLaunc
     __syncthreads();
     for (std::int64_t base = std::int64_t(blockIdx.x) * kRowsPerBlock; base < positions;
          base += std::int64_t(gridDim.x) * kRowsPerBlock) {
-      const std::int64_t p = base + threadIdx.x / kDistanceLanes;
-      const std::int64_t batch = p / l.stride, row = p - batch * l.stride;
-      const float* x = p < positions ? live_vector(l.views[batch], l.column, l.stride, row, l.qdim) : nullptr;
-      float s[QT], nb[QT], na = 0;
+      std::int64_t batch[R], row[R];
+      const float* x[R];
+      bool live[R];
 #pragma unroll
-      for (int j = 0; j < QT; ++j) s[j] = nb[j] = 0;
-      if (x)
-        for (int i = lane; i < l.qdim; i += kDistanceLanes) {
-          const float a = x[i];
-          if (METRIC == int(Metric::Cosine)) na += detail::Product{}(a, a);
-          const float* c = consts + i * S;
-          if constexpr (QT >= 4) {
+      for (int r = 0; r < R; ++r) {
+        const std::int64_t p = base + threadIdx.x / kDistanceLanes + r * kGroups;
+        batch[r] = p / l.stride;
+        row[r] = p - batch[r] * l.stride;
+        x[r] = p < positions ? live_vector(l.views[batch[r]], l.column, l.stride, row[r], l.qdim) : nullptr;
+        live[r] = x[r] != nullptr;
+        // A row the interpreter will not read sums the first constant
+        // instead (qdim readable floats; never written): no branch below.
+        if (!live[r]) x[r] = l.queries;
+      }
+      float s[R][QT], nb[R][QT], na[R];
 #pragma unroll
-            for (int j = 0; j < QT; j += 4) {
-              const float4 v = *reinterpret_cast<const float4*>(c + j);
-              add_term<METRIC>(a, v.x, s[j], nb[j]);
-              add_term<METRIC>(a, v.y, s[j + 1], nb[j + 1]);
-              add_term<METRIC>(a, v.z, s[j + 2], nb[j + 2]);
-              add_term<METRIC>(a, v.w, s[j + 3], nb[j + 3]);
+      for (int r = 0; r < R; ++r) {
+        na[r] = 0;
+#pragma unroll
+        for (int j = 0; j < QT; ++j) s[r][j] = nb[r][j] = 0;
+      }
+      // One element's terms (a[r]: row r's value) for every constant of the chunk.
+      auto add = [&](const float(&a)[R], int i) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (METRIC == int(Metric::Cosine)) na[r] += detail::Product{}(a[r], a[r]);
+        const float* c = consts + i * S;
+        if constexpr (QT >= 4) {
+#pragma unroll
+          for (int j = 0; j < QT; j += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(c + j);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              add_term<METRIC>(a[r], v.x, s[r][j], nb[r][j]);
+              add_term<METRIC>(a[r], v.y, s[r][j + 1], nb[r][j + 1]);
+              add_term<METRIC>(a[r], v.z, s[r][j + 2], nb[r][j + 2]);
+              add_term<METRIC>(a[r], v.w, s[r][j + 3], nb[r][j + 3]);
             }
-          } else {
+          }
+        } else {
 #pragma unroll
-            for (int j = 0; j < QT; ++j) add_term<METRIC>(a, c[j], s[j], nb[j]);
+          for (int j = 0; j < QT; ++j) {
+            const float cj = c[j];
+#pragma unroll
+            for (int r = 0; r < R; ++r) add_term<METRIC>(a[r], cj, s[r][j], nb[r][j]);
           }
         }
-      if (METRIC == int(Metric::Cosine)) na = combine_lanes_shfl(na);
+      };
+      // kLoadsAhead of the lane's elements of each row loaded before any is
+      // summed: one 4-byte load in flight per thread left the kernel waiting
+      // on memory (ncu: 15-53 cycles per issued instruction). The lane still
+      // adds its elements in order: the same bits.
+      int i = lane;
+      for (; i + (kLoadsAhead - 1) * kDistanceLanes < l.qdim; i += kLoadsAhead * kDistanceLanes) {
+        float a[kLoadsAhead][R];
 #pragma unroll
-      for (int j = 0; j < QT; ++j) {
-        const float sj = combine_lanes_shfl(s[j]);
-        const float nbj = METRIC == int(Metric::Cosine) ? combine_lanes_shfl(nb[j]) : 0.0f;
-        if (x && lane == 0 && q0 + j < l.nq)
-          l.out[(q0 + j) * l.query_stride + batch * l.stride + row] = finish_distance<METRIC>(sj, na, nbj);
+        for (int u = 0; u < kLoadsAhead; ++u)
+#pragma unroll
+          for (int r = 0; r < R; ++r) a[u][r] = __ldg(x[r] + i + u * kDistanceLanes);
+#pragma unroll
+        for (int u = 0; u < kLoadsAhead; ++u) add(a[u], i + u * kDistanceLanes);
+      }
+      for (; i < l.qdim; i += kDistanceLanes) {
+        float a[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) a[r] = __ldg(x[r] + i);
+        add(a, i);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float nar = METRIC == int(Metric::Cosine) ? combine_lanes_shfl(na[r]) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < QT; ++j) {
+          const float sj = combine_lanes_shfl(s[r][j]);
+          const float nbj = METRIC == int(Metric::Cosine) ? combine_lanes_shfl(nb[r][j]) : 0.0f;
+          if (live[r] && lane == 0 && q0 + j < l.nq)
+            l.out[(q0 + j) * l.query_stride + batch[r] * l.stride + row[r]] =
+                finish_distance<METRIC>(sj, nar, nbj);
+        }
       }
     }
   }
@@ -234,23 +290,19 @@ void with_metric(int metric, F&& f) {
   }
 }
 
-// Blocks for a vector_distances_many launch: as many as the SMs hold at
-// once with `smem` each (the blocks loop over the rows). The kernel may take
-// up to 96 KB, set once per device (these calls cost more than a small
-// launch); the SM counts are the first device's (only the grid's size).
+// Blocks for a vector_distances_many launch: as many as the SMs run at once
+// with `smem` each, from the occupancy calculator (the blocks loop over the
+// rows; one block more per SM than fit ran as a second, mostly idle wave:
+// ncu, 1.2 waves). The kernel may take up to 96 KB, set once per device
+// (these calls cost more than a small launch); the SM count is the first
+// device's (only the grid's size).
 template <int METRIC, int QT>
-std::int64_t distance_blocks(std::size_t smem) {
+std::int64_t distance_blocks(std::size_t smem, int threads) {
   auto kernel = vector_distances_many<METRIC, QT>;
   static const int sms = [] {
     int d = 0, n = 0;
     GKNN_CUDA(cudaGetDevice(&d));
     GKNN_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d));
-    return n;
-  }();
-  static const int sm_bytes = [] {
-    int d = 0, n = 0;
-    GKNN_CUDA(cudaGetDevice(&d));
-    GKNN_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerMultiprocessor, d));
     return n;
   }();
   static std::atomic<std::uint32_t> set_on{0};  // devices (bits) this kernel's attribute is set on
@@ -261,9 +313,9 @@ std::int64_t distance_blocks(std::size_t smem) {
     GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 << 10));
     set_on.fetch_or(bit);
   }
-  const std::int64_t per_sm =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(8, sm_bytes / std::int64_t(smem + 1024)));
-  return std::max<std::int64_t>(1, sms * per_sm);
+  int per_sm = 0;
+  GKNN_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  return std::max<std::int64_t>(1, std::int64_t(sms) * std::max(per_sm, 1));
 }
 
 // Fills out[j * stride + r] for row r of views[j] (device), j < nbatches.
@@ -287,15 +339,16 @@ inline void launch_vector_distances_many(const DistanceJob& job, const float* d_
   constexpr int kThreads = 256, kRows = kThreads / kDistanceLanes;
   const DistancesManyLaunch l{views, nbatches, stride, job.column,  d_queries,
                               nq,    job.qdim, out,    query_stride};
-  const std::int64_t groups = (stride * nbatches + kRows - 1) / kRows;
   // The most constants per pass whose chunk fits 96 KB of shared memory
   // (one at a time up to 16,000 dimensions).
   auto launch = [&](auto qt) {
     constexpr int QT = decltype(qt)::value;
     const std::size_t smem = constants_smem<QT>(job.qdim);
+    const std::int64_t groups =
+        (stride * nbatches + kRows * rows_per_thread(QT) - 1) / (kRows * rows_per_thread(QT));
     with_metric(job.metric, [&](auto m) {
       constexpr int M = decltype(m)::value;
-      const std::int64_t grid = std::min<std::int64_t>(groups, distance_blocks<M, QT>(smem));
+      const std::int64_t grid = std::min<std::int64_t>(groups, distance_blocks<M, QT>(smem, kThreads));
       vector_distances_many<M, QT><<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(l);
     });
   };
