@@ -27,6 +27,8 @@
 #   topk           bench/topk/run.sh 10000000 (GKNN_DEVICE=gpu, REPS=3)
 #   topk-cache     bench/topk/run.sh 10000000 with the service's table cache
 #                  (CONFIGS=cache) and 16 clients at once (CLIENTS=16)
+#   topk-calibrate bench/topk/calibrate.sh (2M rows, 200K x 128 vectors) with
+#                  the GPU service, its table cache included (CACHE_MB=4096)
 #   topk-100m-load the 100M-row tweets table, kept (a step of its own: with
 #                  the queries it would not fit in one 10-minute call)
 #   topk-100m      bench/topk/run.sh 100000000 over the kept table: REPS=1,
@@ -96,6 +98,7 @@ step() {
     topk) use_server && GKNN_DEVICE=gpu REPS=${REPS:-3} bench/topk/run.sh 10000000 ;;
     topk-cache) use_server && GKNN_DEVICE=gpu REPS=${REPS:-3} CONFIGS=cache CLIENTS=16 TAG=cache \
       bench/topk/run.sh 10000000 ;;
+    topk-calibrate) use_server && GKNN_DEVICE=gpu REPS=${REPS:-3} CACHE_MB=4096 bench/topk/calibrate.sh ;;
     topk-100m-load) use_server && KEEP=1 LOAD_ONLY=1 GKNN_DEVICE=gpu bench/topk/run.sh 100000000 ;;
     topk-100m) use_server && KEEP=1 REPS=1 VEC_ROWS=0 CONFIGS=cache TAG=100m GKNN_DEVICE=gpu \
       bench/topk/run.sh 100000000 ;;

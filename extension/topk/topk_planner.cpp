@@ -197,9 +197,13 @@ QualSplit split_quals(PlannerInfo* root, RelOptInfo* rel, TopKEmitter* em) {
 // and parallel, 0.0028-0.0039 for PostgreSQL's Sort and Gather Merge plans
 // (PostgreSQL underprices its numeric arithmetic: Q2 at 0.0056-0.0061). So
 // the CPU constants stand as they were; GpuTopK is, if anything, slightly
-// overpriced. The GPU setup costs are not measured yet (no GPU here): the
-// defaults (5000 and 25000 units, about 15 and 80 ms at 0.003 ms per unit)
-// are to be checked with calibrate.sh on the GPU host.
+// overpriced. On the H200 with the GPU service (calibrate.sh with
+// CACHE_MB, bench/results/topk-calibrate-H200-2026-11-27.md): PostgreSQL's
+// plans 0.0046-0.0057 ms per unit serial, 0.0019-0.0028 parallel; GpuTopK
+// 0.0028-0.0045 serial, 0.0020-0.0030 parallel, 0.0014-0.0036 from the
+// table cache; the lowest estimate was the fastest plan of every query. So
+// the GPU setup cost stands at 5000 units (about 15 ms), a tenth of it for
+// a cache hit (1.3-3.0 ms measured for the whole query).
 double parallel_divisor(int workers) {
   double divisor = workers;
   if (parallel_leader_participation) {
