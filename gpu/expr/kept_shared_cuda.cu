@@ -24,9 +24,7 @@
 
 #include "expr/kept_shared.h"
 #include "expr/row_words.cuh"
-#include "expr/selected_order.h"
 #include "expr/vector_distances.cuh"
-#include "gknn/error.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
 
@@ -279,36 +277,13 @@ class GroupLaunch {
       first = merged_.data();
       last = first + (mid - merged_.begin());
     }
-    const std::size_t before = q.rows.size();
-    for (std::int64_t j = 0; j < take && first + j < last; ++j) {
-      const Word w = first[j];
-      if (w == select::max_word<Word>()) break;  // fewer rows passed than k
-      Selected s;
-      from_word(w, s);
-      q.rows.push_back(s);
-    }
-    std::inplace_merge(q.rows.begin(), q.rows.begin() + before, q.rows.end(), selected_less);
-    if (static_cast<std::int64_t>(q.rows.size()) > q.k) q.rows.resize(q.k);
+    merge_words(first, std::min<std::int64_t>(take, last - first), q.k, q.rows);
   }
 
   // The row at `position` raised on the GPU: the CPU interpreter names the error.
   void explain(KeptQuery& q, std::int64_t position) {
-    const std::size_t batch = static_cast<std::size_t>(position / stride_);
-    std::vector<unsigned char> one(batch_bytes(columns_, 1));
-    BatchView host;
-    layout_batch(host, columns_, 1, one.data());
-    host.n = 1;
-    copy_row_to_host(batches_[batch], position % stride_, columns_, host);
-    bool passed = false;
-    Selected w;
-    std::int32_t detail[2] = {0, 0};
-    const ErrorKind e = eval_row_cpu(*q.program, host, 0, passed, w, detail);
-    if (e == ErrorKind::None)
-      throw Error(ErrorCode::DeviceFault, "GpuTopK: a row raised on the GPU but not on the CPU");
-    q.error.kind = e;
-    q.error.row_id = host.row_ids[0];
-    q.error.detail[0] = detail[0];
-    q.error.detail[1] = detail[1];
+    cpu_error_of_device_row(*q.program, columns_, batches_[static_cast<std::size_t>(position / stride_)],
+                            position % stride_, q.error);
   }
 
   const std::vector<KeptQuery*>& q_;

@@ -4,11 +4,14 @@
 // a row the qual drops). Words of one or two key limbs plus the row id.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "expr/batch_layout.h"
 #include "expr/row_key.cuh"
+#include "expr/selected_order.h"
+#include "gknn/error.h"
 #include "runtime/cuda_check.h"
 #include "select/bitonic_topk.cuh"
 
@@ -133,6 +136,49 @@ inline void copy_row_to_host(const BatchView& d, std::int64_t row, const std::ve
     get(h.column[c].nulls, d.column[c].nulls, 1);
     if (columns[c].type == Type::Vector) get(h.column[c].dims, d.column[c].dims, sizeof(std::int32_t));
   }
+}
+
+// A launch's words back on the host (ascending, at most `take`; a sentinel
+// ends them early) merged into the k best rows so far.
+template <typename Word>
+void merge_words(const Word* top, std::int64_t take, std::int64_t k, std::vector<Selected>& running) {
+  const std::size_t before = running.size();
+  for (std::int64_t j = 0; j < take; ++j) {
+    if (top[j] == select::max_word<Word>()) break;  // fewer rows passed than k
+    Selected w;
+    from_word(top[j], w);
+    running.push_back(w);
+  }
+  std::inplace_merge(running.begin(), running.begin() + before, running.end(), selected_less);
+  if (static_cast<std::int64_t>(running.size()) > k) running.resize(k);
+}
+
+// A row raised on the GPU: the CPU interpreter reruns it (row `row` of a
+// host batch) and names the error.
+inline void cpu_error_of_row(const Program& program, const BatchView& host, std::int64_t row,
+                             EvalError& err) {
+  bool passed = false;
+  Selected w;
+  std::int32_t detail[2] = {0, 0};
+  const ErrorKind e = eval_row_cpu(program, host, row, passed, w, detail);
+  if (e == ErrorKind::None)
+    throw Error(ErrorCode::DeviceFault, "GpuTopK: a row raised on the GPU but not on the CPU");
+  err.kind = e;
+  err.row_id = host.row_ids[row];
+  err.detail[0] = detail[0];
+  err.detail[1] = detail[1];
+}
+
+// The same for row `row` of a device batch (a kept one: no host copy),
+// copied back first.
+inline void cpu_error_of_device_row(const Program& program, const std::vector<ColumnSpec>& columns,
+                                    const BatchView& device_batch, std::int64_t row, EvalError& err) {
+  std::vector<unsigned char> one(batch_bytes(columns, 1));
+  BatchView host;
+  layout_batch(host, columns, 1, one.data());
+  host.n = 1;
+  copy_row_to_host(device_batch, row, columns, host);
+  cpu_error_of_row(program, host, 0, err);
 }
 
 }  // namespace expr

@@ -20,7 +20,6 @@
 #include "expr/batch_layout.h"
 #include "expr/resident_store.h"
 #include "expr/row_words.cuh"
-#include "expr/selected_order.h"
 #include "expr/vector_distances.cuh"
 #include "gknn/error.h"
 #include "runtime/cuda_check.h"
@@ -346,41 +345,14 @@ class GpuTopK final : public TopK {
 
   void explain_error(Slot& s, std::int64_t position) {
     const std::size_t batch = static_cast<std::size_t>(position / s.stride);
-    std::int64_t row = position % s.stride;
-    bool passed = false;
-    Selected w;
-    std::int32_t detail[2] = {0, 0};
-    // A kept batch has no host copy: its one row comes back.
-    std::vector<unsigned char> one;
-    BatchView host = s.hview;
-    if (s.kept) {
-      one.resize(batch_bytes(columns_, 1));
-      layout_batch(host, columns_, 1, one.data());
-      host.n = 1;
-      copy_row_to_host(s.batches[batch], row, columns_, host);
-      row = 0;
-    }
-    ErrorKind e = eval_row_cpu(program_, host, row, passed, w, detail);
-    if (e == ErrorKind::None)
-      throw Error(ErrorCode::DeviceFault, "GpuTopK: a row raised on the GPU but not on the CPU");
-    failed_.kind = e;
-    failed_.row_id = host.row_ids[row];
-    failed_.detail[0] = detail[0];
-    failed_.detail[1] = detail[1];
+    const std::int64_t row = position % s.stride;
+    if (s.kept)
+      cpu_error_of_device_row(program_, columns_, s.batches[batch], row, failed_);
+    else
+      cpu_error_of_row(program_, s.hview, row, failed_);
   }
 
-  void merge(Slot& s) {
-    const std::size_t before = running_.size();
-    for (std::int64_t j = 0; j < s.take; ++j) {
-      const Word top = pinned_as<Word>(s.top_host)[j];
-      if (top == select::max_word<Word>()) break;  // fewer rows passed than k
-      Selected w;
-      from_word(top, w);
-      running_.push_back(w);
-    }
-    std::inplace_merge(running_.begin(), running_.begin() + before, running_.end(), selected_less);
-    if (static_cast<std::int64_t>(running_.size()) > k_) running_.resize(k_);
-  }
+  void merge(Slot& s) { merge_words(pinned_as<Word>(s.top_host), s.take, k_, running_); }
 
   Program program_;
   std::vector<ColumnSpec> columns_;
