@@ -22,7 +22,8 @@
 #     hangs, and the recovered server ranks through the service again;
 #   the table cache (gknn.topk_cache_mb): one entry for every session (listed
 #     alike from two), its hits growing, answers equal to PostgreSQL's; a hit
-#     whose entry holds every block is one request (ranked with its probe); 16
+#     whose entry holds every block is one request (ranked with its probe), and
+#     16 sessions' hits at once are partly ranked together (topk_shared_hits); 16
 #     sessions comparing GpuTopK with PostgreSQL's plan in REPEATABLE READ
 #     transactions while UPDATE, DELETE, INSERT, VACUUM and TRUNCATE run: no
 #     mismatch; a VACUUM that sets all-visible bits again (the map page's
@@ -278,6 +279,20 @@ counted_ok() {  # a hit is one ranking in the service's counters, of the entry's
 check "gknn_service_status() counts a cache hit as one ranking of the entry's 40,000 rows" counted_ok
 check "a hit whose entry holds every block is one request: ranked and finished with its probe" \
   equal 1 "$serial SELECT requests_of(\$\$$cq1\$\$)"
+riders_ok() { # 16 sessions' one-shot hits on one entry at once: some ranked together
+  local b a
+  b=$(status topk_shared_hits)
+  printf '%s\n' "SET gknn.topk_min_rows = 0;" "SET enable_sort = off;" "SET max_parallel_workers_per_gather = 0;" \
+    "$cq1;" >"$tmp/hit.sql"
+  "$PGBENCH" -n -c 16 -j 4 -t 40 -f "$tmp/hit.sql" "$DB" >"$tmp/hits.log" 2>&1 || {
+    cat "$tmp/hits.log"
+    return 1
+  }
+  a=$(status "topk_shared_hits || ' ' || topk_shared_rankings")
+  echo "topk_shared_hits $b -> ${a% *} in ${a#* } shared rankings"
+  ((${a% *} > b))
+}
+check "16 sessions' hits on one entry: gknn_service_status() shows some ranked together (topk_shared_hits)" riders_ok
 bq="SELECT id FROM big ORDER BY b, id LIMIT 5"
 big_ok() { sql -c "VACUUM big" && equal "$(printf 'built 800000 800000\nhit 800000 0 0\nt')" "$serial $(use "$bq"); $(use "$bq"); $(same "$bq")"; }
 check "the table cache of a table with more blocks than a probe's payload (big: its map travels in the session's segment)" \

@@ -642,6 +642,12 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
     if (r != ranking->end() && --r->second == 0) ranking->erase(r);
   }
   const TaskOutcome done = t;
+  if (!t.riders.empty()) {
+    SpinLockAcquire(&shared()->mutex);
+    shared()->topk_shared_rankings++;
+    shared()->topk_shared_hits += 1 + static_cast<int64>(t.riders.size());
+    SpinLockRelease(&shared()->mutex);
+  }
   for (Task* r : t.riders) {
     reply_task(images, *r, done, answer, fault);
     tasks->erase(r->id);

@@ -680,6 +680,7 @@ void announce_start(ServiceShared* ctl) {
   ctl->loads = ctl->evictions = ctl->errors = ctl->busy_us = 0;
   ctl->load_bytes = ctl->deltas = ctl->delta_bytes = 0;
   ctl->topk_sessions = ctl->topk_batches = ctl->topk_rows = 0;
+  ctl->topk_shared_rankings = ctl->topk_shared_hits = 0;
   ctl->nimages = 0;
   ctl->ncache = 0;  // the cache died with the last service
   ctl->cache_bytes = ctl->cache_evictions = 0;
