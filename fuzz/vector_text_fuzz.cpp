@@ -2,9 +2,11 @@
 // the parser vector_in runs).
 //
 // Any input, as a NUL-terminated literal: the parser must stay inside it,
-// and whatever it accepts must be 1..max_dim finite values that read back
-// the same from their printed form (the parser and "%.9g" agree). A short
-// max_dim on odd inputs also reaches the dimension limit.
+// give what the strtof-only parse gives (error, dimension, values: the
+// from_chars fast path changes nothing), and whatever it accepts must be
+// 1..max_dim finite values that read back the same from their printed form
+// (the parser and "%.9g" agree). A short max_dim on odd inputs also reaches
+// the dimension limit.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +39,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   VectorTextResult r = parse_vector_text(literal.c_str(), values.data(), max_dim);
 
   if (r.dim < 0 || r.dim > max_dim) fail("dimension out of bounds");
+  // The from_chars fast path reads what strtof reads: the same outcome.
+  static std::vector<float> ref_small(4), ref_large(kMaxDim);
+  std::vector<float>& ref = max_dim == 4 ? ref_small : ref_large;
+  const VectorTextResult s = parse_vector_text_strtof(literal.c_str(), ref.data(), max_dim);
+  if (s.error != r.error || s.dim != r.dim || s.token_begin != r.token_begin || s.token_end != r.token_end)
+    fail("differs from the strtof parse");
+  if (r.error == VectorTextError::None && std::memcmp(values.data(), ref.data(), sizeof(float) * r.dim) != 0)
+    fail("values differ from the strtof parse");
   if (r.error == VectorTextError::OutOfRange &&
       (r.token_begin >= r.token_end || r.token_end > literal.size()))
     fail("out-of-range token outside the literal");

@@ -8,6 +8,8 @@ SELECT '[0.1,0.2,0.3,1e-7,3.4028235e38,-0,1.17549435e-38]'::vector;
 SELECT '[1.0000001, 123456789]'::vector;
 SELECT '[0.1]'::vector::text::vector = '[0.1]'::vector AS round_trips;
 SELECT vector_dims(('[' || repeat('1,', 15999) || '1]')::vector);
+-- Elements as strtof reads them: signs, hex, points at either end, subnormals, underflow to 0
+SELECT '[+1.5, 0x1p3, -0X10, -.5e-3, 5., 00012.5e+3, 1e-45, -1e-50]'::vector;
 
 -- Errors, as pgvector words them
 SELECT '[1,2'::vector;
