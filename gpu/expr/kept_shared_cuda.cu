@@ -174,14 +174,13 @@ class GroupLaunch {
     take_ = std::min(kmax_, positions_);
     // Few tiles: each tile's words come back and the host merges them.
     const std::int64_t tiles = select::bitonic_tiles(positions_, kmax_);
-    per_program_ = tiles * take_ <= kMaxTileWords ? tiles * take_ : take_;
+    by_tiles_ = tiles > 1 && tiles * take_ <= kMaxTileWords;
+    per_program_ = by_tiles_ ? tiles * take_ : take_;
+    const std::int64_t scratch_words =
+        by_tiles_ ? 0 : select::bitonic_segments_scratch_words(positions_, Q, kmax_);
     const std::size_t dists_at = room.add(static_cast<std::size_t>(Q * nj * positions_) * sizeof(double));
     const std::size_t words_at = room.add(static_cast<std::size_t>(Q * positions_) * sizeof(Word));
-    const std::size_t scratch_at =
-        per_program_ > take_ ? room.add(0)
-                             : room.add(static_cast<std::size_t>(
-                                            select::bitonic_segments_scratch_words(positions_, Q, kmax_)) *
-                                        sizeof(Word));
+    const std::size_t scratch_at = room.add(static_cast<std::size_t>(scratch_words) * sizeof(Word));
     const std::size_t tops_at = room.add(static_cast<std::size_t>(Q * per_program_) * sizeof(Word));
     AsyncBuffer<unsigned char> block(room.size(), st_);
     unsigned char* dev = block.get();
@@ -236,7 +235,7 @@ class GroupLaunch {
     row_words_each<Word><<<grid, kThreads, 0, st_>>>(reinterpret_cast<const RowsLaunch*>(dev + launches_at),
                                                      words, positions_);
     GKNN_CUDA(cudaGetLastError());
-    if (per_program_ > take_)
+    if (by_tiles_)
       select::bitonic_topk_tiles<Word>(words, positions_, Q, kmax_, tops, st_);
     else
       select::bitonic_topk_segments<Word>(words, positions_, Q, kmax_, tops, scratch, st_);
@@ -270,7 +269,7 @@ class GroupLaunch {
     // The program's words: its k smallest ascending, or each tile's (merged here).
     const Word* first = tops_.data() + y * per_program_;
     const Word* last = first + per_program_;
-    if (per_program_ > take_) {
+    if (by_tiles_) {
       merged_.assign(first, last);
       const auto mid = merged_.begin() + std::min<std::int64_t>(take, per_program_);
       std::partial_sort(merged_.begin(), mid, merged_.end());
@@ -294,6 +293,7 @@ class GroupLaunch {
   cudaStream_t st_ = nullptr;
   std::int64_t rows_ = 0, stride_ = 0, positions_ = 0, kmax_ = 1, take_ = 0;
   float ms_ = 0;
+  bool by_tiles_ = false;         // each tile's words back (bitonic_topk_tiles), merged in absorb
   std::int64_t per_program_ = 0;  // words back per program
   std::vector<Word> tops_, merged_;
   std::vector<unsigned long long> counters_;

@@ -148,6 +148,7 @@ struct DistancesManyLaunch {
 };
 constexpr int kSharedConstants = 16;  // sums held per thread
 constexpr int kLoadsAhead = 4;        // a row's elements each thread loads at once
+constexpr std::size_t kConstantsSmemMax = std::size_t(96) << 10;  // shared memory a launch may take
 // Rows each thread sums its lane of, by sums per thread (QT): two where
 // that measured faster on the H200 (60,000 x 784: QT 4 86 -> 71 us, 16:
 // 165 -> 140 us), one where the second row's sums cost more in occupancy
@@ -168,8 +169,8 @@ std::size_t constants_smem(int qdim) {
   return std::size_t(qdim) * constants_stride<QT>() * sizeof(float);
 }
 
-// Blocks loop over the rows (32 at a time), so that each loads a chunk's
-// constants into shared memory once for many rows.
+// Blocks loop over the rows (32 * rows_per_thread(QT) at a time), so that
+// each loads a chunk's constants into shared memory once for many rows.
 // Each thread sums its lane for rows_per_thread(QT) rows (32 apart): one
 // read of an element's constants from shared memory serves them all.
 template <int METRIC, int QT>
@@ -293,7 +294,7 @@ void with_metric(int metric, F&& f) {
 // Blocks for a vector_distances_many launch: as many as the SMs run at once
 // with `smem` each, from the occupancy calculator (the blocks loop over the
 // rows; one block more per SM than fit ran as a second, mostly idle wave:
-// ncu, 1.2 waves). The kernel may take up to 96 KB, set once per device
+// ncu, 1.2 waves). The kernel may take kConstantsSmemMax, set once per device
 // (these calls cost more than a small launch); the SM count is the first
 // device's (only the grid's size).
 template <int METRIC, int QT>
@@ -310,7 +311,8 @@ std::int64_t distance_blocks(std::size_t smem, int threads) {
   GKNN_CUDA(cudaGetDevice(&device));
   const std::uint32_t bit = 1u << (device & 31);
   if (!(set_on.load(std::memory_order_relaxed) & bit)) {
-    GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 << 10));
+    GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(kConstantsSmemMax)));
     set_on.fetch_or(bit);
   }
   int per_sm = 0;
@@ -339,8 +341,8 @@ inline void launch_vector_distances_many(const DistanceJob& job, const float* d_
   constexpr int kThreads = 256, kRows = kThreads / kDistanceLanes;
   const DistancesManyLaunch l{views, nbatches, stride, job.column,  d_queries,
                               nq,    job.qdim, out,    query_stride};
-  // The most constants per pass whose chunk fits 96 KB of shared memory
-  // (one at a time up to 16,000 dimensions).
+  // The most constants per pass whose chunk fits kConstantsSmemMax (one at
+  // a time up to 16,000 dimensions).
   auto launch = [&](auto qt) {
     constexpr int QT = decltype(qt)::value;
     const std::size_t smem = constants_smem<QT>(job.qdim);
@@ -352,7 +354,7 @@ inline void launch_vector_distances_many(const DistanceJob& job, const float* d_
       vector_distances_many<M, QT><<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(l);
     });
   };
-  const std::size_t fits = std::size_t(96) << 10;
+  const std::size_t fits = kConstantsSmemMax;
   if (nq <= 1 || constants_smem<2>(job.qdim) > fits)
     launch(std::integral_constant<int, 1>{});
   else if (nq <= 2 || constants_smem<4>(job.qdim) > fits)
