@@ -282,8 +282,7 @@ check "a hit whose entry holds every block is one request: ranked and finished w
 riders_ok() { # 16 sessions' one-shot hits on one entry at once: some ranked together
   local b a
   b=$(status topk_shared_hits)
-  printf '%s\n' "SET gknn.topk_min_rows = 0;" "SET enable_sort = off;" "SET max_parallel_workers_per_gather = 0;" \
-    "$cq1;" >"$tmp/hit.sql"
+  printf '%s\n' "$serial" "$cq1;" >"$tmp/hit.sql"
   "$PGBENCH" -n -c 16 -j 4 -t 40 -f "$tmp/hit.sql" "$DB" >"$tmp/hits.log" 2>&1 || {
     cat "$tmp/hits.log"
     return 1
