@@ -3,15 +3,19 @@
 // sorted candidate list of ef (shared memory), the first `width` unexpanded
 // entries expanded each step (found by one warp's ballots over the list's
 // flags), their rows' unvisited nodes scored by groups of eight threads with
-// group_distance (gknn::distance's lanes and combining tree, the query in
-// shared memory; the library is built without FMA contraction, so the
-// distances equal the CPU's bit for bit), then merged into the list.
-// The merge places every element by its rank (list and new batch each
-// sorted; an element's place is its index plus how many of the other side
-// precede it), so one pass of the CTA merges any batch. The visited set is
-// a hash in shared memory; when half full it is cleared and refilled with
-// the list's ids (as CAGRA does): a node outside the list may then be
-// scored again, never listed twice.
+// group_distance's lanes and combining tree (the query in shared memory; the
+// library is built without FMA contraction, so the distances equal the CPU's
+// bit for bit), then merged into the list. The entry sample (the same nodes
+// for every query of a seed) is scored first by entry_scores_kernel, many
+// CTAs per query, and handed to the search as given scores.
+// A lane's elements of a row reach shared memory by asynchronous copies, a
+// whole round in flight at once (its staging area), before it sums them.
+// The merge drops the candidates that cannot enter a full list, sorts a
+// large rest, and places every element by its rank (its index plus how many
+// of the other side precede it), so one pass of the CTA merges any batch.
+// The visited set is a hash in shared memory; when half full it is cleared
+// and refilled with the list's ids (as CAGRA does): a node outside the list
+// may then be scored again, never listed twice.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -27,17 +31,17 @@ namespace {
 
 // Threads per CTA (also the merge batch): 512 for a few queries, 256 for
 // small batches, where one CTA per query leaves most of the GPU idle and a
-// lone query's time is the chain of rows each group scores in turn (the
-// entry sample, ~2 sqrt(n) nodes, 64 rows a group at 256 threads for 1M
-// nodes: the larger part of one query's 0.45 ms there, ncu on the H100);
-// 128 for large ones, where more CTAs fit an SM.
+// lone query's time is the chain of rows each group scores in turn; 128
+// for large ones, where more CTAs fit an SM.
 constexpr int kMaxThreads = 512;
 constexpr std::int64_t kWidestUpTo = 16;  // queries per call that get 512 threads
 constexpr std::int64_t kWideUpTo = 128;   // ... 256
-constexpr int kPrefetch = 32;             // elements per lane held in registers: dim <= 256
 constexpr int kMaxEf = kMaxDeviceEf;      // the list in shared memory
 constexpr int kHashSlots = 4096;          // visited set, power of 2
 constexpr std::uint32_t kExpanded = 1;    // list flag bits
+constexpr int kEntryThreads = 64;         // threads per CTA scoring the entry sample
+constexpr int kSortAbove = 32;            // merges of more candidates sort them first
+constexpr int kPrefetch = 32;             // elements per lane held in registers by plain loads
 
 struct Lists {
   double d[kMaxEf];
@@ -91,19 +95,79 @@ __device__ void hash_reset(Shared& sh) {
   __syncthreads();
 }
 
+// Keeps, of the sh.batch candidates in bd/bid, those that can enter a full
+// list (better than its last entry: any other would be placed at ef or
+// beyond and dropped), compacted in any order. Call with the CTA.
+__device__ void drop_hopeless(Shared& sh, int ef) {
+  const int nb = sh.batch;
+  const Lists& in = sh.list[sh.cur];
+  if (sh.size < ef || nb == 0) return;
+  const double wd = in.d[sh.size - 1];
+  const std::uint32_t wid = in.id[sh.size - 1];
+  const int i = threadIdx.x;
+  double d = 0.0;
+  std::uint32_t id = kNoNode;
+  const bool keep = i < nb && (d = sh.bd[i], id = sh.bid[i], less(d, id, wd, wid));
+  __syncthreads();  // everyone has read bd/bid and sh.batch
+  if (threadIdx.x == 0) sh.batch = 0;
+  __syncthreads();
+  // Warp-aggregated slots: one shared atomic per warp.
+  const unsigned kept = __ballot_sync(0xffffffffu, keep);
+  int base = 0;
+  if ((threadIdx.x & 31) == 0 && kept) base = atomicAdd(&sh.batch, __popc(kept));
+  base = __shfl_sync(0xffffffffu, base, 0);
+  if (keep) {
+    const int at = base + __popc(kept & ((1u << (threadIdx.x & 31)) - 1));
+    sh.bd[at] = d;
+    sh.bid[at] = id;
+  }
+  __syncthreads();
+}
+
+// Sorts bd/bid[0..nb) by score_less, padded to a power of two with entries
+// that sort last (NaN, kNoNode: no node has that id). Call with the CTA.
+__device__ void sort_batch(Shared& sh, int nb) {
+  int n = 1;
+  while (n < nb) n <<= 1;
+  for (int i = nb + int(threadIdx.x); i < n; i += blockDim.x)
+    sh.bd[i] = __longlong_as_double(0x7ff8000000000000LL), sh.bid[i] = kNoNode;
+  __syncthreads();
+  for (int k = 2; k <= n; k <<= 1)
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int p = i ^ j;
+        if (p <= i) continue;
+        const bool up = (i & k) == 0;
+        const double di = sh.bd[i], dp = sh.bd[p];
+        const std::uint32_t ii = sh.bid[i], ip = sh.bid[p];
+        if (less(dp, ip, di, ii) == up) sh.bd[i] = dp, sh.bd[p] = di, sh.bid[i] = ip, sh.bid[p] = ii;
+      }
+      __syncthreads();
+    }
+}
+
 // Merges the sh.batch candidates in bd/bid (unsorted, distinct, not in the
 // list) into the current list, keeping the ef best. Call with the CTA.
+// Candidates that cannot enter go first; a large rest is sorted, so that
+// every element finds its place by binary search (the entry sample's 512
+// ranked against each other one by one cost tens of microseconds).
 __device__ void merge_batch(Shared& sh, int ef) {
+  drop_hopeless(sh, ef);
   const int nb = sh.batch;
   const int size = sh.size;
   const Lists& in = sh.list[sh.cur];
   Lists& out = sh.list[sh.cur ^ 1];
+  const bool sorted = nb > kSortAbove;
+  if (sorted) sort_batch(sh, nb);
   // New candidates: rank among the batch + rank in the list (binary search).
   for (int i = threadIdx.x; i < nb; i += blockDim.x) {
     const double d = sh.bd[i];
     const std::uint32_t id = sh.bid[i];
     int r = 0;
-    for (int j = 0; j < nb; ++j) r += less(sh.bd[j], sh.bid[j], d, id);
+    if (sorted)
+      r = i;
+    else
+      for (int j = 0; j < nb; ++j) r += less(sh.bd[j], sh.bid[j], d, id);
     int lo = 0, hi = size;
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
@@ -117,10 +181,24 @@ __device__ void merge_batch(Shared& sh, int ef) {
   }
   // List entries: index + new candidates before them.
   for (int i = threadIdx.x; i < size; i += blockDim.x) {
+    const double d = in.d[i];
+    const std::uint32_t id = in.id[i];
     int before = 0;
-    for (int j = 0; j < nb; ++j) before += less(sh.bd[j], sh.bid[j], in.d[i], in.id[i]);
+    if (sorted) {
+      int lo = 0, hi = nb;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (less(sh.bd[mid], sh.bid[mid], d, id))
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      before = lo;
+    } else {
+      for (int j = 0; j < nb; ++j) before += less(sh.bd[j], sh.bid[j], d, id);
+    }
     const int at = i + before;
-    if (at < ef) out.d[at] = in.d[i], out.id[at] = in.id[i], out.flag[at] = in.flag[i];
+    if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = in.flag[i];
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -134,56 +212,108 @@ __device__ void merge_batch(Shared& sh, int ef) {
 }
 
 // group_lane_sum (distance/group_distance.cuh) with the lane's elements of
-// a loaded before any arithmetic: one memory round trip per row instead of
-// one per few elements. The same operations in the same order: same bits.
-template <typename Op>
-__device__ __forceinline__ float prefetched_lane_sum(const float (&x)[kPrefetch], const float* b, int n,
-                                                     Op op, int lane) {
-  float acc = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kPrefetch; ++j) {
-    const int i = lane + j * kGroupLanes;
-    if (i < n) acc += op(x[j], b[i]);
-  }
+// a loaded kPrefetch at a time before any arithmetic: a row costs
+// ceil(dim / (8 kPrefetch)) round trips to memory (784 dimensions: 2,
+// where group_lane_sum's 16-element chunks take 7, most of a step's time).
+// The query (shared memory) is read as the sums go. The same operations in
+// the same order: same bits. `self` (kSelf) sums a . a alongside, for the
+// cosine's norm.
+// The group's lanes combined in distance.h's tree (acc, and aa into *self).
+template <bool kSelf>
+__device__ __forceinline__ float combine_lanes(float acc, float aa, float* self) {
   const unsigned mask = group_mask();
   acc += __shfl_xor_sync(mask, acc, 4, kGroupLanes);
   acc += __shfl_xor_sync(mask, acc, 1, kGroupLanes);
   acc += __shfl_xor_sync(mask, acc, 2, kGroupLanes);
+  if (kSelf) {
+    aa += __shfl_xor_sync(mask, aa, 4, kGroupLanes);
+    aa += __shfl_xor_sync(mask, aa, 1, kGroupLanes);
+    aa += __shfl_xor_sync(mask, aa, 2, kGroupLanes);
+    *self = aa;
+  }
   return acc;
 }
 
-// The same, of a . a.
-__device__ __forceinline__ float prefetched_self_product(const float (&x)[kPrefetch], int n, int lane) {
-  float acc = 0.0f;
+template <bool kSelf, typename Op>
+__device__ __forceinline__ float prefetched_lane_sum(const float* a, const float* q, int n, Op op, int lane,
+                                                     float* self) {
+  float acc = 0.0f, aa = 0.0f;
+  for (int base = lane; base < n; base += kPrefetch * kGroupLanes) {
+    float x[kPrefetch];
 #pragma unroll
-  for (int j = 0; j < kPrefetch; ++j)
-    if (lane + j * kGroupLanes < n) acc += detail::Product{}(x[j], x[j]);
-  const unsigned mask = group_mask();
-  acc += __shfl_xor_sync(mask, acc, 4, kGroupLanes);
-  acc += __shfl_xor_sync(mask, acc, 1, kGroupLanes);
-  acc += __shfl_xor_sync(mask, acc, 2, kGroupLanes);
-  return acc;
+    for (int j = 0; j < kPrefetch; ++j) {
+      // Past the end: the last element again (no branch between the loads).
+      x[j] = __ldg(a + min(base + j * kGroupLanes, n - 1));
+    }
+    // Every load issued before the first add: ptxas otherwise reuses
+    // registers and lets few loads be in flight.
+#pragma unroll
+    for (int j = 0; j < kPrefetch; ++j) asm volatile("" : "+f"(x[j]));
+#pragma unroll
+    for (int j = 0; j < kPrefetch; ++j) {
+      const int i = base + j * kGroupLanes;
+      if (i < n) {
+        acc += op(x[j], q[i]);
+        if (kSelf) aa += detail::Product{}(x[j], x[j]);
+      }
+    }
+  }
+  return combine_lanes<kSelf>(acc, aa, self);
 }
 
 // group_distance(metric, a, q, n, lane), term for term: a row of the
 // vectors against the query.
-__device__ __forceinline__ double row_distance(Metric metric, const float* a, const float* q, int n,
-                                               int lane) {
-  if (n > kPrefetch * kGroupLanes) return group_distance(metric, a, q, n, lane);
-  float x[kPrefetch];
-#pragma unroll
-  for (int j = 0; j < kPrefetch; ++j) {
-    const int i = lane + j * kGroupLanes;
-    x[j] = i < n ? __ldg(a + i) : 0.0f;
+// One 4-byte asynchronous copy, global to shared (sm_80+): no register
+// holds it, so a lane's whole round is in flight at once (plain loads are
+// scheduled by ptxas a few at a time: most of a step's time on H200 was
+// FADDs waiting on one load after another, ncu).
+__device__ __forceinline__ void copy_async(float* to, const float* from) {
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(at), "l"(from) : "memory");
+}
+__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// prefetched_lane_sum through the lane's own staging area (per_round
+// floats): a round copies the lane's next elements there, then sums them in
+// order. Each lane reads only what it copied: no barrier. Same bits.
+template <bool kSelf, typename Op>
+__device__ __forceinline__ float staged_lane_sum(const float* a, const float* q, int n, Op op, int lane,
+                                                 float* stage, int per_round, float* self) {
+  float acc = 0.0f, aa = 0.0f;
+  for (int base = lane; base < n; base += per_round * kGroupLanes) {
+    const int m = min(per_round, (n - base + kGroupLanes - 1) / kGroupLanes);
+    for (int j = 0; j < m; ++j) copy_async(stage + j, a + base + j * kGroupLanes);
+    wait_copies();
+    for (int j = 0; j < m; ++j) {
+      const float x = stage[j];
+      acc += op(x, q[base + j * kGroupLanes]);
+      if (kSelf) aa += detail::Product{}(x, x);
+    }
   }
+  return combine_lanes<kSelf>(acc, aa, self);
+}
+
+template <bool kSelf, typename Op>
+__device__ __forceinline__ float lane_sum(const float* a, const float* q, int n, Op op, int lane,
+                                          float* stage, int per_round, float* self) {
+  return stage ? staged_lane_sum<kSelf>(a, q, n, op, lane, stage, per_round, self)
+               : prefetched_lane_sum<kSelf>(a, q, n, op, lane, self);
+}
+
+// group_distance(metric, a, q, n, lane), term for term: a row of the
+// vectors against the query, through the lane's staging area when it has one.
+__device__ __forceinline__ double row_distance(Metric metric, const float* a, const float* q, int n, int lane,
+                                               float* stage, int per_round) {
   switch (metric) {
     case Metric::L2:
-      return sqrt(static_cast<double>(prefetched_lane_sum(x, q, n, detail::SquaredDiff{}, lane)));
+      return sqrt(static_cast<double>(
+          lane_sum<false>(a, q, n, detail::SquaredDiff{}, lane, stage, per_round, nullptr)));
     case Metric::InnerProduct:
-      return -static_cast<double>(prefetched_lane_sum(x, q, n, detail::Product{}, lane));
+      return -static_cast<double>(
+          lane_sum<false>(a, q, n, detail::Product{}, lane, stage, per_round, nullptr));
     case Metric::Cosine: {
-      const float dot = prefetched_lane_sum(x, q, n, detail::Product{}, lane);
-      const float na = prefetched_self_product(x, n, lane);
+      float na = 0.0f;
+      const float dot = lane_sum<true>(a, q, n, detail::Product{}, lane, stage, per_round, &na);
       const float nb = group_inner_product(q, q, n, lane);
       if (na == 0.0f || nb == 0.0f) return __longlong_as_double(0x7ff8000000000000LL);
       double similarity = static_cast<double>(dot) / sqrt(static_cast<double>(na) * nb);
@@ -199,32 +329,61 @@ __device__ __forceinline__ double row_distance(Metric metric, const float* a, co
 // Offers nodes ids[0..count) (count <= blockDim.x; kNoNode entries ignored):
 // the new ones (not visited, not deleted) are scored by the CTA's groups
 // into the batch bd/bid, then merged into the list. Call with the CTA.
-__device__ void offer_batch(Shared& sh, const float* q, const float* vectors, int dim, Metric metric,
-                            const std::uint32_t* edges, int degree, const std::uint8_t* skip,
-                            const std::uint32_t* ids, int count, int ef) {
+__device__ void offer_batch(Shared& sh, const float* q, float* stage, int per_round, const float* vectors,
+                            int dim, Metric metric, const std::uint32_t* edges, int degree,
+                            const std::uint8_t* skip, const std::uint32_t* ids, const double* given,
+                            int count, int ef) {
   if (int(threadIdx.x) < count) {
     const std::uint32_t id = ids[threadIdx.x];
     // A deleted node (skipped, empty row) takes no place: see search_cpu.
     const bool dead = id == kNoNode || (skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
-    if (!dead && hash_insert(sh, id)) sh.bid[atomicAdd(&sh.batch, 1)] = id;
+    if (!dead && hash_insert(sh, id)) {
+      const int at = atomicAdd(&sh.batch, 1);
+      sh.bid[at] = id;
+      if (given) sh.bd[at] = given[threadIdx.x];
+    }
   }
   __syncthreads();
-  const int lane = threadIdx.x % kGroupLanes;
-  for (int i = threadIdx.x / kGroupLanes; i < sh.batch; i += blockDim.x / kGroupLanes) {
-    const std::uint32_t id = sh.bid[i];
-    const double d = canonical_score(row_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane));
-    if (lane == 0) sh.bd[i] = d;
+  if (!given) {
+    const int lane = threadIdx.x % kGroupLanes;
+    for (int i = threadIdx.x / kGroupLanes; i < sh.batch; i += blockDim.x / kGroupLanes) {
+      const std::uint32_t id = sh.bid[i];
+      const double d = canonical_score(
+          row_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane, stage, per_round));
+      if (lane == 0) sh.bd[i] = d;
+    }
+    __syncthreads();
   }
-  __syncthreads();
   merge_batch(sh, ef);
 }
 
-__global__ void __launch_bounds__(kMaxThreads)
+// The entry sample's scores for every query of a call (the same sample for
+// all: it depends on the seed alone), scores[q * n_entries + e]: a group per
+// entry, many CTAs per query, so that a lone query's sample (~2 sqrt(n)
+// rows, 1.5 MB at 60,000 x 784) is read by many SMs instead of its search
+// CTA's one. Through staging areas (per_round floats per thread) when given.
+__global__ void __launch_bounds__(kEntryThreads)
+    entry_scores_kernel(const float* __restrict__ vectors, int dim, Metric metric,
+                        const float* __restrict__ queries, const std::uint32_t* __restrict__ entries,
+                        int n_entries, int per_round, double* __restrict__ scores) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int e = blockIdx.x * (kEntryThreads / kGroupLanes) + threadIdx.x / kGroupLanes;
+  if (e >= n_entries) return;  // a whole group (shuffles stay within it)
+  float* stage = per_round ? reinterpret_cast<float*>(smem) + std::size_t(threadIdx.x) * per_round : nullptr;
+  const float* q = queries + std::int64_t(blockIdx.y) * dim;
+  const int lane = threadIdx.x % kGroupLanes;
+  const double d = canonical_score(
+      row_distance(metric, vectors + std::int64_t(entries[e]) * dim, q, dim, lane, stage, per_round));
+  if (lane == 0) scores[std::int64_t(blockIdx.y) * n_entries + e] = d;
+}
+
+__global__ void __launch_bounds__(kMaxThreads, 1)
     search_kernel(const float* __restrict__ vectors, const std::uint32_t* __restrict__ edges, std::int64_t n,
                   int degree, int dim, Metric metric, const float* __restrict__ queries,
-                  const std::uint32_t* __restrict__ entries, int n_entries,
-                  const std::uint8_t* __restrict__ skip, int ef, int k, int width, bool query_in_shared,
-                  std::int64_t* __restrict__ ids, double* __restrict__ distances) {
+                  const std::uint32_t* __restrict__ entries, const double* __restrict__ entry_scores,
+                  int n_entries, const std::uint8_t* __restrict__ skip, int ef, int k, int width,
+                  bool query_in_shared, int per_round, std::int64_t* __restrict__ ids,
+                  double* __restrict__ distances) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   const float* q = queries + std::int64_t(blockIdx.x) * dim;
@@ -233,6 +392,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int i = threadIdx.x; i < dim; i += blockDim.x) qs[i] = q[i];
     q = qs;
   }
+  // Each thread's staging area (per_round floats), after the query; none
+  // when per_round is 0.
+  float* stage = per_round ? reinterpret_cast<float*>(&sh + 1) + (query_in_shared ? dim : 0) +
+                                 std::size_t(threadIdx.x) * per_round
+                           : nullptr;
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
   if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0, sh.reset = 0;
   __syncthreads();
@@ -240,7 +404,9 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int nt = blockDim.x;
   for (int b = 0; b < n_entries; b += nt) {
     if (sh.reset) hash_reset(sh);
-    offer_batch(sh, q, vectors, dim, metric, edges, degree, skip, entries + b, min(nt, n_entries - b), ef);
+    offer_batch(sh, q, stage, per_round, vectors, dim, metric, edges, degree, skip, entries + b,
+                entry_scores ? entry_scores + std::int64_t(blockIdx.x) * n_entries + b : nullptr,
+                min(nt, n_entries - b), ef);
   }
   // Rows offered per batch: as many whole rows as the CTA has threads.
   const int rows_per_batch = nt / degree;
@@ -274,7 +440,8 @@ __global__ void __launch_bounds__(kMaxThreads)
       for (int t = threadIdx.x; t < nrows * degree; t += nt)
         sh.rows[t] = edges[std::int64_t(sh.pick[p0 + t / degree]) * degree + t % degree];
       __syncthreads();
-      offer_batch(sh, q, vectors, dim, metric, edges, degree, skip, sh.rows, nrows * degree, ef);
+      offer_batch(sh, q, stage, per_round, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,
+                  nrows * degree, ef);
     }
   }
   if (threadIdx.x == 0) {
@@ -302,7 +469,10 @@ struct DeviceGraph::Impl {
   DeviceBuffer<float> vectors;
   DeviceBuffer<std::uint32_t> edges;
   bool query_in_shared = false;
-  std::size_t smem = sizeof(Shared);
+  std::size_t smem = sizeof(Shared);  // without staging
+  std::size_t stage_room = 0;         // shared memory left for staging areas
+  int entry_per_round = 0;            // ... of entry_scores_kernel
+  static constexpr int kEntryStageBytes = 32 * 1024;
   // Entry lists of searches without skip flags, by seed, resident (at most
   // kCachedSeeds): a single query then uploads only itself.
   static constexpr std::size_t kCachedSeeds = 8;
@@ -321,7 +491,30 @@ struct DeviceGraph::Impl {
     GKNN_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     query_in_shared = sizeof(Shared) + std::size_t(d) * sizeof(float) <= std::size_t(optin);
     if (query_in_shared) smem += std::size_t(d) * sizeof(float);
-    GKNN_CUDA(cudaFuncSetAttribute(search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    stage_room = std::size_t(optin) - smem;
+    entry_per_round =
+        std::min((d + kGroupLanes - 1) / kGroupLanes, kEntryStageBytes / int(sizeof(float) * kEntryThreads));
+    GKNN_CUDA(cudaFuncSetAttribute(entry_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   kEntryStageBytes));
+    GKNN_CUDA(cudaFuncSetAttribute(search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(smem + stage_room)));
+  }
+
+  // Floats per thread per staging round for a call of up to kWidestUpTo
+  // queries (512 threads) within `room` bytes: a lane's ceil(dim / 8)
+  // elements in as few rounds as fit, an odd count (threads' areas then
+  // start in different banks); 0 (plain loads) when under 8 fit.
+  static int staging_floats(int dim, std::size_t room, int threads) {
+    const int per_lane = (dim + kGroupLanes - 1) / kGroupLanes;
+    const int fit = int(std::min<std::size_t>(room / (sizeof(float) * threads), 1 << 20));
+    if (fit < 8) return 0;
+    const int rounds = (per_lane + fit - 1) / fit;
+    int per_round = (per_lane + rounds - 1) / rounds;
+    if (per_round % 2 == 0 && per_round + 1 <= fit) ++per_round;
+    return per_round;
+  }
+  static std::size_t staging_bytes(int per_round, int threads) {
+    return std::size_t(per_round) * threads * sizeof(float);
   }
 
   // The device copy of the entry list for sp (cached when sp has no skip
@@ -407,12 +600,30 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
     GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
   const int threads = nq <= kWidestUpTo ? kMaxThreads : nq <= kWideUpTo ? kMaxThreads / 2 : kMaxThreads / 4;
-  for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {
-    const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
-    search_kernel<<<unsigned(rows), threads, im.smem, s>>>(
+  // Staged rows for every call; the entry kernel for calls of up to
+  // kWideUpTo queries (a large batch keeps the SMs busy with its own
+  // searches: there the separate pass cost 15 %). H200, 60,000 x 784,
+  // ef 20: one query 0.175 -> 0.126 ms, batches of 8 36K -> 51K queries/s,
+  // of 64 180K -> 250K, of 1,000 unchanged at ~780K
+  // (bench/results/graph-staging-H200-2026-11-27.md).
+  const int per_round = Impl::staging_floats(im.dim, im.stage_room, threads);
+  const bool entry_kernel = nq <= kWideUpTo && n_entries > 0;
+  AsyncBuffer<double> escores(entry_kernel ? std::size_t(nq) * n_entries : 0, s);
+  constexpr std::int64_t kPerLaunch = 65535;  // queries: the entry grid's y
+  for (std::int64_t q0 = 0; q0 < nq; q0 += kPerLaunch) {
+    const std::int64_t rows = std::min<std::int64_t>(nq - q0, kPerLaunch);
+    const dim3 egrid(unsigned((n_entries + kEntryThreads / kGroupLanes - 1) / (kEntryThreads / kGroupLanes)),
+                     unsigned(rows));
+    if (entry_kernel)
+      entry_scores_kernel<<<egrid, kEntryThreads,
+                            std::size_t(im.entry_per_round) * kEntryThreads * sizeof(float), s>>>(
+          im.vectors.get(), im.dim, im.metric, dq.get() + q0 * im.dim, entries, n_entries, im.entry_per_round,
+          escores.get() + q0 * n_entries);
+    search_kernel<<<unsigned(rows), threads, im.smem + Impl::staging_bytes(per_round, threads), s>>>(
         im.vectors.get(), im.edges.get(), im.host.n, im.host.degree, im.dim, im.metric,
-        dq.get() + q0 * im.dim, entries, n_entries, sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width,
-        im.query_in_shared, dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
+        dq.get() + q0 * im.dim, entries, entry_kernel ? escores.get() + q0 * n_entries : nullptr, n_entries,
+        sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width, im.query_in_shared, per_round,
+        dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }
   GKNN_CUDA(cudaMemcpyAsync(ids, dids.get(), std::size_t(nq) * sp.k * sizeof(std::int64_t),
