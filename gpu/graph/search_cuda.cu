@@ -17,6 +17,7 @@
 // and refilled with the list's ids (as CAGRA does): a node outside the list
 // may then be scored again, never listed twice.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -589,13 +590,20 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   const cudaStream_t s = thread_stream(im.device);
   AsyncBuffer<float> dq(std::size_t(nq) * im.dim, s);
   AsyncBuffer<std::uint8_t> dskip(sp.skip ? std::size_t(im.host.n) : 0, s);
-  AsyncBuffer<std::int64_t> dids(std::size_t(nq) * sp.k, s);
-  AsyncBuffer<double> dd(std::size_t(nq) * sp.k, s);
+  // The answer in one buffer (ids, then distances) for one copy back.
+  const std::size_t answers = std::size_t(nq) * sp.k;
+  AsyncBuffer<std::int64_t> dres(2 * answers, s);
+  std::int64_t* const dids = dres.get();
+  double* const dd = reinterpret_cast<double*>(dres.get() + answers);
   std::unique_ptr<AsyncBuffer<std::uint32_t>> upload;
   std::vector<std::uint32_t> host_entries;  // kept alive until the wait below
   const auto [entries, n_entries] = im.entries(sp, s, upload, host_entries);
-  GKNN_CUDA(cudaMemcpyAsync(dq.get(), queries, std::size_t(nq) * im.dim * sizeof(float),
-                            cudaMemcpyHostToDevice, s));
+  // Through the thread's pinned scratch: a pageable copy is a synchronous
+  // staged one (tens of microseconds of a lone query's time).
+  const std::size_t qbytes = std::size_t(nq) * im.dim * sizeof(float);
+  void* const pinned_q = pinned_scratch_bytes(0, qbytes);
+  if (pinned_q) std::memcpy(pinned_q, queries, qbytes);
+  GKNN_CUDA(cudaMemcpyAsync(dq.get(), pinned_q ? pinned_q : queries, qbytes, cudaMemcpyHostToDevice, s));
   if (sp.skip)
     GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
@@ -622,14 +630,21 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
     search_kernel<<<unsigned(rows), threads, im.smem + Impl::staging_bytes(per_round, threads), s>>>(
         im.vectors.get(), im.edges.get(), im.host.n, im.host.degree, im.dim, im.metric,
         dq.get() + q0 * im.dim, entries, entry_kernel ? escores.get() + q0 * n_entries : nullptr, n_entries,
-        sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width, im.query_in_shared, per_round,
-        dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
+        sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width, im.query_in_shared, per_round, dids + q0 * sp.k,
+        dd + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }
-  GKNN_CUDA(cudaMemcpyAsync(ids, dids.get(), std::size_t(nq) * sp.k * sizeof(std::int64_t),
-                            cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaMemcpyAsync(distances, dd.get(), std::size_t(nq) * sp.k * sizeof(double),
-                            cudaMemcpyDeviceToHost, s));
+  const std::size_t rbytes = 2 * answers * sizeof(std::int64_t);
+  auto* const back = static_cast<unsigned char*>(pinned_scratch_bytes(1, rbytes));
+  if (back) {
+    GKNN_CUDA(cudaMemcpyAsync(back, dres.get(), rbytes, cudaMemcpyDeviceToHost, s));
+    GKNN_CUDA(cudaStreamSynchronize(s));
+    std::memcpy(ids, back, answers * sizeof(std::int64_t));
+    std::memcpy(distances, back + answers * sizeof(std::int64_t), answers * sizeof(double));
+    return;
+  }
+  GKNN_CUDA(cudaMemcpyAsync(ids, dids, answers * sizeof(std::int64_t), cudaMemcpyDeviceToHost, s));
+  GKNN_CUDA(cudaMemcpyAsync(distances, dd, answers * sizeof(double), cudaMemcpyDeviceToHost, s));
   GKNN_CUDA(cudaStreamSynchronize(s));
 }
 
