@@ -81,6 +81,10 @@ std::atomic<bool> device_fault{false};
 // Batches searched at once: one per executor thread. Measured on the H100
 // (bench/kernels/bench_service_batch.cpp): 1, 2, 4 and 8 threads calling
 // at once gave 12,200, 26,200, 39,900 and 46,300 queries/s in batches of 8.
+// Through the service on the H200 (Fashion-MNIST, gpu_graph ef 20, 16 / 64
+// clients): 1 executor 41,577 / 60,258 QPS, 2: 42,798 / 72,247, 4: 42,871 /
+// 70,171, 8: 31,075 / 55,324, 16: 24,922 / 37,775; exact search 4 best at 64
+// clients (bench/results/service-executors-H200-2026-11-27.md).
 constexpr int kExecutors = 4;
 
 void handle_sigterm(SIGNAL_ARGS) {
