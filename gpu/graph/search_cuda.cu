@@ -8,8 +8,9 @@
 // bit for bit), then merged into the list. The entry sample (the same nodes
 // for every query of a seed) is scored first by entry_scores_kernel, many
 // CTAs per query, and handed to the search as given scores.
-// A lane's elements of a row reach shared memory by asynchronous copies, a
-// whole round in flight at once (its staging area), before it sums them.
+// A step's rows reach shared memory by asynchronous copies, the CTA's
+// threads sharing them (one round trip for a step), before each group sums
+// its row there (each lane's own staging area where the rows do not fit).
 // The merge drops the candidates that cannot enter a full list, sorts a
 // large rest, and places every element by its rank (its index plus how many
 // of the other side precede it), so one pass of the CTA merges any batch.
@@ -327,13 +328,87 @@ __device__ __forceinline__ double row_distance(Metric metric, const float* a, co
   }
 }
 
+__device__ __forceinline__ void copy16_async(float* to, const float* from) {
+  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(from) : "memory");
+}
+
+// Copies the rows of ids[0..nr) into `stage` (`stride` floats apart), every
+// thread of the CTA taking a share of the copies (16 bytes each when rows
+// are 16-byte aligned), then waits for them. Call with the CTA.
+__device__ void stage_rows(float* stage, int stride, const float* vectors, int dim, const std::uint32_t* ids,
+                           int nr) {
+  const bool wide = (dim & 3) == 0;
+  const int per_row = wide ? dim >> 2 : dim;
+  const int total = nr * per_row;
+  for (int t = threadIdx.x; t < total; t += blockDim.x) {
+    const int r = t / per_row, c = t - r * per_row;
+    const float* from = vectors + std::int64_t(ids[r]) * dim;
+    float* to = stage + std::size_t(r) * stride;
+    if (wide)
+      copy16_async(to + 4 * c, from + 4 * c);
+    else
+      copy_async(to + c, from + c);
+  }
+  wait_copies();
+  __syncthreads();
+}
+
+// prefetched_lane_sum of a row already in shared memory.
+template <bool kSelf, typename Op>
+__device__ __forceinline__ float shared_lane_sum(const float* row, const float* q, int n, Op op, int lane,
+                                                 float* self) {
+  float acc = 0.0f, aa = 0.0f;
+#pragma unroll 7
+  for (int i = lane; i < n; i += kGroupLanes) {
+    const float x = row[i];
+    acc += op(x, q[i]);
+    if (kSelf) aa += detail::Product{}(x, x);
+  }
+  return combine_lanes<kSelf>(acc, aa, self);
+}
+
+// row_distance of a staged row (metrics: DeviceGraph's three).
+__device__ __forceinline__ double shared_row_distance(Metric metric, const float* row, const float* q, int n,
+                                                      int lane) {
+  switch (metric) {
+    case Metric::L2:
+      return sqrt(
+          static_cast<double>(shared_lane_sum<false>(row, q, n, detail::SquaredDiff{}, lane, nullptr)));
+    case Metric::InnerProduct:
+      return -static_cast<double>(shared_lane_sum<false>(row, q, n, detail::Product{}, lane, nullptr));
+    case Metric::Cosine: {
+      float na = 0.0f;
+      const float dot = shared_lane_sum<true>(row, q, n, detail::Product{}, lane, &na);
+      const float nb = group_inner_product(q, q, n, lane);
+      if (na == 0.0f || nb == 0.0f) return __longlong_as_double(0x7ff8000000000000LL);
+      double similarity = static_cast<double>(dot) / sqrt(static_cast<double>(na) * nb);
+      if (similarity > 1.0) similarity = 1.0;
+      if (similarity < -1.0) similarity = -1.0;
+      return 1.0 - similarity;
+    }
+    default:
+      return __longlong_as_double(0x7ff8000000000000LL);
+  }
+}
+
+// Where a search CTA's rows go before they are summed: `rows` of `stride`
+// floats for the CTA together (stage_rows), else each thread's per_round
+// floats (staged_lane_sum), else registers.
+struct Staging {
+  float* rows;
+  int stride;
+  int nrows;
+  float* lane;
+  int per_round;
+};
+
 // Offers nodes ids[0..count) (count <= blockDim.x; kNoNode entries ignored):
 // the new ones (not visited, not deleted) are scored by the CTA's groups
 // into the batch bd/bid, then merged into the list. Call with the CTA.
-__device__ void offer_batch(Shared& sh, const float* q, float* stage, int per_round, const float* vectors,
-                            int dim, Metric metric, const std::uint32_t* edges, int degree,
-                            const std::uint8_t* skip, const std::uint32_t* ids, const double* given,
-                            int count, int ef) {
+__device__ void offer_batch(Shared& sh, const float* q, const Staging& st, const float* vectors, int dim,
+                            Metric metric, const std::uint32_t* edges, int degree, const std::uint8_t* skip,
+                            const std::uint32_t* ids, const double* given, int count, int ef) {
   if (int(threadIdx.x) < count) {
     const std::uint32_t id = ids[threadIdx.x];
     // A deleted node (skipped, empty row) takes no place: see search_cpu.
@@ -345,12 +420,25 @@ __device__ void offer_batch(Shared& sh, const float* q, float* stage, int per_ro
     }
   }
   __syncthreads();
-  if (!given) {
-    const int lane = threadIdx.x % kGroupLanes;
+  const int lane = threadIdx.x % kGroupLanes;
+  if (!given && st.rows) {
+    // A chunk of rows at a time: copied by the CTA (one round trip), then
+    // a group sums each.
+    for (int c0 = 0; c0 < sh.batch; c0 += st.nrows) {
+      const int nr = min(st.nrows, sh.batch - c0);
+      stage_rows(st.rows, st.stride, vectors, dim, sh.bid + c0, nr);
+      for (int i = threadIdx.x / kGroupLanes; i < nr; i += blockDim.x / kGroupLanes) {
+        const double d =
+            canonical_score(shared_row_distance(metric, st.rows + std::size_t(i) * st.stride, q, dim, lane));
+        if (lane == 0) sh.bd[c0 + i] = d;
+      }
+      __syncthreads();  // the chunk's rows are read before the next one's copies
+    }
+  } else if (!given) {
     for (int i = threadIdx.x / kGroupLanes; i < sh.batch; i += blockDim.x / kGroupLanes) {
       const std::uint32_t id = sh.bid[i];
       const double d = canonical_score(
-          row_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane, stage, per_round));
+          row_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane, st.lane, st.per_round));
       if (lane == 0) sh.bd[i] = d;
     }
     __syncthreads();
@@ -383,8 +471,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                   int degree, int dim, Metric metric, const float* __restrict__ queries,
                   const std::uint32_t* __restrict__ entries, const double* __restrict__ entry_scores,
                   int n_entries, const std::uint8_t* __restrict__ skip, int ef, int k, int width,
-                  bool query_in_shared, int per_round, std::int64_t* __restrict__ ids,
-                  double* __restrict__ distances) {
+                  bool query_in_shared, int per_round, int row_stride, int stage_rows,
+                  std::int64_t* __restrict__ ids, double* __restrict__ distances) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   const float* q = queries + std::int64_t(blockIdx.x) * dim;
@@ -393,11 +481,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     for (int i = threadIdx.x; i < dim; i += blockDim.x) qs[i] = q[i];
     q = qs;
   }
-  // Each thread's staging area (per_round floats), after the query; none
-  // when per_round is 0.
-  float* stage = per_round ? reinterpret_cast<float*>(&sh + 1) + (query_in_shared ? dim : 0) +
-                                 std::size_t(threadIdx.x) * per_round
-                           : nullptr;
+  // The staging area, after the query (16-byte aligned): the CTA's rows
+  // (stage_rows > 0), else each thread's per_round floats, else none.
+  float* const area = reinterpret_cast<float*>(
+      (reinterpret_cast<std::uintptr_t>(reinterpret_cast<float*>(&sh + 1) + (query_in_shared ? dim : 0)) +
+       15) &
+      ~std::uintptr_t(15));
+  Staging st{stage_rows ? area : nullptr, row_stride, stage_rows,
+             !stage_rows && per_round ? area + std::size_t(threadIdx.x) * per_round : nullptr, per_round};
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
   if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0, sh.reset = 0;
   __syncthreads();
@@ -405,7 +496,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int nt = blockDim.x;
   for (int b = 0; b < n_entries; b += nt) {
     if (sh.reset) hash_reset(sh);
-    offer_batch(sh, q, stage, per_round, vectors, dim, metric, edges, degree, skip, entries + b,
+    offer_batch(sh, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
                 entry_scores ? entry_scores + std::int64_t(blockIdx.x) * n_entries + b : nullptr,
                 min(nt, n_entries - b), ef);
   }
@@ -441,8 +532,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       for (int t = threadIdx.x; t < nrows * degree; t += nt)
         sh.rows[t] = edges[std::int64_t(sh.pick[p0 + t / degree]) * degree + t % degree];
       __syncthreads();
-      offer_batch(sh, q, stage, per_round, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,
-                  nrows * degree, ef);
+      offer_batch(sh, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr, nrows * degree, ef);
     }
   }
   if (threadIdx.x == 0) {
@@ -472,6 +562,7 @@ struct DeviceGraph::Impl {
   bool query_in_shared = false;
   std::size_t smem = sizeof(Shared);  // without staging
   std::size_t stage_room = 0;         // shared memory left for staging areas
+  int row_stride = 0;                 // floats per staged row
   int entry_per_round = 0;            // ... of entry_scores_kernel
   static constexpr int kEntryStageBytes = 32 * 1024;
   // Entry lists of searches without skip flags, by seed, resident (at most
@@ -492,13 +583,15 @@ struct DeviceGraph::Impl {
     GKNN_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     query_in_shared = sizeof(Shared) + std::size_t(d) * sizeof(float) <= std::size_t(optin);
     if (query_in_shared) smem += std::size_t(d) * sizeof(float);
-    stage_room = std::size_t(optin) - smem;
+    // 16: the area's alignment.
+    stage_room = std::size_t(optin) > smem + 16 ? std::size_t(optin) - smem - 16 : 0;
+    row_stride = padded_stride(d);
     entry_per_round =
         std::min((d + kGroupLanes - 1) / kGroupLanes, kEntryStageBytes / int(sizeof(float) * kEntryThreads));
     GKNN_CUDA(cudaFuncSetAttribute(entry_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kEntryStageBytes));
     GKNN_CUDA(cudaFuncSetAttribute(search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(smem + stage_room)));
+                                   int(smem + 16 + stage_room)));
   }
 
   // Floats per thread per staging round for a call of up to kWidestUpTo
@@ -514,6 +607,15 @@ struct DeviceGraph::Impl {
     if (per_round % 2 == 0 && per_round + 1 <= fit) ++per_round;
     return per_round;
   }
+  // A staged row's floats: dim rounded up to 8, plus 8 when that is a
+  // multiple of 16, so that the four rows a warp's groups read start in
+  // different banks (stride = 8 or 24 mod 32) and rows stay 16-byte aligned.
+  static int padded_stride(int dim) {
+    int s = (dim + 7) / 8 * 8;
+    if (s % 16 == 0) s += 8;
+    return s;
+  }
+
   static std::size_t staging_bytes(int per_round, int threads) {
     return std::size_t(per_round) * threads * sizeof(float);
   }
@@ -614,7 +716,16 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   // ef 20: one query 0.175 -> 0.126 ms, batches of 8 36K -> 51K queries/s,
   // of 64 180K -> 250K, of 1,000 unchanged at ~780K
   // (bench/results/graph-staging-H200-2026-11-27.md).
-  const int per_round = Impl::staging_floats(im.dim, im.stage_room, threads);
+  // Rows staged by the CTA together in as much shared memory as the lanes'
+  // areas would take (the same CTAs per SM), when at least 4 rows fit.
+  int per_round = Impl::staging_floats(im.dim, im.stage_room, threads);
+  const std::size_t stage_bytes = Impl::staging_bytes(per_round, threads);
+  int stage_rows =
+      int(std::min<std::size_t>(stage_bytes / (std::size_t(im.row_stride) * sizeof(float)), threads));
+  if (stage_rows < 4) stage_rows = 0;
+  if (stage_rows) per_round = 0;
+  const std::size_t smem =
+      im.smem + 16 + (stage_rows ? std::size_t(stage_rows) * im.row_stride * sizeof(float) : stage_bytes);
   const bool entry_kernel = nq <= kWideUpTo && n_entries > 0;
   AsyncBuffer<double> escores(entry_kernel ? std::size_t(nq) * n_entries : 0, s);
   constexpr std::int64_t kPerLaunch = 65535;  // queries: the entry grid's y
@@ -627,11 +738,11 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
                             std::size_t(im.entry_per_round) * kEntryThreads * sizeof(float), s>>>(
           im.vectors.get(), im.dim, im.metric, dq.get() + q0 * im.dim, entries, n_entries, im.entry_per_round,
           escores.get() + q0 * n_entries);
-    search_kernel<<<unsigned(rows), threads, im.smem + Impl::staging_bytes(per_round, threads), s>>>(
+    search_kernel<<<unsigned(rows), threads, smem, s>>>(
         im.vectors.get(), im.edges.get(), im.host.n, im.host.degree, im.dim, im.metric,
         dq.get() + q0 * im.dim, entries, entry_kernel ? escores.get() + q0 * n_entries : nullptr, n_entries,
-        sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width, im.query_in_shared, per_round, dids + q0 * sp.k,
-        dd + q0 * sp.k);
+        sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width, im.query_in_shared, per_round, im.row_stride,
+        stage_rows, dids + q0 * sp.k, dd + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }
   const std::size_t rbytes = 2 * answers * sizeof(std::int64_t);
