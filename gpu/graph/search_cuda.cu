@@ -700,12 +700,7 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   std::unique_ptr<AsyncBuffer<std::uint32_t>> upload;
   std::vector<std::uint32_t> host_entries;  // kept alive until the wait below
   const auto [entries, n_entries] = im.entries(sp, s, upload, host_entries);
-  // Through the thread's pinned scratch: a pageable copy is a synchronous
-  // staged one (tens of microseconds of a lone query's time).
-  const std::size_t qbytes = std::size_t(nq) * im.dim * sizeof(float);
-  void* const pinned_q = pinned_scratch_bytes(0, qbytes);
-  if (pinned_q) std::memcpy(pinned_q, queries, qbytes);
-  GKNN_CUDA(cudaMemcpyAsync(dq.get(), pinned_q ? pinned_q : queries, qbytes, cudaMemcpyHostToDevice, s));
+  upload_async(dq.get(), queries, std::size_t(nq) * im.dim * sizeof(float), 0, s);
   if (sp.skip)
     GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
@@ -745,18 +740,7 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
         stage_rows, dids + q0 * sp.k, dd + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }
-  const std::size_t rbytes = 2 * answers * sizeof(std::int64_t);
-  auto* const back = static_cast<unsigned char*>(pinned_scratch_bytes(1, rbytes));
-  if (back) {
-    GKNN_CUDA(cudaMemcpyAsync(back, dres.get(), rbytes, cudaMemcpyDeviceToHost, s));
-    GKNN_CUDA(cudaStreamSynchronize(s));
-    std::memcpy(ids, back, answers * sizeof(std::int64_t));
-    std::memcpy(distances, back + answers * sizeof(std::int64_t), answers * sizeof(double));
-    return;
-  }
-  GKNN_CUDA(cudaMemcpyAsync(ids, dids, answers * sizeof(std::int64_t), cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaMemcpyAsync(distances, dd, answers * sizeof(double), cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaStreamSynchronize(s));
+  download_and_wait(ids, dids, answers * sizeof(std::int64_t), distances, dd, answers * sizeof(double), 1, s);
 }
 
 }  // namespace gknn::graph

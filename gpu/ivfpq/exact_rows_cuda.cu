@@ -68,8 +68,7 @@ void exact_rows(Rows rows, std::int64_t n, int dim, Metric metric, const std::in
   for (std::int64_t q0 = 0; q0 < nq; q0 += batch) {
     const std::int64_t m = std::min(batch, nq - q0);
     AsyncBuffer<float> q(m * dim, s);
-    GKNN_CUDA(
-        cudaMemcpyAsync(q.get(), queries + q0 * dim, sizeof(float) * m * dim, cudaMemcpyHostToDevice, s));
+    upload_async(q.get(), queries + q0 * dim, sizeof(float) * m * dim, 0, s);
     AsyncBuffer<double> dist(m * n, s), keys(m * k, s), out_dist(m * k, s);
     AsyncBuffer<std::uint32_t> cols(m * k, s);
     AsyncBuffer<std::int64_t> out_ids(m * k, s);
@@ -80,11 +79,8 @@ void exact_rows(Rows rows, std::int64_t n, int dim, Metric metric, const std::in
     rows_to_results<<<grid_for(m * k, kThreads), kThreads, 0, s>>>(keys.get(), cols.get(), m * k, n,
                                                                    ranked_ids, out_ids.get(), out_dist.get());
     GKNN_CUDA(cudaGetLastError());
-    GKNN_CUDA(cudaMemcpyAsync(ids + q0 * k, out_ids.get(), sizeof(std::int64_t) * m * k,
-                              cudaMemcpyDeviceToHost, s));
-    GKNN_CUDA(cudaMemcpyAsync(distances + q0 * k, out_dist.get(), sizeof(double) * m * k,
-                              cudaMemcpyDeviceToHost, s));
-    GKNN_CUDA(cudaStreamSynchronize(s));
+    download_and_wait(ids + q0 * k, out_ids.get(), sizeof(std::int64_t) * m * k, distances + q0 * k,
+                      out_dist.get(), sizeof(double) * m * k, 1, s);
   }
 }
 

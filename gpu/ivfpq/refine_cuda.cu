@@ -125,7 +125,7 @@ void DeviceImage::Impl::refine_batch(const float* queries, std::int64_t rows, in
   AsyncBuffer<float> raw(params.metric == Metric::Cosine ? rows * dim : 0, s);
   const float* q = st.queries.get();
   if (params.metric == Metric::Cosine) {
-    GKNN_CUDA(cudaMemcpyAsync(raw.get(), queries, sizeof(float) * rows * dim, cudaMemcpyHostToDevice, s));
+    upload_async(raw.get(), queries, sizeof(float) * rows * dim, 2, s);  // slot 0: the PQ stage's
     q = raw.get();
   }
   AsyncBuffer<double> dist(n, s);
@@ -145,9 +145,8 @@ void DeviceImage::Impl::refine_batch(const float* queries, std::int64_t rows, in
   map_refined<<<grid_for(rows * k, kThreads), kThreads, 0, s>>>(
       okeys.get(), ocols.get(), rows, k, count, ranks.get(), ranked_ids.get(), oids.get(), odist.get());
   GKNN_CUDA(cudaGetLastError());
-  GKNN_CUDA(cudaMemcpyAsync(out_ids, oids.get(), sizeof(std::int64_t) * rows * k, cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaMemcpyAsync(out_dist, odist.get(), sizeof(double) * rows * k, cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaStreamSynchronize(s));
+  download_and_wait(out_ids, oids.get(), sizeof(std::int64_t) * rows * k, out_dist, odist.get(),
+                    sizeof(double) * rows * k, 1, s);
 }
 
 void DeviceImage::search_refined(const float* queries, std::int64_t nq, const SearchParams& sp,

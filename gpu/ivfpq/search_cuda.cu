@@ -277,7 +277,7 @@ DeviceImage::Impl::PqStage::PqStage(const Impl& im, const float* host_queries, s
   const int dim = params.dim, lists = params.lists;
   const std::vector<float> hq = prepared_rows(params, host_queries, rows);
   AsyncBuffer<float> ckeys(rows * lists, s);
-  GKNN_CUDA(cudaMemcpyAsync(queries.get(), hq.data(), sizeof(float) * hq.size(), cudaMemcpyHostToDevice, s));
+  upload_async(queries.get(), hq.data(), sizeof(float) * hq.size(), 0, s);
   coarse_keys<<<grid_for(rows * lists * kGroupLanes, kThreads), kThreads, 0, s>>>(
       queries.get(), rows, im.centroids.get(), lists, dim, params.metric, ckeys.get());
   GKNN_CUDA(cudaGetLastError());
@@ -329,9 +329,8 @@ void DeviceImage::Impl::search_batch(const float* queries, std::int64_t rows, in
       st.keys.get(), st.cols.get(), rows, k, st.starts.get(), probes, st.probe_lists.get(), d_offsets.get(),
       ids.get(), oids.get(), odist.get());
   GKNN_CUDA(cudaGetLastError());
-  GKNN_CUDA(cudaMemcpyAsync(out_ids, oids.get(), sizeof(std::int64_t) * rows * k, cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaMemcpyAsync(out_dist, odist.get(), sizeof(float) * rows * k, cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaStreamSynchronize(s));
+  download_and_wait(out_ids, oids.get(), sizeof(std::int64_t) * rows * k, out_dist, odist.get(),
+                    sizeof(float) * rows * k, 1, s);
 }
 
 DeviceImage::DeviceImage(const Image& image, int device) : impl_(new Impl(image, device)) {}

@@ -75,6 +75,17 @@ T* pinned_scratch(int slot, std::size_t count) {
   return static_cast<T*>(pinned_scratch_bytes(slot, count * sizeof(T)));
 }
 
+// Uploads `bytes` of host data to `to` on `s` through pinned scratch `slot`
+// (a pageable cudaMemcpyAsync is a synchronous staged copy: tens of
+// microseconds of a small search's time), or directly when too large for
+// it. The slot must not be taken again before `s` has run the copy.
+void upload_async(void* to, const void* from, std::size_t bytes, int slot, cudaStream_t s);
+
+// Copies device buffers a (a_bytes) and b (b_bytes) back to host arrays
+// on `s` through pinned scratch `slot`, and waits for `s`.
+void download_and_wait(void* to_a, const void* a, std::size_t a_bytes, void* to_b, const void* b,
+                       std::size_t b_bytes, int slot, cudaStream_t s);
+
 // Pinned host memory owned by an object rather than a thread (a GPU service
 // session's TopK runs on any executor thread): blocks up to kMaxPooledPinned
 // come from and go back to one process-wide free list, because cudaHostAlloc

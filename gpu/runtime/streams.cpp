@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -49,6 +50,30 @@ void* pinned_scratch_bytes(int slot, std::size_t bytes) {
     b.size = size;
   }
   return b.p;
+}
+
+void upload_async(void* to, const void* from, std::size_t bytes, int slot, cudaStream_t s) {
+  if (bytes == 0) return;
+  void* pinned = pinned_scratch_bytes(slot, bytes);
+  if (pinned) std::memcpy(pinned, from, bytes);
+  GKNN_CUDA(cudaMemcpyAsync(to, pinned ? pinned : from, bytes, cudaMemcpyHostToDevice, s));
+}
+
+void download_and_wait(void* to_a, const void* a, std::size_t a_bytes, void* to_b, const void* b,
+                       std::size_t b_bytes, int slot, cudaStream_t s) {
+  const std::size_t b_at = (a_bytes + 15) / 16 * 16;
+  auto* pinned = static_cast<unsigned char*>(pinned_scratch_bytes(slot, b_at + b_bytes));
+  if (!pinned) {
+    if (a_bytes) GKNN_CUDA(cudaMemcpyAsync(to_a, a, a_bytes, cudaMemcpyDeviceToHost, s));
+    if (b_bytes) GKNN_CUDA(cudaMemcpyAsync(to_b, b, b_bytes, cudaMemcpyDeviceToHost, s));
+    GKNN_CUDA(cudaStreamSynchronize(s));
+    return;
+  }
+  if (a_bytes) GKNN_CUDA(cudaMemcpyAsync(pinned, a, a_bytes, cudaMemcpyDeviceToHost, s));
+  if (b_bytes) GKNN_CUDA(cudaMemcpyAsync(pinned + b_at, b, b_bytes, cudaMemcpyDeviceToHost, s));
+  GKNN_CUDA(cudaStreamSynchronize(s));
+  if (a_bytes) std::memcpy(to_a, pinned, a_bytes);
+  if (b_bytes) std::memcpy(to_b, pinned + b_at, b_bytes);
 }
 
 namespace {
