@@ -295,6 +295,15 @@ __device__ __forceinline__ float staged_lane_sum(const float* a, const float* q,
   return combine_lanes<kSelf>(acc, aa, self);
 }
 
+// group_distance's cosine distance from its three combined sums.
+__device__ __forceinline__ double cosine_from_sums(float dot, float na, float nb) {
+  if (na == 0.0f || nb == 0.0f) return __longlong_as_double(0x7ff8000000000000LL);
+  double similarity = static_cast<double>(dot) / sqrt(static_cast<double>(na) * nb);
+  if (similarity > 1.0) similarity = 1.0;
+  if (similarity < -1.0) similarity = -1.0;
+  return 1.0 - similarity;
+}
+
 template <bool kSelf, typename Op>
 __device__ __forceinline__ float lane_sum(const float* a, const float* q, int n, Op op, int lane,
                                           float* stage, int per_round, float* self) {
@@ -317,11 +326,7 @@ __device__ __forceinline__ double row_distance(Metric metric, const float* a, co
       float na = 0.0f;
       const float dot = lane_sum<true>(a, q, n, detail::Product{}, lane, stage, per_round, &na);
       const float nb = group_inner_product(q, q, n, lane);
-      if (na == 0.0f || nb == 0.0f) return __longlong_as_double(0x7ff8000000000000LL);
-      double similarity = static_cast<double>(dot) / sqrt(static_cast<double>(na) * nb);
-      if (similarity > 1.0) similarity = 1.0;
-      if (similarity < -1.0) similarity = -1.0;
-      return 1.0 - similarity;
+      return cosine_from_sums(dot, na, nb);
     }
     default:
       return group_distance(metric, a, q, n, lane);
@@ -381,11 +386,7 @@ __device__ __forceinline__ double shared_row_distance(Metric metric, const float
       float na = 0.0f;
       const float dot = shared_lane_sum<true>(row, q, n, detail::Product{}, lane, &na);
       const float nb = group_inner_product(q, q, n, lane);
-      if (na == 0.0f || nb == 0.0f) return __longlong_as_double(0x7ff8000000000000LL);
-      double similarity = static_cast<double>(dot) / sqrt(static_cast<double>(na) * nb);
-      if (similarity > 1.0) similarity = 1.0;
-      if (similarity < -1.0) similarity = -1.0;
-      return 1.0 - similarity;
+      return cosine_from_sums(dot, na, nb);
     }
     default:
       return __longlong_as_double(0x7ff8000000000000LL);
