@@ -233,8 +233,15 @@ def run_engine(server, args, exp, engine, data, meta):
             for clients in engine.get("clients", args.clients):
                 label = engine["name"] + "".join(f" {n.split('.')[-1]}={v}" for n, v in settings
                                                  if n in engine.get("sweep", {}))
+                before = service_counters(server, db) if ext == "gknn" else None
                 run = loadgen(args, db, (table, op, exp["k"]), data, settings, clients, label)
                 run.update(engine=engine["name"], settings=dict(settings), clients=clients, plan=plan)
+                service = service_delta(before, service_counters(server, db) if before else None)
+                if service:
+                    run["service"] = service
+                    log(f"{label}, {clients} clients: the service ran {service['searches']} searches in "
+                        f"{service['batches']} batches (mean {service['mean_batch']:.2f}), its executors busy "
+                        f"{service['busy_ms_per_batch']:.3f} ms per batch (warm-up included)")
                 result["runs"].append(run)
             one = alone(server, db, table, op, exp["k"], settings, first_queries)
             for run in result["runs"]:
@@ -246,6 +253,25 @@ def run_engine(server, args, exp, engine, data, meta):
         if engine.get("teardown"):
             server.sql(db, [st.format(table=table) for st in engine["teardown"]])
     return result
+
+
+def service_counters(server, db):
+    """gknn's service counters (index searches, their batches, executor busy ms), or None without a ready service."""
+    out = server.sql(db, "SELECT searches, batches, busy_ms FROM gknn_service_status() WHERE state = 'ready'",
+                     check=False)
+    if not out:
+        return None
+    searches, batches, busy_ms = out.split("|")
+    return int(searches), int(batches), float(busy_ms)
+
+
+def service_delta(before, after):
+    """What the service did for one run point (where a point's time went: batch sizes, GPU calls' time)."""
+    if not before or not after or after[1] <= before[1]:
+        return None
+    searches, batches, busy_ms = (a - b for a, b in zip(after, before))
+    return {"searches": searches, "batches": batches, "mean_batch": searches / batches, "busy_ms": busy_ms,
+            "busy_ms_per_batch": busy_ms / batches}
 
 
 def median(values):
