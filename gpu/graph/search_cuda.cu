@@ -18,7 +18,6 @@
 // and refilled with the list's ids (as CAGRA does): a node outside the list
 // may then be scored again, never listed twice.
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,7 +42,7 @@ constexpr int kHashSlots = 4096;          // visited set, power of 2
 constexpr std::uint32_t kExpanded = 1;    // list flag bits
 constexpr int kEntryThreads = 64;         // threads per CTA scoring the entry sample
 constexpr int kSortAbove = 32;            // merges of more candidates sort them first
-constexpr int kPrefetch = 32;             // elements per lane held in registers by plain loads
+constexpr int kPrefetch = 32;             // elements per lane in registers without staging: dim <= 256
 
 struct Lists {
   double d[kMaxEf];
@@ -213,21 +212,14 @@ __device__ void merge_batch(Shared& sh, int ef) {
   __syncthreads();
 }
 
-// group_lane_sum (distance/group_distance.cuh) with the lane's elements of
-// a loaded kPrefetch at a time before any arithmetic: a row costs
-// ceil(dim / (8 kPrefetch)) round trips to memory (784 dimensions: 2,
-// where group_lane_sum's 16-element chunks take 7, most of a step's time).
-// The query (shared memory) is read as the sums go. The same operations in
-// the same order: same bits. `self` (kSelf) sums a . a alongside, for the
-// cosine's norm.
-// The group's lanes combined in distance.h's tree (acc, and aa into *self).
-template <bool kSelf>
+// The group's lanes combined in distance.h's tree: acc, and aa into *self
+// when self is given.
 __device__ __forceinline__ float combine_lanes(float acc, float aa, float* self) {
   const unsigned mask = group_mask();
   acc += __shfl_xor_sync(mask, acc, 4, kGroupLanes);
   acc += __shfl_xor_sync(mask, acc, 1, kGroupLanes);
   acc += __shfl_xor_sync(mask, acc, 2, kGroupLanes);
-  if (kSelf) {
+  if (self) {
     aa += __shfl_xor_sync(mask, aa, 4, kGroupLanes);
     aa += __shfl_xor_sync(mask, aa, 1, kGroupLanes);
     aa += __shfl_xor_sync(mask, aa, 2, kGroupLanes);
@@ -236,37 +228,36 @@ __device__ __forceinline__ float combine_lanes(float acc, float aa, float* self)
   return acc;
 }
 
-template <bool kSelf, typename Op>
+// The lane sums below are group_lane_sum's (distance/group_distance.cuh):
+// lane l sums op(a[i], q[i]) for i = l, l + 8, ... in order (and a[i] a[i]
+// into *self when given, the cosine's norm); they differ in where a row's
+// elements come from. Same operations in the same order: same bits.
+
+// A row of at most 8 kPrefetch elements, the lane's loaded before any
+// arithmetic: one round trip to memory.
+template <typename Op>
 __device__ __forceinline__ float prefetched_lane_sum(const float* a, const float* q, int n, Op op, int lane,
                                                      float* self) {
+  float x[kPrefetch];
+#pragma unroll
+  for (int j = 0; j < kPrefetch; ++j) {
+    const int i = lane + j * kGroupLanes;
+    x[j] = i < n ? __ldg(a + i) : 0.0f;
+  }
   float acc = 0.0f, aa = 0.0f;
-  for (int base = lane; base < n; base += kPrefetch * kGroupLanes) {
-    float x[kPrefetch];
 #pragma unroll
-    for (int j = 0; j < kPrefetch; ++j) {
-      // Past the end: the last element again (no branch between the loads).
-      x[j] = __ldg(a + min(base + j * kGroupLanes, n - 1));
-    }
-    // Every load issued before the first add: ptxas otherwise reuses
-    // registers and lets few loads be in flight.
-#pragma unroll
-    for (int j = 0; j < kPrefetch; ++j) asm volatile("" : "+f"(x[j]));
-#pragma unroll
-    for (int j = 0; j < kPrefetch; ++j) {
-      const int i = base + j * kGroupLanes;
-      if (i < n) {
-        acc += op(x[j], q[i]);
-        if (kSelf) aa += detail::Product{}(x[j], x[j]);
-      }
+  for (int j = 0; j < kPrefetch; ++j) {
+    const int i = lane + j * kGroupLanes;
+    if (i < n) {
+      acc += op(x[j], q[i]);
+      if (self) aa += detail::Product{}(x[j], x[j]);
     }
   }
-  return combine_lanes<kSelf>(acc, aa, self);
+  return combine_lanes(acc, aa, self);
 }
 
-// group_distance(metric, a, q, n, lane), term for term: a row of the
-// vectors against the query.
 // One 4-byte asynchronous copy, global to shared (sm_80+): no register
-// holds it, so a lane's whole round is in flight at once (plain loads are
+// holds it, so a whole round is in flight at once (plain loads are
 // scheduled by ptxas a few at a time: most of a step's time on H200 was
 // FADDs waiting on one load after another, ncu).
 __device__ __forceinline__ void copy_async(float* to, const float* from) {
@@ -275,10 +266,10 @@ __device__ __forceinline__ void copy_async(float* to, const float* from) {
 }
 __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// prefetched_lane_sum through the lane's own staging area (per_round
-// floats): a round copies the lane's next elements there, then sums them in
-// order. Each lane reads only what it copied: no barrier. Same bits.
-template <bool kSelf, typename Op>
+// Through the lane's own staging area (per_round floats): a round copies
+// the lane's next elements there, then sums them. Each lane reads only what
+// it copied: no barrier.
+template <typename Op>
 __device__ __forceinline__ float staged_lane_sum(const float* a, const float* q, int n, Op op, int lane,
                                                  float* stage, int per_round, float* self) {
   float acc = 0.0f, aa = 0.0f;
@@ -289,48 +280,63 @@ __device__ __forceinline__ float staged_lane_sum(const float* a, const float* q,
     for (int j = 0; j < m; ++j) {
       const float x = stage[j];
       acc += op(x, q[base + j * kGroupLanes]);
-      if (kSelf) aa += detail::Product{}(x, x);
+      if (self) aa += detail::Product{}(x, x);
     }
   }
-  return combine_lanes<kSelf>(acc, aa, self);
+  return combine_lanes(acc, aa, self);
 }
 
-// group_distance's cosine distance from its three combined sums.
-__device__ __forceinline__ double cosine_from_sums(float dot, float na, float nb) {
-  if (na == 0.0f || nb == 0.0f) return __longlong_as_double(0x7ff8000000000000LL);
-  double similarity = static_cast<double>(dot) / sqrt(static_cast<double>(na) * nb);
-  if (similarity > 1.0) similarity = 1.0;
-  if (similarity < -1.0) similarity = -1.0;
-  return 1.0 - similarity;
+// Of a row already in shared memory (stage_rows).
+template <typename Op>
+__device__ __forceinline__ float shared_lane_sum(const float* row, const float* q, int n, Op op, int lane,
+                                                 float* self) {
+  float acc = 0.0f, aa = 0.0f;
+#pragma unroll 7
+  for (int i = lane; i < n; i += kGroupLanes) {
+    const float x = row[i];
+    acc += op(x, q[i]);
+    if (self) aa += detail::Product{}(x, x);
+  }
+  return combine_lanes(acc, aa, self);
 }
 
-template <bool kSelf, typename Op>
-__device__ __forceinline__ float lane_sum(const float* a, const float* q, int n, Op op, int lane,
-                                          float* stage, int per_round, float* self) {
-  return stage ? staged_lane_sum<kSelf>(a, q, n, op, lane, stage, per_round, self)
-               : prefetched_lane_sum<kSelf>(a, q, n, op, lane, self);
-}
-
-// group_distance(metric, a, q, n, lane), term for term: a row of the
-// vectors against the query, through the lane's staging area when it has one.
-__device__ __forceinline__ double row_distance(Metric metric, const float* a, const float* q, int n, int lane,
-                                               float* stage, int per_round) {
+// group_distance(metric, a, q, n, lane), term for term, from lane sums:
+// sum(op, self) is one of the lane sums above over row a. Metrics other
+// than DeviceGraph's three (its constructor refuses them) go to
+// group_distance itself.
+template <typename Sum>
+__device__ __forceinline__ double distance_from_sums(Metric metric, const float* a, const float* q, int n,
+                                                     int lane, Sum sum) {
   switch (metric) {
     case Metric::L2:
-      return sqrt(static_cast<double>(
-          lane_sum<false>(a, q, n, detail::SquaredDiff{}, lane, stage, per_round, nullptr)));
+      return sqrt(static_cast<double>(sum(detail::SquaredDiff{}, nullptr)));
     case Metric::InnerProduct:
-      return -static_cast<double>(
-          lane_sum<false>(a, q, n, detail::Product{}, lane, stage, per_round, nullptr));
+      return -static_cast<double>(sum(detail::Product{}, nullptr));
     case Metric::Cosine: {
       float na = 0.0f;
-      const float dot = lane_sum<true>(a, q, n, detail::Product{}, lane, stage, per_round, &na);
+      const float dot = sum(detail::Product{}, &na);
       const float nb = group_inner_product(q, q, n, lane);
-      return cosine_from_sums(dot, na, nb);
+      if (na == 0.0f || nb == 0.0f) return __longlong_as_double(0x7ff8000000000000LL);
+      double similarity = static_cast<double>(dot) / sqrt(static_cast<double>(na) * nb);
+      if (similarity > 1.0) similarity = 1.0;
+      if (similarity < -1.0) similarity = -1.0;
+      return 1.0 - similarity;
     }
     default:
       return group_distance(metric, a, q, n, lane);
   }
+}
+
+// A row of the vectors against the query: through the lane's staging area
+// when it has one, else by registers (rows of up to 8 kPrefetch elements)
+// or group_distance's chunks.
+__device__ __forceinline__ double row_distance(Metric metric, const float* a, const float* q, int n, int lane,
+                                               float* stage, int per_round) {
+  if (!stage && n > kPrefetch * kGroupLanes) return group_distance(metric, a, q, n, lane);
+  return distance_from_sums(metric, a, q, n, lane, [&](auto op, float* self) {
+    return stage ? staged_lane_sum(a, q, n, op, lane, stage, per_round, self)
+                 : prefetched_lane_sum(a, q, n, op, lane, self);
+  });
 }
 
 __device__ __forceinline__ void copy16_async(float* to, const float* from) {
@@ -359,38 +365,11 @@ __device__ void stage_rows(float* stage, int stride, const float* vectors, int d
   __syncthreads();
 }
 
-// prefetched_lane_sum of a row already in shared memory.
-template <bool kSelf, typename Op>
-__device__ __forceinline__ float shared_lane_sum(const float* row, const float* q, int n, Op op, int lane,
-                                                 float* self) {
-  float acc = 0.0f, aa = 0.0f;
-#pragma unroll 7
-  for (int i = lane; i < n; i += kGroupLanes) {
-    const float x = row[i];
-    acc += op(x, q[i]);
-    if (kSelf) aa += detail::Product{}(x, x);
-  }
-  return combine_lanes<kSelf>(acc, aa, self);
-}
-
-// row_distance of a staged row (metrics: DeviceGraph's three).
+// row_distance of a staged row.
 __device__ __forceinline__ double shared_row_distance(Metric metric, const float* row, const float* q, int n,
                                                       int lane) {
-  switch (metric) {
-    case Metric::L2:
-      return sqrt(
-          static_cast<double>(shared_lane_sum<false>(row, q, n, detail::SquaredDiff{}, lane, nullptr)));
-    case Metric::InnerProduct:
-      return -static_cast<double>(shared_lane_sum<false>(row, q, n, detail::Product{}, lane, nullptr));
-    case Metric::Cosine: {
-      float na = 0.0f;
-      const float dot = shared_lane_sum<true>(row, q, n, detail::Product{}, lane, &na);
-      const float nb = group_inner_product(q, q, n, lane);
-      return cosine_from_sums(dot, na, nb);
-    }
-    default:
-      return __longlong_as_double(0x7ff8000000000000LL);
-  }
+  return distance_from_sums(metric, row, q, n, lane,
+                            [&](auto op, float* self) { return shared_lane_sum(row, q, n, op, lane, self); });
 }
 
 // Where a search CTA's rows go before they are summed: `rows` of `stride`
@@ -595,10 +574,10 @@ struct DeviceGraph::Impl {
                                    int(smem + 16 + stage_room)));
   }
 
-  // Floats per thread per staging round for a call of up to kWidestUpTo
-  // queries (512 threads) within `room` bytes: a lane's ceil(dim / 8)
-  // elements in as few rounds as fit, an odd count (threads' areas then
-  // start in different banks); 0 (plain loads) when under 8 fit.
+  // Floats per thread per staging round for CTAs of `threads` within
+  // `room` bytes: a lane's ceil(dim / 8) elements in as few rounds as fit,
+  // an odd count (threads' areas then start in different banks); 0 (plain
+  // loads) when under 8 fit.
   static int staging_floats(int dim, std::size_t room, int threads) {
     const int per_lane = (dim + kGroupLanes - 1) / kGroupLanes;
     const int fit = int(std::min<std::size_t>(room / (sizeof(float) * threads), 1 << 20));
@@ -693,11 +672,9 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   const cudaStream_t s = thread_stream(im.device);
   AsyncBuffer<float> dq(std::size_t(nq) * im.dim, s);
   AsyncBuffer<std::uint8_t> dskip(sp.skip ? std::size_t(im.host.n) : 0, s);
-  // The answer in one buffer (ids, then distances) for one copy back.
   const std::size_t answers = std::size_t(nq) * sp.k;
-  AsyncBuffer<std::int64_t> dres(2 * answers, s);
-  std::int64_t* const dids = dres.get();
-  double* const dd = reinterpret_cast<double*>(dres.get() + answers);
+  AsyncBuffer<std::int64_t> dids(answers, s);
+  AsyncBuffer<double> dd(answers, s);
   std::unique_ptr<AsyncBuffer<std::uint32_t>> upload;
   std::vector<std::uint32_t> host_entries;  // kept alive until the wait below
   const auto [entries, n_entries] = im.entries(sp, s, upload, host_entries);
@@ -724,9 +701,8 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
       im.smem + 16 + (stage_rows ? std::size_t(stage_rows) * im.row_stride * sizeof(float) : stage_bytes);
   const bool entry_kernel = nq <= kWideUpTo && n_entries > 0;
   AsyncBuffer<double> escores(entry_kernel ? std::size_t(nq) * n_entries : 0, s);
-  constexpr std::int64_t kPerLaunch = 65535;  // queries: the entry grid's y
-  for (std::int64_t q0 = 0; q0 < nq; q0 += kPerLaunch) {
-    const std::int64_t rows = std::min<std::int64_t>(nq - q0, kPerLaunch);
+  for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {  // entry_kernel: one launch (nq <= kWideUpTo)
+    const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
     const dim3 egrid(unsigned((n_entries + kEntryThreads / kGroupLanes - 1) / (kEntryThreads / kGroupLanes)),
                      unsigned(rows));
     if (entry_kernel)
@@ -738,10 +714,11 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
         im.vectors.get(), im.edges.get(), im.host.n, im.host.degree, im.dim, im.metric,
         dq.get() + q0 * im.dim, entries, entry_kernel ? escores.get() + q0 * n_entries : nullptr, n_entries,
         sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width, im.query_in_shared, per_round, im.row_stride,
-        stage_rows, dids + q0 * sp.k, dd + q0 * sp.k);
+        stage_rows, dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }
-  download_and_wait(ids, dids, answers * sizeof(std::int64_t), distances, dd, answers * sizeof(double), 1, s);
+  download_and_wait(ids, dids.get(), answers * sizeof(std::int64_t), distances, dd.get(),
+                    answers * sizeof(double), 1, s);
 }
 
 }  // namespace gknn::graph
