@@ -4,6 +4,9 @@
 //   gknn_bench_knn [n=1000000] [nq=10000] [results.md]
 //   gknn_bench_knn sweep [results.md]   the chooser's measurement: the fused
 //       kernel against the GEMM path over dimensions and query counts
+//   gknn_bench_knn resident [results.md]   the same two over a base already
+//       on the device (a resident image's exact search: no copy of the base
+//       in the timing), k = 10, 1-128 queries
 //
 // Side by side in one run: gknn's exact_knn_gpu in each GEMM precision (the
 // results must be identical: every mode re-ranks with exact float32
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "distance/knn_resident.h"
 #include "gknn/knn.h"
 #include "gknn/runtime.h"
 #include "runtime/cublas_loader.h"
@@ -112,9 +116,63 @@ int sweep(const char* md, const std::string& device) {
   return mismatches ? 2 : 0;
 }
 
+// Fused kernel vs GEMM path over a resident base (the service's exact
+// search): the time of one call for 1-128 queries, the base on the device
+// and the GEMM's base half made once (as a resident image keeps it).
+int resident(const char* md, const std::string& device) {
+  const int k = 10;
+  std::string table =
+      "| n | dim | nq | fused ms | gemm ms | fused / gemm | same ids |\n|---:|---:|---:|---:|---:|---:|---|\n";
+  char line[256];
+  int mismatches = 0;
+  for (auto [n, dim] : {std::pair<std::int64_t, int>{1000000, 128}, {60000, 784}}) {
+    std::mt19937 rng(dim), centre_rng(123);
+    Mixture mix(dim, centre_rng);
+    const std::vector<float> base = mix.rows(n, rng);
+    gknn::DeviceBuffer<float> d_base(n * dim);
+    GKNN_CUDA(cudaMemcpy(d_base.get(), base.data(), sizeof(float) * n * dim, cudaMemcpyHostToDevice));
+    const gknn::GemmBase prepared(d_base.get(), n, dim, gknn::Metric::L2, 0);
+    for (std::int64_t nq : {1, 2, 4, 8, 12, 16, 24, 32, 64, 128}) {
+      const std::vector<float> queries = mix.rows(nq, rng);
+      gknn::KnnRequest req;
+      req.base = d_base.get();
+      req.n = n;
+      req.queries = queries.data();
+      req.nq = nq;
+      req.dim = dim;
+      req.k = k;
+      std::vector<std::int64_t> a(nq * k), b(nq * k);
+      std::vector<double> da(nq * k), db(nq * k);
+      const double fused =
+          median_ms([&] { gknn::exact_knn_resident_fused(req, 0, a.data(), da.data()); }, 20);
+      const double gemm =
+          median_ms([&] { gknn::exact_knn_resident_gemm(req, 0, b.data(), db.data(), &prepared); }, 20);
+      const bool same = a == b && da == db;
+      mismatches += !same;
+      std::snprintf(line, sizeof line, "| %lld | %d | %lld | %.3f | %.3f | %.2f | %s |\n", (long long)n, dim,
+                    (long long)nq, fused, gemm, fused / gemm, same ? "yes" : "NO");
+      std::fputs(line, stderr);
+      table += line;
+    }
+  }
+  publish("# Exact kNN over a resident base: fused vs GEMM path, k = 10, L2\n\n- device: " + device +
+              "\n- date: " + today() + "\n- command: gknn_bench_knn resident\n- shapes that differ: " +
+              std::to_string(mismatches) + "\n\n" + table,
+          md);
+  return mismatches ? 2 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "resident") {
+    auto devices = gknn::list_devices();
+    if (devices.empty() || !gknn::load_cublas()) {
+      std::fprintf(stderr, "needs a GPU and libcublas\n");
+      return 1;
+    }
+    return resident(argc > 2 ? argv[2] : nullptr, devices[0].name);
+  }
   if (argc > 1 && std::string(argv[1]) == "sweep") {
     auto devices = gknn::list_devices();
     if (devices.empty() || !gknn::load_cublas()) {

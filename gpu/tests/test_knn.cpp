@@ -197,6 +197,7 @@ TEST(Knn, ChooserPicksByShape) {
   };
   EXPECT_EQ(pick(1000000, 1, 128, 100, Metric::L2, true, true), KnnAlgo::Fused);
   EXPECT_EQ(pick(1000000, gknn::kFusedMaxQueries, 16, 10, Metric::Cosine, true, true), KnnAlgo::Fused);
+  EXPECT_EQ(pick(1000000, gknn::kFusedMaxQueries + 1, 128, 10, Metric::L2, true, true), KnnAlgo::Gemm);
   EXPECT_EQ(pick(1000000, 10000, 16, 100, Metric::L2, true, true), KnnAlgo::Gemm);
   EXPECT_EQ(pick(1000000, 10000, 128, 100, Metric::L2, false, true), KnnAlgo::Fused);
   EXPECT_EQ(pick(1000000, 10000, 128, 100, Metric::L1, true, true), KnnAlgo::Fused);

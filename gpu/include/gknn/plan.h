@@ -36,12 +36,15 @@ struct TopkChoice {
   const char* reason;
 };
 
-// Measured crossover (bench/results/knn-chooser-H200-2026-11-21.md, base 1M,
-// k = 100, d = 4 ... 128): the fused kernel takes 0.25-0.88x the GEMM path's
-// time for one query, about the same (1.00-1.15x) at 100 queries, and 3-7x
-// at 10000, whatever the dimension: the GEMM's tensor-core throughput wins
-// as soon as there are enough queries to fill it. So the query count decides.
-constexpr std::int64_t kFusedMaxQueries = 64;
+// Measured crossover over a base already on the device
+// (bench/results/knn-resident-H200-2026-11-28.md, two H200s, k = 10: the
+// kernels alone, as a resident image's exact search runs them): the fused
+// kernel takes 0.37-0.68x the GEMM path's time for one query, 0.52-0.95x at
+// 8, 0.76-1.28x at 16 (1M x 128 crosses at 16-24 queries, 60,000 x 784 at
+// 8-12), 1.23-2.11x at 32 and 2.17-3.39x at 64. 12 is between the two. (The
+// earlier crossover at ~100 queries, knn-chooser-H200-2026-11-21.md, timed
+// both with the base's upload, which took most of either call.)
+constexpr std::int64_t kFusedMaxQueries = 12;
 // The fused kernel's queue holds up to 2048 words, the GEMM path's candidate
 // list k + max(32, k / 2) up to 2048 and its re-rank 4096.
 constexpr int kFusedMaxK = 2048;
