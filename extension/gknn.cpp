@@ -2,6 +2,7 @@
 // library is preloaded, so it must not touch CUDA.
 #include <cfloat>
 
+#include "am/ordered_projection.h"
 #include "device.h"
 #include "gknn/runtime.h"
 #include "graph/graph.h"
@@ -62,6 +63,7 @@ void _PG_init(void) {
   gknn_topk_register();
   gknn_ivfpq_register();
   gknn_graph_register();
+  ordered_projection_register();
   gknn_service_register();
   // Last: reserving the prefix drops every placeholder not defined by now,
   // and a SET made before the library loaded lives in such a placeholder.

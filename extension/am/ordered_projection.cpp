@@ -1,0 +1,87 @@
+// A planner hook (chaining any earlier one) for `SELECT ... ORDER BY col <op>
+// value LIMIT k` through a gpu_ivfpq or gpu_graph index.
+//
+// PostgreSQL puts the ORDER BY expression in the index scan's target list as
+// a junk column and computes it for every row the scan returns, although
+// the index has already ordered the rows: it reads the row's vector (out of
+// line in TOAST for a 784-dimension float vector: two more index and heap
+// lookups) and computes the distance again, ~7-16 us a row on one core
+// (EXPLAIN ANALYZE, 5,000 x 784, the CPU path), as long as a GPU search of
+// the whole query. Where nothing reads that column (the scan is the plan's
+// top, under Limit nodes only, none WITH TIES: the executor's junk filter
+// drops it before the client), it is replaced by a NULL of its type. The
+// rows, their order and every output column are the same; EXPLAIN VERBOSE
+// shows the NULL, as that is what the plan computes.
+#include "am/ordered_projection.h"
+
+#include "pg.h"
+
+extern "C" {
+#include "catalog/pg_class.h"
+#include "commands/defrem.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/plannodes.h"
+#include "optimizer/planner.h"
+#include "utils/syscache.h"
+}
+
+namespace {
+
+planner_hook_type prev_planner = nullptr;
+
+bool is_ordered_index(Oid indexoid) {
+  const Oid ivfpq = get_index_am_oid("gpu_ivfpq", true), graph = get_index_am_oid("gpu_graph", true);
+  if (!OidIsValid(ivfpq) && !OidIsValid(graph)) return false;
+  HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
+  if (!HeapTupleIsValid(tup)) return false;
+  const Oid relam = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relam;
+  ReleaseSysCache(tup);
+  return relam == ivfpq || relam == graph;
+}
+
+// The index scan whose junk columns nothing reads: the plan's top, or under
+// Limit nodes that only count rows.
+IndexScan* scan_at_top(Plan* plan) {
+  while (plan != nullptr && IsA(plan, Limit)) {
+    if (reinterpret_cast<Limit*>(plan)->limitOption == LIMIT_OPTION_WITH_TIES) return nullptr;
+    plan = outerPlan(plan);
+  }
+  return plan != nullptr && IsA(plan, IndexScan) ? reinterpret_cast<IndexScan*>(plan) : nullptr;
+}
+
+bool is_order_by(Expr* e, const IndexScan* scan) {
+  ListCell* lc;
+  foreach (lc, scan->indexorderbyorig)
+    if (equal(e, lfirst(lc))) return true;
+  return false;
+}
+
+void drop_order_by_columns(IndexScan* scan) {
+  ListCell* lc;
+  foreach (lc, scan->scan.plan.targetlist) {
+    auto* tle = static_cast<TargetEntry*>(lfirst(lc));
+    if (!tle->resjunk || !is_order_by(tle->expr, scan)) continue;
+    tle->expr = reinterpret_cast<Expr*>(makeNullConst(exprType(reinterpret_cast<Node*>(tle->expr)),
+                                                      exprTypmod(reinterpret_cast<Node*>(tle->expr)),
+                                                      exprCollation(reinterpret_cast<Node*>(tle->expr))));
+  }
+}
+
+PlannedStmt* ordered_planner(Query* parse, const char* query_string, int cursor_options,
+                             ParamListInfo bound_params) {
+  PlannedStmt* stmt = prev_planner ? prev_planner(parse, query_string, cursor_options, bound_params)
+                                   : standard_planner(parse, query_string, cursor_options, bound_params);
+  if (stmt->commandType != CMD_SELECT) return stmt;
+  IndexScan* scan = scan_at_top(stmt->planTree);
+  if (scan != nullptr && scan->indexorderbyorig != NIL && is_ordered_index(scan->indexid))
+    drop_order_by_columns(scan);
+  return stmt;
+}
+
+}  // namespace
+
+void ordered_projection_register() {
+  prev_planner = planner_hook;
+  planner_hook = ordered_planner;
+}
