@@ -14,31 +14,19 @@
 // shows the NULL, as that is what the plan computes.
 #include "am/ordered_projection.h"
 
+#include "am/ordered_ams.h"
 #include "pg.h"
 
 extern "C" {
-#include "catalog/pg_class.h"
-#include "commands/defrem.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/plannodes.h"
 #include "optimizer/planner.h"
-#include "utils/syscache.h"
 }
 
 namespace {
 
 planner_hook_type prev_planner = nullptr;
-
-bool is_ordered_index(Oid indexoid) {
-  const Oid ivfpq = get_index_am_oid("gpu_ivfpq", true), graph = get_index_am_oid("gpu_graph", true);
-  if (!OidIsValid(ivfpq) && !OidIsValid(graph)) return false;
-  HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
-  if (!HeapTupleIsValid(tup)) return false;
-  const Oid relam = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relam;
-  ReleaseSysCache(tup);
-  return relam == ivfpq || relam == graph;
-}
 
 // The index scan whose junk columns nothing reads: the plan's top, or under
 // Limit nodes that only count rows.
@@ -74,7 +62,7 @@ PlannedStmt* ordered_planner(Query* parse, const char* query_string, int cursor_
                                    : standard_planner(parse, query_string, cursor_options, bound_params);
   if (stmt->commandType != CMD_SELECT) return stmt;
   IndexScan* scan = scan_at_top(stmt->planTree);
-  if (scan != nullptr && scan->indexorderbyorig != NIL && is_ordered_index(scan->indexid))
+  if (scan != nullptr && scan->indexorderbyorig != NIL && OrderedAms::lookup().has_index(scan->indexid))
     drop_order_by_columns(scan);
   return stmt;
 }

@@ -12,15 +12,13 @@
 // asked for.
 #include "ivfpq.h"
 
+#include "am/ordered_ams.h"
+
 extern "C" {
-#include "access/htup_details.h"
-#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
-#include "commands/defrem.h"
 #include "executor/executor.h"
 #include "nodes/params.h"
 #include "nodes/plannodes.h"
-#include "utils/syscache.h"
 }
 
 namespace {
@@ -47,21 +45,6 @@ const QueryHints* running = nullptr;  // the innermost query in ExecutorRun
 QueryHints* computing = nullptr;      // the query whose plan is being walked
 ExecutorStart_hook_type prev_executor_start = nullptr;
 ExecutorRun_hook_type prev_executor_run = nullptr;
-
-// gpu_ivfpq's or gpu_graph's (both read their k from here).
-struct Ams {
-  Oid ivfpq;
-  Oid graph;
-};
-
-bool is_ivfpq_index(Oid indexoid, const Ams& am) {
-  HeapTuple tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
-  if (!HeapTupleIsValid(tup)) return false;
-  Oid relam = reinterpret_cast<Form_pg_class>(GETSTRUCT(tup))->relam;
-  bool yes = relam == am.ivfpq || relam == am.graph;
-  ReleaseSysCache(tup);
-  return yes;
-}
 
 bool int_value(Oid type, Datum d, int64* out) {
   switch (type) {
@@ -126,12 +109,12 @@ void record(Oid index, int64 k) {
   if (q->n < kMaxHints) q->hints[q->n++] = LimitHint{index, k};
 }
 
-void visit_limit(Limit* limit, ParamListInfo params, const Ams& am) {
+void visit_limit(Limit* limit, ParamListInfo params, const OrderedAms& am) {
   Plan* child = outerPlan(&limit->plan);
   while (child != nullptr && (IsA(child, Result) || IsA(child, Gather))) child = outerPlan(child);
   if (child == nullptr || !IsA(child, IndexScan)) return;
   Oid index = reinterpret_cast<IndexScan*>(child)->indexid;
-  if (!is_ivfpq_index(index, am)) return;
+  if (!am.has_index(index)) return;  // gpu_ivfpq or gpu_graph: both read their k here
   int64 count, offset = 0;
   bool null_count, null_offset;
   if (limit->limitCount == nullptr || !eval_count(limit->limitCount, params, &count, &null_count) ||
@@ -145,7 +128,7 @@ void visit_limit(Limit* limit, ParamListInfo params, const Ams& am) {
   record(index, count > PG_INT64_MAX / 4 - offset ? PG_INT64_MAX / 4 : count + offset);
 }
 
-void walk(Plan* plan, ParamListInfo params, const Ams& am) {
+void walk(Plan* plan, ParamListInfo params, const OrderedAms& am) {
   if (plan == nullptr) return;
   if (IsA(plan, Limit)) visit_limit(reinterpret_cast<Limit*>(plan), params, am);
   walk(outerPlan(plan), params, am);
@@ -185,8 +168,8 @@ void ivfpq_executor_start(QueryDesc* qd, int eflags) {
   QueryHints found;
   found.n = 0;
   if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY) && qd->plannedstmt != nullptr) {
-    Ams am{get_index_am_oid("gpu_ivfpq", true), get_index_am_oid("gpu_graph", true)};
-    if (OidIsValid(am.ivfpq) || OidIsValid(am.graph)) {
+    const OrderedAms am = OrderedAms::lookup();
+    if (am.any()) {
       computing = &found;
       walk(qd->plannedstmt->planTree, qd->params, am);
       ListCell* lc;
