@@ -36,7 +36,7 @@ psql -X -c "SELECT requests, batches, busy_ms, busy_ms / nullif(batches, 0) AS m
   echo "SET gknn.graph_ef_search = 20;"
   echo "PREPARE k(int) AS SELECT id FROM items_g ORDER BY emb <-> (SELECT q FROM queries WHERE qid = \$1) LIMIT 10;"
   for i in $(seq 1 60); do echo "EXECUTE k($i) \\g /dev/null"; done
-  echo "\\timing on"
+  printf "%s\n" "\\timing on"
   for i in $(seq 1 12); do echo "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE k($((i * 7)));"; done
 } >"$d/ex.sql"
 psql -X -f "$d/ex.sql" 2>&1 | grep -E 'Time|Wait|Index Scan|Limit'
