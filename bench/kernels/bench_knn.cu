@@ -71,6 +71,37 @@ struct Mixture {
   }
 };
 
+// One request over `base` (host or device memory, as the functions timed
+// take it) for the `nq` rows of `queries`.
+gknn::KnnRequest request(const float* base, std::int64_t n, const std::vector<float>& queries,
+                         std::int64_t nq, int dim, int k) {
+  gknn::KnnRequest req;
+  req.base = base;
+  req.n = n;
+  req.queries = queries.data();
+  req.nq = nq;
+  req.dim = dim;
+  req.k = k;
+  return req;
+}
+
+// The fused call against the GEMM call on one request: their median times
+// over `reps` and whether both gave the same ids and distances.
+struct Duel {
+  double fused_ms, gemm_ms;
+  bool same;
+};
+template <typename Fused, typename Gemm>
+Duel duel(const gknn::KnnRequest& req, Fused fused, Gemm gemm, int reps) {
+  std::vector<std::int64_t> a(req.nq * req.k), b(req.nq * req.k);
+  std::vector<double> da(req.nq * req.k), db(req.nq * req.k);
+  Duel d;
+  d.fused_ms = median_ms([&] { fused(req, a.data(), da.data()); }, reps);
+  d.gemm_ms = median_ms([&] { gemm(req, b.data(), db.data()); }, reps);
+  d.same = a == b && da == db;
+  return d;
+}
+
 // Fused kernel vs GEMM path, 1M base vectors, k = 100, L2: where the chooser's
 // kFusedMaxQueries comes from. Both calls include the same host-to-device copy.
 int sweep(const char* md, const std::string& device) {
@@ -86,21 +117,18 @@ int sweep(const char* md, const std::string& device) {
     const std::vector<float> base = mix.rows(n, rng);
     for (std::int64_t nq : {1, 100, 10000}) {
       const std::vector<float> queries = mix.rows(nq, rng);
-      gknn::KnnRequest req;
-      req.base = base.data();
-      req.n = n;
-      req.queries = queries.data();
-      req.nq = nq;
-      req.dim = dim;
-      req.k = k;
-      std::vector<std::int64_t> a(nq * k), b(nq * k);
-      std::vector<double> da(nq * k), db(nq * k);
-      const double fused = median_ms([&] { gknn::exact_knn_gpu_fused(req, 0, a.data(), da.data()); }, 3);
-      const double gemm = median_ms([&] { gknn::exact_knn_gpu_gemm(req, 0, b.data(), db.data()); }, 3);
-      const bool same = a == b && da == db;
-      mismatches += !same;
-      std::snprintf(line, sizeof line, "| %d | %lld | %.2f | %.2f | %.2f | %s |\n", dim, (long long)nq, fused,
-                    gemm, fused / gemm, same ? "yes" : "NO");
+      const Duel d = duel(
+          request(base.data(), n, queries, nq, dim, k),
+          [](const gknn::KnnRequest& r, std::int64_t* ids, double* dist) {
+            gknn::exact_knn_gpu_fused(r, 0, ids, dist);
+          },
+          [](const gknn::KnnRequest& r, std::int64_t* ids, double* dist) {
+            gknn::exact_knn_gpu_gemm(r, 0, ids, dist);
+          },
+          3);
+      mismatches += !d.same;
+      std::snprintf(line, sizeof line, "| %d | %lld | %.2f | %.2f | %.2f | %s |\n", dim, (long long)nq,
+                    d.fused_ms, d.gemm_ms, d.fused_ms / d.gemm_ms, d.same ? "yes" : "NO");
       std::fputs(line, stderr);
       table += line;
     }
@@ -122,7 +150,8 @@ int sweep(const char* md, const std::string& device) {
 int resident(const char* md, const std::string& device) {
   const int k = 10;
   std::string table =
-      "| n | dim | nq | fused ms | gemm ms | fused / gemm | same ids |\n|---:|---:|---:|---:|---:|---:|---|\n";
+      "| n | dim | nq | fused ms | gemm ms | fused / gemm | same ids "
+      "|\n|---:|---:|---:|---:|---:|---:|---|\n";
   char line[256];
   int mismatches = 0;
   for (auto [n, dim] : {std::pair<std::int64_t, int>{1000000, 128}, {60000, 784}}) {
@@ -134,23 +163,18 @@ int resident(const char* md, const std::string& device) {
     const gknn::GemmBase prepared(d_base.get(), n, dim, gknn::Metric::L2, 0);
     for (std::int64_t nq : {1, 2, 4, 8, 12, 16, 24, 32, 64, 128}) {
       const std::vector<float> queries = mix.rows(nq, rng);
-      gknn::KnnRequest req;
-      req.base = d_base.get();
-      req.n = n;
-      req.queries = queries.data();
-      req.nq = nq;
-      req.dim = dim;
-      req.k = k;
-      std::vector<std::int64_t> a(nq * k), b(nq * k);
-      std::vector<double> da(nq * k), db(nq * k);
-      const double fused =
-          median_ms([&] { gknn::exact_knn_resident_fused(req, 0, a.data(), da.data()); }, 20);
-      const double gemm =
-          median_ms([&] { gknn::exact_knn_resident_gemm(req, 0, b.data(), db.data(), &prepared); }, 20);
-      const bool same = a == b && da == db;
-      mismatches += !same;
+      const Duel d = duel(
+          request(d_base.get(), n, queries, nq, dim, k),
+          [](const gknn::KnnRequest& r, std::int64_t* ids, double* dist) {
+            gknn::exact_knn_resident_fused(r, 0, ids, dist);
+          },
+          [&](const gknn::KnnRequest& r, std::int64_t* ids, double* dist) {
+            gknn::exact_knn_resident_gemm(r, 0, ids, dist, &prepared);
+          },
+          20);
+      mismatches += !d.same;
       std::snprintf(line, sizeof line, "| %lld | %d | %lld | %.3f | %.3f | %.2f | %s |\n", (long long)n, dim,
-                    (long long)nq, fused, gemm, fused / gemm, same ? "yes" : "NO");
+                    (long long)nq, d.fused_ms, d.gemm_ms, d.fused_ms / d.gemm_ms, d.same ? "yes" : "NO");
       std::fputs(line, stderr);
       table += line;
     }
@@ -165,21 +189,15 @@ int resident(const char* md, const std::string& device) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "resident") {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "sweep" || mode == "resident") {
     auto devices = gknn::list_devices();
     if (devices.empty() || !gknn::load_cublas()) {
       std::fprintf(stderr, "needs a GPU and libcublas\n");
       return 1;
     }
-    return resident(argc > 2 ? argv[2] : nullptr, devices[0].name);
-  }
-  if (argc > 1 && std::string(argv[1]) == "sweep") {
-    auto devices = gknn::list_devices();
-    if (devices.empty() || !gknn::load_cublas()) {
-      std::fprintf(stderr, "needs a GPU and libcublas\n");
-      return 1;
-    }
-    return sweep(argc > 2 ? argv[2] : nullptr, devices[0].name);
+    const char* md = argc > 2 ? argv[2] : nullptr;
+    return mode == "sweep" ? sweep(md, devices[0].name) : resident(md, devices[0].name);
   }
   const std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
   const std::int64_t nq = argc > 2 ? std::atoll(argv[2]) : 10000;

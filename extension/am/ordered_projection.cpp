@@ -50,9 +50,8 @@ void drop_order_by_columns(IndexScan* scan) {
   foreach (lc, scan->scan.plan.targetlist) {
     auto* tle = static_cast<TargetEntry*>(lfirst(lc));
     if (!tle->resjunk || !is_order_by(tle->expr, scan)) continue;
-    tle->expr = reinterpret_cast<Expr*>(makeNullConst(exprType(reinterpret_cast<Node*>(tle->expr)),
-                                                      exprTypmod(reinterpret_cast<Node*>(tle->expr)),
-                                                      exprCollation(reinterpret_cast<Node*>(tle->expr))));
+    const Node* e = reinterpret_cast<const Node*>(tle->expr);
+    tle->expr = reinterpret_cast<Expr*>(makeNullConst(exprType(e), exprTypmod(e), exprCollation(e)));
   }
 }
 
