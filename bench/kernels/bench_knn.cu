@@ -87,23 +87,32 @@ gknn::KnnRequest request(const float* base, std::int64_t n, const std::vector<fl
 
 // The fused call against the GEMM call on one request: their median times
 // over `reps` and whether both gave the same ids and distances.
+// One contender's median time and its answer.
+struct Timed {
+  double ms;
+  std::vector<std::int64_t> ids;
+  std::vector<double> dist;
+};
+template <typename Fn>
+Timed timed(const gknn::KnnRequest& req, Fn fn, int reps) {
+  Timed t{0, std::vector<std::int64_t>(req.nq * req.k), std::vector<double>(req.nq * req.k)};
+  t.ms = median_ms([&] { fn(req, t.ids.data(), t.dist.data()); }, reps);
+  return t;
+}
+bool same(const Timed& a, const Timed& b) { return a.ids == b.ids && a.dist == b.dist; }
+
 struct Duel {
   double fused_ms, gemm_ms;
   bool same;
 };
 template <typename Fused, typename Gemm>
 Duel duel(const gknn::KnnRequest& req, Fused fused, Gemm gemm, int reps) {
-  std::vector<std::int64_t> a(req.nq * req.k), b(req.nq * req.k);
-  std::vector<double> da(req.nq * req.k), db(req.nq * req.k);
-  Duel d;
-  d.fused_ms = median_ms([&] { fused(req, a.data(), da.data()); }, reps);
-  d.gemm_ms = median_ms([&] { gemm(req, b.data(), db.data()); }, reps);
-  d.same = a == b && da == db;
-  return d;
+  const Timed a = timed(req, fused, reps), b = timed(req, gemm, reps);
+  return {a.ms, b.ms, same(a, b)};
 }
 
-// Fused kernel vs GEMM path, 1M base vectors, k = 100, L2: where the chooser's
-// kFusedMaxQueries comes from. Both calls include the same host-to-device copy.
+// Fused kernel vs GEMM path, 1M base vectors, k = 100, L2, for the public
+// calls, which upload the base: both include the same host-to-device copy.
 int sweep(const char* md, const std::string& device) {
   const std::int64_t n = 1000000;
   const int k = 100;
@@ -144,14 +153,15 @@ int sweep(const char* md, const std::string& device) {
   return mismatches ? 2 : 0;
 }
 
-// Fused kernel vs GEMM path over a resident base (the service's exact
-// search): the time of one call for 1-128 queries, the base on the device
-// and the GEMM's base half made once (as a resident image keeps it).
+// The exact kernels over a resident base (the service's exact search): the
+// time of one call for 1-128 queries, the base on the device and the GEMM's
+// base half made once (as a resident image keeps it). Where kScanMaxQueries
+// comes from.
 int resident(const char* md, const std::string& device) {
   const int k = 10;
   std::string table =
-      "| n | dim | nq | fused ms | gemm ms | fused / gemm | same ids "
-      "|\n|---:|---:|---:|---:|---:|---:|---|\n";
+      "| n | dim | nq | scan ms | fused ms | gemm ms | scan / fused | scan / gemm | same ids "
+      "|\n|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   char line[256];
   int mismatches = 0;
   for (auto [n, dim] : {std::pair<std::int64_t, int>{1000000, 128}, {60000, 784}}) {
@@ -163,23 +173,35 @@ int resident(const char* md, const std::string& device) {
     const gknn::GemmBase prepared(d_base.get(), n, dim, gknn::Metric::L2, 0);
     for (std::int64_t nq : {1, 2, 4, 8, 12, 16, 24, 32, 64, 128}) {
       const std::vector<float> queries = mix.rows(nq, rng);
-      const Duel d = duel(
-          request(d_base.get(), n, queries, nq, dim, k),
+      const gknn::KnnRequest req = request(d_base.get(), n, queries, nq, dim, k);
+      const Timed scan = timed(
+          req,
+          [](const gknn::KnnRequest& r, std::int64_t* ids, double* dist) {
+            gknn::exact_knn_resident_scan(r, 0, ids, dist);
+          },
+          20);
+      const Timed fused = timed(
+          req,
           [](const gknn::KnnRequest& r, std::int64_t* ids, double* dist) {
             gknn::exact_knn_resident_fused(r, 0, ids, dist);
           },
+          20);
+      const Timed gemm = timed(
+          req,
           [&](const gknn::KnnRequest& r, std::int64_t* ids, double* dist) {
             gknn::exact_knn_resident_gemm(r, 0, ids, dist, &prepared);
           },
           20);
-      mismatches += !d.same;
-      std::snprintf(line, sizeof line, "| %lld | %d | %lld | %.3f | %.3f | %.2f | %s |\n", (long long)n, dim,
-                    (long long)nq, d.fused_ms, d.gemm_ms, d.fused_ms / d.gemm_ms, d.same ? "yes" : "NO");
+      const bool all_same = same(scan, fused) && same(scan, gemm);
+      mismatches += !all_same;
+      std::snprintf(line, sizeof line, "| %lld | %d | %lld | %.3f | %.3f | %.3f | %.2f | %.2f | %s |\n",
+                    (long long)n, dim, (long long)nq, scan.ms, fused.ms, gemm.ms, scan.ms / fused.ms,
+                    scan.ms / gemm.ms, all_same ? "yes" : "NO");
       std::fputs(line, stderr);
       table += line;
     }
   }
-  publish("# Exact kNN over a resident base: fused vs GEMM path, k = 10, L2\n\n- device: " + device +
+  publish("# Exact kNN over a resident base: scan, fused and GEMM paths, k = 10, L2\n\n- device: " + device +
               "\n- date: " + today() + "\n- command: gknn_bench_knn resident\n- shapes that differ: " +
               std::to_string(mismatches) + "\n\n" + table,
           md);

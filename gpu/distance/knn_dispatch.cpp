@@ -18,6 +18,8 @@ void exact_knn_resident(const KnnRequest& req, int device, std::int64_t* ids, do
   const KnnChoice c = choose_knn(req.n, req.nq, req.dim, req.k, req.metric, load_cublas() != nullptr,
                                  exact_knn_gpu_fused_fits(req.dim, req.k, device));
   switch (c.algo) {
+    case KnnAlgo::Scan:
+      return exact_knn_resident_scan(req, device, ids, distances, row_ids);
     case KnnAlgo::Fused:
       return exact_knn_resident_fused(req, device, ids, distances, row_ids);
     case KnnAlgo::Gemm:

@@ -317,8 +317,8 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
   if (redo.empty()) return;
   // Queries the bound could not certify: again through an fp32 GEMM when the
   // first pass was reduced precision (its error band is far narrower), else
-  // exact distances to every row (the fused kernel where it holds the
-  // dimension, brute force otherwise), for just those queries.
+  // exact distances to every row (the scan where its selection holds k,
+  // brute force otherwise), for just those queries.
   std::vector<float> sub(redo.size() * dim);
   for (std::size_t i = 0; i < redo.size(); ++i)
     std::copy(req.queries + redo[i] * dim, req.queries + (redo[i] + 1) * dim, sub.begin() + i * dim);
@@ -330,8 +330,8 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
   if (req.precision != GemmPrecision::Fp32) {
     again.precision = GemmPrecision::Fp32;
     exact_knn_resident_gemm(again, device, sub_ids.data(), sub_dist.data(), prepared, row_ids);
-  } else if (exact_knn_gpu_fused_fits(dim, int(k), device)) {  // one pass over the base, no sort
-    exact_knn_resident_fused(again, device, sub_ids.data(), sub_dist.data(), row_ids);
+  } else if (k <= kMaxRowK) {  // each row read once per 16 queries, no sort
+    exact_knn_resident_scan(again, device, sub_ids.data(), sub_dist.data(), row_ids);
   } else {
     exact_knn_resident_bruteforce(again, device, sub_ids.data(), sub_dist.data(), row_ids);
   }

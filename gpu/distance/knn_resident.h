@@ -46,6 +46,8 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
                              const GemmBase* prepared = nullptr, const std::int64_t* row_ids = nullptr);
 void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
                               const std::int64_t* row_ids = nullptr);
+void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                             const std::int64_t* row_ids = nullptr);
 void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
                                    const std::int64_t* row_ids = nullptr);
 

@@ -158,6 +158,42 @@ TEST_P(KnnCases, FusedMatchesCpu) {
   }
 }
 
+// The scan (each row read once for up to 16 queries, a distance matrix,
+// batched selection): ties everywhere, awkward sizes, every metric, one
+// query to more than one chunk of 16 (the base read again per chunk), and
+// Fashion-MNIST's dimension.
+TEST_P(KnnCases, ScanMatchesCpu) {
+  GKNN_NEED_GPU();
+  auto [metric, k] = GetParam();
+  for (auto [n, nq, dim] : {std::tuple<std::int64_t, std::int64_t, int>{1, 3, 5},
+                            {1003, 17, 13},
+                            {70001, 1, 8},
+                            {20011, 37, 31},
+                            {5000, 9, 100},
+                            {4003, 3, 784},
+                            {3001, 5, 1000}}) {
+    Data d = make_data(n, nq, dim, unsigned(n + k + 1));
+    auto r = request(d, k, metric);
+    SCOPED_TRACE("n=" + std::to_string(n) + " nq=" + std::to_string(nq) + " dim=" + std::to_string(dim));
+    expect_matches_cpu(r, gknn::exact_knn_gpu_scan);
+  }
+}
+
+// A base whose matrix takes more than one pass (16 queries' float keys of
+// 1.1M rows pass the scratch bound): each pass keeps its k best, the host
+// merges them, ties across passes still by row (integer coordinates), the
+// largest k the selection holds included.
+TEST(Knn, ScanPassesMerge) {
+  GKNN_NEED_GPU();
+  for (auto metric : {Metric::L2, Metric::Cosine})
+    for (int k : {10, 2048}) {
+      Data d = make_data(1100003, 16, 4, unsigned(k));
+      auto r = request(d, k, metric);
+      SCOPED_TRACE("k=" + std::to_string(k));
+      expect_matches_cpu(r, gknn::exact_knn_gpu_scan);
+    }
+}
+
 // Dimensions too large for 128-row tiles (Fashion-MNIST's 784 and more) take
 // 32-row tiles: still the fused kernel, still the CPU's answer, bit for bit.
 TEST(Knn, FusedNarrowTiles) {
@@ -175,7 +211,7 @@ TEST(Knn, FusedNarrowTiles) {
       }
 }
 
-TEST(Knn, FusedLargeK) {
+TEST(Knn, LargeK) {
   GKNN_NEED_GPU();
   std::mt19937 rng(5);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -184,25 +220,29 @@ TEST(Knn, FusedLargeK) {
     for (auto& x : d.base) x = g(rng);
     auto r = request(d, k, Metric::L2);
     expect_matches_cpu(r, gknn::exact_knn_gpu_fused);
+    expect_matches_cpu(r, gknn::exact_knn_gpu_scan);
   }
 }
 
-// The chooser: small dimensions and L1 go to the fused kernel, larger
-// dimensions to the GEMM when cuBLAS is there, what nothing else holds to
-// brute force.
+// The chooser: few queries to the scan, many to the GEMM when cuBLAS is
+// there, to the fused kernel where the GEMM path cannot run (L1, no cuBLAS,
+// k + margin above 2048), to the scan where neither holds the shape, what no
+// selection holds to brute force.
 TEST(Knn, ChooserPicksByShape) {
   using gknn::KnnAlgo;
   auto pick = [](std::int64_t n, std::int64_t nq, int dim, int k, Metric m, bool blas, bool fits) {
     return gknn::choose_knn(n, nq, dim, k, m, blas, fits).algo;
   };
-  EXPECT_EQ(pick(1000000, 1, 128, 100, Metric::L2, true, true), KnnAlgo::Fused);
-  EXPECT_EQ(pick(1000000, gknn::kFusedMaxQueries, 16, 10, Metric::Cosine, true, true), KnnAlgo::Fused);
-  EXPECT_EQ(pick(1000000, gknn::kFusedMaxQueries + 1, 128, 10, Metric::L2, true, true), KnnAlgo::Gemm);
+  EXPECT_EQ(pick(1000000, 1, 128, 100, Metric::L2, true, true), KnnAlgo::Scan);
+  EXPECT_EQ(pick(1000000, gknn::kScanMaxQueries, 16, 10, Metric::Cosine, true, true), KnnAlgo::Scan);
+  EXPECT_EQ(pick(1000000, gknn::kScanMaxQueries, 16, 2048, Metric::L1, false, false), KnnAlgo::Scan);
+  EXPECT_EQ(pick(1000000, gknn::kScanMaxQueries + 1, 128, 10, Metric::L2, true, true), KnnAlgo::Gemm);
   EXPECT_EQ(pick(1000000, 10000, 16, 100, Metric::L2, true, true), KnnAlgo::Gemm);
   EXPECT_EQ(pick(1000000, 10000, 128, 100, Metric::L2, false, true), KnnAlgo::Fused);
   EXPECT_EQ(pick(1000000, 10000, 128, 100, Metric::L1, true, true), KnnAlgo::Fused);
-  EXPECT_EQ(pick(1000000, 10000, 784, 100, Metric::L1, true, false), KnnAlgo::BruteForce);
+  EXPECT_EQ(pick(1000000, 10000, 784, 100, Metric::L1, true, false), KnnAlgo::Scan);
   EXPECT_EQ(pick(1000000, 10000, 128, 1500, Metric::L2, true, true), KnnAlgo::Fused);  // k + margin > 2048
+  EXPECT_EQ(pick(1000000, 1, 128, 3000, Metric::L2, true, true), KnnAlgo::BruteForce);
   EXPECT_EQ(pick(1000000, 10000, 128, 3000, Metric::L2, true, true), KnnAlgo::BruteForce);
   EXPECT_EQ(pick(300, 10000, 128, 100, Metric::L2, true, true), KnnAlgo::Fused);  // base too small for GEMM
   EXPECT_EQ(gknn::choose_topk(1 << 20, 1024).algo, gknn::TopkAlgo::Bitonic);

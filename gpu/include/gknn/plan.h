@@ -16,6 +16,7 @@
 namespace gknn {
 
 enum class KnnAlgo {
+  Scan,        // each row read once for up to 16 queries, distance matrix, batched k-select
   Fused,       // distance + k-select in one kernel, no distance matrix
   Gemm,        // cuBLAS GEMM tiles + batched k-select + certified re-rank
   BruteForce,  // distance matrix + segmented sort: the baseline, any shape
@@ -36,15 +37,15 @@ struct TopkChoice {
   const char* reason;
 };
 
-// Measured crossover over a base already on the device
-// (bench/results/knn-resident-H200-2026-11-28.md, two H200s, k = 10: the
-// kernels alone, as a resident image's exact search runs them): the fused
-// kernel takes 0.37-0.68x the GEMM path's time for one query, 0.52-0.95x at
-// 8, 0.76-1.28x at 16 (1M x 128 crosses at 16-24 queries, 60,000 x 784 at
-// 8-12), 1.23-2.11x at 32 and 2.17-3.39x at 64. 12 is between the two. (The
-// earlier crossover at ~100 queries, knn-chooser-H200-2026-11-21.md, timed
-// both with the base's upload, which took most of either call.)
-constexpr std::int64_t kFusedMaxQueries = 12;
+// Queries up to which the scan (each row read once for up to 16 queries, a
+// distance matrix, batched selection) takes a request, from the kernels'
+// times over a base already on the device (as a resident image's exact
+// search runs them; bench/results/knn-resident-scan-H200-2026-11-28.md, k =
+// 10): 0.27-0.98x the GEMM path's time up to 32 queries, 1.30-1.79x at 64 and
+// 128; 0.30-0.87x the fused kernel's at every count. Above it the GEMM path,
+// or where that cannot run (L1, no cuBLAS, k + margin above 2048) the fused
+// kernel, whose warps each keep a query instead of a matrix per 16 queries.
+constexpr std::int64_t kScanMaxQueries = 32;
 // The fused kernel's queue holds up to 2048 words, the GEMM path's candidate
 // list k + max(32, k / 2) up to 2048 and its re-rank 4096.
 constexpr int kFusedMaxK = 2048;

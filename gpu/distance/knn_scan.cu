@@ -1,0 +1,228 @@
+// Exact kNN for a few queries over a resident base: every row read once for
+// up to 16 queries (distances_many: eight threads a row, each query's sum in
+// distance()'s lanes and order, so the CPU's bits), the distances written as
+// a matrix, then each query's k best by the batched row selection
+// (select_rows, ties by column = row). The fused kernel kept one query per
+// warp and each lane summed a whole row: with few queries most warps idled
+// and the kernel was bound by their arithmetic, about 3.5x the memory's time
+// for one query over 1M x 128 and growing with every query
+// (bench/results/knn-resident-H200-2026-11-28.md). Here the base is read once
+// for the batch, the matrix costs 4 bytes a (query, row) each way: 0.30-0.87x
+// the fused kernel's time at every measured shape, below the GEMM path's up
+// to 32 queries (knn-resident-scan-H200-2026-11-28.md).
+//
+// Keys: where the distance is a monotone function of one float sum (L2: its
+// square root; inner product: its negation; L1: itself) the matrix holds that
+// float, which ranks rows exactly as the distance does, ties included (a
+// float's square root in double is exact enough to keep distinct floats
+// distinct), and the distance is computed from the k kept sums. Cosine needs
+// three sums: its matrix holds the distance itself, as a double.
+//
+// The base goes in passes of rows whose matrix fits kScanScratchBytes; each
+// pass keeps its k best per query and the host merges the passes' lists.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "distance/distances_many.cuh"
+#include "distance/knn_resident.h"
+#include "gknn/error.h"
+#include "gknn/knn.h"
+#include "gknn/select.h"
+#include "runtime/cuda_check.h"
+#include "runtime/stream_tools.h"
+#include "select/rows_async.h"
+
+namespace gknn {
+namespace {
+
+// The matrix of one pass: queries x rows keys (a 1M-row pass of 16 queries
+// with float keys).
+constexpr std::size_t kScanScratchBytes = std::size_t(64) << 20;
+constexpr std::int64_t kMinPassRows = 65536;
+
+template <int METRIC>
+using ScanKey = std::conditional_t<METRIC == int(Metric::Cosine), double, float>;
+
+// The key a row's sums rank by (see above).
+template <int METRIC>
+__device__ __forceinline__ ScanKey<METRIC> scan_key(float s, float na, float nb) {
+  if constexpr (METRIC == int(Metric::Cosine))
+    return finish_distance<METRIC>(s, na, nb);
+  else if constexpr (METRIC == int(Metric::InnerProduct))
+    return -s;
+  else
+    return s;
+}
+
+// The operator's distance from a kept key.
+template <int METRIC>
+__device__ __forceinline__ double key_distance(ScanKey<METRIC> key) {
+  if constexpr (METRIC == int(Metric::L2))
+    return sqrt(static_cast<double>(key));
+  else
+    return static_cast<double>(key);  // -s for inner product: exact in double
+}
+
+// distances_many's rows: a pass of `n` base rows of `dim` floats, query q's
+// key of row p at out[q * n + p].
+template <int METRIC>
+struct PassRows {
+  const float* base;
+  std::int64_t n;
+  int dim;
+  ScanKey<METRIC>* out;
+  __device__ std::int64_t positions() const { return n; }
+  __device__ const float* row(std::int64_t p) const { return base + p * dim; }
+  __device__ void store(std::int64_t p, int q, float s, float na, float nb) const {
+    out[q * n + p] = scan_key<METRIC>(s, na, nb);
+  }
+};
+
+// Elements each thread loads before summing: 8 took 0.58 ms for 16 queries
+// over 1M x 128 where 4 took 0.61, 0.31 where 4 took 0.34 over
+// 60,000 x 784 (16 no better; knn-resident-scan-H200-2026-11-28.md).
+constexpr int kScanLoadsAhead = 8;
+
+template <int METRIC, int QT>
+__global__ void __launch_bounds__(kDistanceThreads)
+    scan_distances(PassRows<METRIC> rows, const float* queries, int nq, int qdim) {
+  distances_many<METRIC, QT, PassRows<METRIC>, kScanLoadsAhead>(rows, queries, nq, qdim);
+}
+
+// A pass's k best (columns within the pass) -> distances and ids at
+// [q][pass][j] of the call's lists; an empty slot -> id -1, NaN.
+template <int METRIC>
+__global__ void finish_pass(const ScanKey<METRIC>* keys, const std::uint32_t* cols, std::int64_t nq, int kk,
+                            std::int64_t pass, std::int64_t passes, std::int64_t first_row,
+                            const std::int64_t* row_ids, double* dist, std::int64_t* ids) {
+  const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= nq * kk) return;
+  const std::int64_t q = i / kk, j = i - q * kk, at = (q * passes + pass) * kk + j;
+  if (cols[i] == ~std::uint32_t(0)) {
+    ids[at] = -1;
+    dist[at] = canonical_score(NAN);
+    return;
+  }
+  const std::int64_t row = first_row + cols[i];
+  ids[at] = row_ids ? row_ids[row] : row;
+  dist[at] = canonical_score(key_distance<METRIC>(keys[i]));
+}
+
+template <typename F>
+void with_knn_metric(Metric m, F&& f) {
+  switch (m) {
+    case Metric::L2:
+      return f(std::integral_constant<int, int(Metric::L2)>{});
+    case Metric::InnerProduct:
+      return f(std::integral_constant<int, int(Metric::InnerProduct)>{});
+    case Metric::Cosine:
+      return f(std::integral_constant<int, int(Metric::Cosine)>{});
+    case Metric::L1:
+      return f(std::integral_constant<int, int(Metric::L1)>{});
+  }
+  throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_scan: unknown metric");
+}
+
+// Queues one pass (rows [first, first + rows) of the base) on `s`: the
+// matrix, the selection, the pass's lists.
+template <int METRIC>
+void queue_pass(const KnnRequest& req, const float* d_queries, std::int64_t first, std::int64_t rows, int kk,
+                std::int64_t pass, std::int64_t passes, const std::int64_t* row_ids, ScanKey<METRIC>* matrix,
+                ScanKey<METRIC>* sel_keys, std::uint32_t* sel_cols, double* dist, std::int64_t* ids,
+                StageTrace& trace, cudaStream_t s) {
+  constexpr int kRows = kDistanceThreads / kDistanceLanes;
+  const PassRows<METRIC> pr{req.base + first * req.dim, rows, req.dim, matrix};
+  with_queries_per_thread(int(req.nq), req.dim, [&](auto qt) {
+    constexpr int QT = decltype(qt)::value;
+    const std::size_t smem = constants_smem<QT>(req.dim);
+    const std::int64_t groups = (rows + kRows * rows_per_thread(QT) - 1) / (kRows * rows_per_thread(QT));
+    const std::int64_t grid =
+        std::min<std::int64_t>(groups, distance_blocks<scan_distances<METRIC, QT>>(smem));
+    scan_distances<METRIC, QT>
+        <<<unsigned(grid), kDistanceThreads, smem, s>>>(pr, d_queries, int(req.nq), req.dim);
+  });
+  GKNN_CUDA(cudaGetLastError());
+  trace.mark("distances");
+  select_rows_async(matrix, req.nq, rows, rows, kk, SelectOrder::Smallest, sel_keys, sel_cols, s);
+  const std::int64_t slots = req.nq * kk;
+  finish_pass<METRIC><<<unsigned((slots + 255) / 256), 256, 0, s>>>(sel_keys, sel_cols, req.nq, kk, pass,
+                                                                    passes, first, row_ids, dist, ids);
+  GKNN_CUDA(cudaGetLastError());
+  trace.mark("select");
+}
+
+// Query q's k best of its passes' lists (each sorted by (distance, row), the
+// passes in row order, so a list position orders ties by row as well).
+void merge_passes(const double* dist, const std::int64_t* ids, std::int64_t nq, std::int64_t passes, int kk,
+                  int k, std::int64_t* out_ids, double* out_dist) {
+  std::vector<std::int64_t> order(std::size_t(passes) * kk);
+  for (std::int64_t q = 0; q < nq; ++q) {
+    const double* d = dist + q * passes * kk;
+    const std::int64_t* id = ids + q * passes * kk;
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = std::int64_t(i);
+    if (passes > 1)
+      std::partial_sort(order.begin(), order.begin() + kk, order.end(), [&](std::int64_t a, std::int64_t b) {
+        if ((id[a] < 0) != (id[b] < 0)) return id[b] < 0;  // empty slots last
+        return score_less(d[a], a, d[b], b);
+      });
+    for (int i = 0; i < kk && id[order[i]] >= 0; ++i) {
+      out_ids[q * k + i] = id[order[i]];
+      out_dist[q * k + i] = d[order[i]];
+    }
+  }
+}
+
+}  // namespace
+
+void exact_knn_gpu_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
+  with_uploaded_base(req, device,
+                     [&](const KnnRequest& r) { exact_knn_resident_scan(r, device, ids, distances); });
+}
+
+// Stream-ordered on the calling thread's stream, one host wait per call (see
+// exact_knn_resident_fused).
+void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
+                             const std::int64_t* row_ids) {
+  validate(req);
+  if (req.k > kMaxRowK) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_scan: k above 2048");
+  for (std::int64_t j = 0; j < req.nq * req.k; ++j) {
+    ids[j] = -1;
+    distances[j] = canonical_score(NAN);
+  }
+  const int kk = static_cast<int>(std::min<std::int64_t>(req.k, req.n));
+  if (kk == 0 || req.nq == 0) return;
+  GKNN_CUDA(cudaSetDevice(device));
+  const cudaStream_t s = thread_stream(device);
+  StageTrace trace(s, "GKNN_SCAN_TRACE", "scan");  // where a call's GPU time goes
+  AsyncBuffer<float> d_queries(req.nq * req.dim, s);
+  upload_async(d_queries.get(), req.queries, sizeof(float) * req.nq * req.dim, 0, s);
+  trace.mark("upload");
+  with_knn_metric(req.metric, [&](auto m) {
+    constexpr int M = decltype(m)::value;
+    using Key = ScanKey<M>;
+    const std::int64_t fit = std::int64_t(kScanScratchBytes / (sizeof(Key) * req.nq));
+    const std::int64_t pass_rows = std::min<std::int64_t>(req.n, std::max(kMinPassRows, fit));
+    const std::int64_t passes = (req.n + pass_rows - 1) / pass_rows;
+    const std::int64_t slots = req.nq * kk, listed = slots * passes;
+    AsyncBuffer<Key> matrix(req.nq * pass_rows, s), sel_keys(slots, s);
+    AsyncBuffer<std::uint32_t> sel_cols(slots, s);
+    AsyncBuffer<double> d_dist(listed, s);
+    AsyncBuffer<std::int64_t> d_ids(listed, s);
+    for (std::int64_t p = 0; p < passes; ++p) {
+      const std::int64_t first = p * pass_rows, rows = std::min(pass_rows, req.n - first);
+      queue_pass<M>(req, d_queries.get(), first, rows, kk, p, passes, row_ids, matrix.get(), sel_keys.get(),
+                    sel_cols.get(), d_dist.get(), d_ids.get(), trace, s);
+    }
+    std::vector<double> dist(listed);
+    std::vector<std::int64_t> list_ids(listed);
+    download_and_wait(dist.data(), d_dist.get(), sizeof(double) * listed, list_ids.data(), d_ids.get(),
+                      sizeof(std::int64_t) * listed, 1, s);
+    trace.mark("download");
+    merge_passes(dist.data(), list_ids.data(), req.nq, passes, kk, req.k, ids, distances);
+  });
+}
+
+}  // namespace gknn
