@@ -28,7 +28,9 @@
 // postmaster restarts it), runs with none alive. A device fault (a CUDA error
 // that may leave the context unusable) is answered and then ends the
 // worker, which the postmaster restarts with a fresh context.
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
@@ -708,7 +710,16 @@ void gknn_service_main(Datum) {
   announce_start(ctl);
   before_shmem_exit(on_service_exit, 0);
   before_shmem_exit(stop_executors, 0);  // runs first: callbacks run last registered first
+  // The CUDA driver starts helper threads when the devices open, and they
+  // inherit this thread's signal mask: opened with every signal blocked, so
+  // that SIGTERM is handled here, where the loop tests the flag before it
+  // takes requests. (Taken by a helper thread, it let this thread run one
+  // more round: a query answered after the stop; gpu-check 2026-11-28.)
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   bool ready = open_devices(ctl);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (ready)
     ereport(LOG, (errmsg("gknn GPU service ready on %s", ctl->device_name)));
   else
