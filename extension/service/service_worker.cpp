@@ -360,8 +360,35 @@ struct SearchJob {
   uint64 batch_id = 0;
   int64 busy_us = 0;
   int64 errors = 0;
+  bool exact = false;  // counted in exact_in_flight
 };
 std::map<uint64, std::unique_ptr<SearchJob>> jobs;  // in flight, by batch id
+
+// Exact searches (gknn.ivfpq_exact) read every stored vector of the image,
+// once for up to 16 queries of a batch (the scan): a batch's time grows far
+// less than its size. So while kExactBatches exact batches of an image run,
+// its exact requests stay submitted and go together in the next one.
+// synthetic-1m on an H200 (service-exact-batches-H200-2026-11-28.md), QPS
+// at 16 / 64 clients: no limit 13,152 / 24,176 (batches of 2.4 / 6.2 side
+// by side on the four executors); one at a time 19,199 / 21,449 (batches of
+// 8 / 34: the 34 took the GEMM path, 1.3 ms); two 17,968 / 29,898.
+constexpr int kExactBatches = 2;
+using ExactKey = std::tuple<uint32, uint32, uint32, uint32, uint32, uint64>;
+std::map<ExactKey, int> exact_in_flight;
+
+ExactKey exact_key(const RequestSlot* s) {
+  const ImageKey& k = s->key;
+  return {k.database, k.index, k.node.spcNode, k.node.dbNode, k.node.relNode, k.generation};
+}
+
+bool is_exact_search(const RequestSlot* s) { return s->kind == kSearchIvfpq && s->mode == kModeExact; }
+
+// Whether an exact request must wait for its image's batches in flight.
+bool exact_waits(const RequestSlot* s) {
+  if (!is_exact_search(s)) return false;
+  auto it = exact_in_flight.find(exact_key(s));
+  return it != exact_in_flight.end() && it->second >= kExactBatches;
+}
 
 // The executor's part (no PostgreSQL): k is the largest asked; each
 // requester gets its prefix (the core's order is total, so a prefix of a
@@ -479,6 +506,10 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
     jobs.erase(j->batch_id);
     throw;
   }
+  if (is_exact_search(first)) {
+    j->exact = true;
+    ++exact_in_flight[exact_key(first)];
+  }
   // From here the batch answers these requests (taken[] forgets them; the
   // executor cannot deliver one before this thread takes requests again).
   for (int slot : group) {
@@ -493,6 +524,13 @@ void answer_slot(int slot) { answer(shared(), taken[slot]); }
 // A finished batch (main thread), its requests already answered: unmap
 // their payloads, count it.
 void complete_job(ServiceShared* ctl, SearchJob& job) {
+  if (job.exact) {
+    // The first request's slot may hold its requester's next request by
+    // now: the key comes from the image the batch searched.
+    const ResidentKey& k = job.image->key;
+    auto it = exact_in_flight.find({k.database, k.index, k.spc, k.db, k.rel, k.generation});
+    if (it != exact_in_flight.end() && --it->second <= 0) exact_in_flight.erase(it);
+  }
   for (JobRequest& q : job.requests)
     if (q.seg) dsm_detach(q.seg);
   count_errors(ctl, job.errors);
@@ -515,7 +553,7 @@ int take_requests(ServiceShared* ctl, bool searches) {
     RequestSlot* s = &ctl->slots[i];
     if (s->state != kSubmitted || (!searches && is_search_request(s->kind))) continue;  // unlocked peek
     SpinLockAcquire(&s->mutex);
-    bool mine = s->state == kSubmitted;
+    bool mine = s->state == kSubmitted && !exact_waits(s);
     if (mine) s->state = kRunning;
     SpinLockRelease(&s->mutex);
     if (!mine) continue;
