@@ -28,6 +28,35 @@ SET enable_indexscan = off;
 SELECT array_agg(id ORDER BY id) FROM (SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5) s;
 RESET enable_indexscan;
 
+-- a subquery's junk column is not read above it either: a join with the
+-- subquery (Subquery Scan), ARRAY(subquery) and IN (subquery) (SubPlans),
+-- a CTE; the same rows with and without the index
+EXPLAIN (VERBOSE, COSTS OFF)
+SELECT s.id, o.emb FROM (SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5) s JOIN op o ON o.id = s.id;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT ARRAY(SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5);
+EXPLAIN (VERBOSE, COSTS OFF)
+SELECT count(*) FROM op WHERE id IN (SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5);
+EXPLAIN (VERBOSE, COSTS OFF)
+WITH c AS MATERIALIZED (SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5) SELECT * FROM c;
+CREATE TEMP TABLE op_sub AS
+SELECT (SELECT array_agg(s.id ORDER BY s.id) FROM (SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5) s
+        JOIN op o ON o.id = s.id) AS joined,
+       (SELECT array_agg(x ORDER BY x) FROM unnest(ARRAY(SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5)) x)
+         AS arr,
+       (SELECT array_agg(id ORDER BY id) FROM op
+        WHERE id IN (SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5)) AS within,
+       (WITH c AS MATERIALIZED (SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5)
+        SELECT array_agg(id ORDER BY id) FROM c) AS cte;
+SET enable_indexscan = off;
+SELECT joined = want AND arr = want AND within = want AND cte = want AS same
+FROM op_sub, (SELECT array_agg(id ORDER BY id) AS want
+              FROM (SELECT id FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5) s) w;
+RESET enable_indexscan;
+-- a subquery that outputs the distance: computed, and the outer ORDER BY reads it
+EXPLAIN (VERBOSE, COSTS OFF)
+SELECT id, d FROM (SELECT id, emb <-> '[3,3,3,3]' AS d FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 5) s
+ORDER BY d DESC, id;
+
 -- an output distance is computed (and equals the operator's)
 EXPLAIN (VERBOSE, COSTS OFF) SELECT id, emb <-> '[3,3,3,3]' AS d FROM op ORDER BY emb <-> '[3,3,3,3]' LIMIT 3;
 SELECT d = (SELECT emb <-> '[3,3,3,3]' FROM op o WHERE o.id = s.id) AS same

@@ -7,11 +7,15 @@
 // line in TOAST for a 784-dimension float vector: two more index and heap
 // lookups) and computes the distance again, ~7-16 us a row on one core
 // (EXPLAIN ANALYZE, 5,000 x 784, the CPU path), as long as a GPU search of
-// the whole query. Where nothing reads that column (the scan is the plan's
-// top, under Limit nodes only, none WITH TIES: the executor's junk filter
-// drops it before the client), it is replaced by a NULL of its type. The
-// rows, their order and every output column are the same; EXPLAIN VERBOSE
-// shows the NULL, as that is what the plan computes.
+// the whole query. Where nothing reads that column, it is replaced by a NULL
+// of its type: the scan is the top of a plan tree, under Limit nodes only,
+// none WITH TIES, and that tree is the statement's (the executor's junk
+// filter drops the column before the client), a subquery's under a Subquery
+// Scan (which projects the subquery's visible columns only: the RAG shape
+// `FROM (SELECT id ... ORDER BY ... LIMIT k) s JOIN ...`), or an InitPlan's,
+// SubPlan's or CTE's (they read their visible columns by position, the junk
+// ones come after). The rows, their order and every output column are the
+// same; EXPLAIN VERBOSE shows the NULL, as that is what the plan computes.
 #include "am/ordered_projection.h"
 
 #include "am/ordered_ams.h"
@@ -20,6 +24,7 @@
 extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "miscadmin.h"
 #include "nodes/plannodes.h"
 #include "optimizer/planner.h"
 }
@@ -55,14 +60,67 @@ void drop_order_by_columns(IndexScan* scan) {
   }
 }
 
+// The scan at the top of `plan`, if it is an ordered scan of gknn's.
+void drop_at_top(Plan* plan) {
+  IndexScan* scan = scan_at_top(plan);
+  if (scan != nullptr && scan->indexorderbyorig != NIL && OrderedAms::lookup().has_index(scan->indexid))
+    drop_order_by_columns(scan);
+}
+
+void walk_subqueries(Plan* plan);
+
+void walk_list(List* plans) {
+  ListCell* lc;
+  foreach (lc, plans) walk_subqueries(static_cast<Plan*>(lfirst(lc)));
+}
+
+// Every Subquery Scan's subquery in `plan`, through the nodes that hold
+// plans of their own.
+void walk_subqueries(Plan* plan) {
+  if (plan == nullptr) return;
+  check_stack_depth();
+  switch (nodeTag(plan)) {
+    case T_SubqueryScan: {
+      Plan* sub = reinterpret_cast<SubqueryScan*>(plan)->subplan;
+      drop_at_top(sub);
+      walk_subqueries(sub);
+      break;
+    }
+    case T_Append:
+      walk_list(reinterpret_cast<Append*>(plan)->appendplans);
+      break;
+    case T_MergeAppend:
+      walk_list(reinterpret_cast<MergeAppend*>(plan)->mergeplans);
+      break;
+    case T_BitmapAnd:
+      walk_list(reinterpret_cast<BitmapAnd*>(plan)->bitmapplans);
+      break;
+    case T_BitmapOr:
+      walk_list(reinterpret_cast<BitmapOr*>(plan)->bitmapplans);
+      break;
+    case T_CustomScan:
+      walk_list(reinterpret_cast<CustomScan*>(plan)->custom_plans);
+      break;
+    default:
+      break;
+  }
+  walk_subqueries(plan->lefttree);
+  walk_subqueries(plan->righttree);
+}
+
 PlannedStmt* ordered_planner(Query* parse, const char* query_string, int cursor_options,
                              ParamListInfo bound_params) {
   PlannedStmt* stmt = prev_planner ? prev_planner(parse, query_string, cursor_options, bound_params)
                                    : standard_planner(parse, query_string, cursor_options, bound_params);
   if (stmt->commandType != CMD_SELECT) return stmt;
-  IndexScan* scan = scan_at_top(stmt->planTree);
-  if (scan != nullptr && scan->indexorderbyorig != NIL && OrderedAms::lookup().has_index(scan->indexid))
-    drop_order_by_columns(scan);
+  drop_at_top(stmt->planTree);
+  walk_subqueries(stmt->planTree);
+  ListCell* lc;
+  foreach (lc, stmt->subplans) {  // InitPlans, SubPlans, CTEs (null: a pruned one)
+    auto* sub = static_cast<Plan*>(lfirst(lc));
+    drop_at_top(sub);
+    walk_subqueries(sub);
+  }
   return stmt;
 }
 
