@@ -85,8 +85,6 @@ gknn::KnnRequest request(const float* base, std::int64_t n, const std::vector<fl
   return req;
 }
 
-// The fused call against the GEMM call on one request: their median times
-// over `reps` and whether both gave the same ids and distances.
 // One contender's median time and its answer.
 struct Timed {
   double ms;
@@ -101,6 +99,8 @@ Timed timed(const gknn::KnnRequest& req, Fn fn, int reps) {
 }
 bool same(const Timed& a, const Timed& b) { return a.ids == b.ids && a.dist == b.dist; }
 
+// The fused call against the GEMM call on one request: their median times
+// over `reps` and whether both gave the same ids and distances.
 struct Duel {
   double fused_ms, gemm_ms;
   bool same;

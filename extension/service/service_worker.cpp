@@ -144,7 +144,10 @@ bool open_devices(ServiceShared* ctl) {
   if (gknn_service_mode == GKNN_SERVICE_GPU) {
     try {
       std::vector<gknn::DeviceInfo> devs = gknn::list_devices();
-      for (const auto& d : devs) ordinals.push_back(d.ordinal);
+      for (const auto& d : devs) {
+        gknn::open_device(d.ordinal);  // the context, and the driver's threads, made here (see the caller)
+        ordinals.push_back(d.ordinal);
+      }
       if (devs.empty()) {
         strlcpy(reason, "no usable GPU is visible to the gknn service", sizeof(reason));
       } else {
@@ -360,7 +363,7 @@ struct SearchJob {
   uint64 batch_id = 0;
   int64 busy_us = 0;
   int64 errors = 0;
-  bool exact = false;  // counted in exact_in_flight
+  int* exact_count = nullptr;  // its count in exact_in_flight (an exact batch)
 };
 std::map<uint64, std::unique_ptr<SearchJob>> jobs;  // in flight, by batch id
 
@@ -499,6 +502,10 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   for (int slot : group) job->requests.push_back({taken[slot].s, taken[slot].payload, taken[slot].seg});
   job->batch_id = ++next_batch_id;
   SearchJob* j = job.get();
+  // An exact batch counts under its requests' key (the image found may be a
+  // newer generation): the entry made before the batch is queued, so that
+  // nothing can throw between its submission and taken[] forgetting it.
+  int* exact_count = is_exact_search(first) ? &exact_in_flight[exact_key(first)] : nullptr;
   jobs[j->batch_id] = std::move(job);
   try {
     executors->submit(j->batch_id, [j] { run_search(*j); });
@@ -506,9 +513,9 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
     jobs.erase(j->batch_id);
     throw;
   }
-  if (is_exact_search(first)) {
-    j->exact = true;
-    ++exact_in_flight[exact_key(first)];
+  if (exact_count) {
+    j->exact_count = exact_count;  // std::map: the entry stays where it is while others come and go
+    ++*exact_count;
   }
   // From here the batch answers these requests (taken[] forgets them; the
   // executor cannot deliver one before this thread takes requests again).
@@ -524,13 +531,7 @@ void answer_slot(int slot) { answer(shared(), taken[slot]); }
 // A finished batch (main thread), its requests already answered: unmap
 // their payloads, count it.
 void complete_job(ServiceShared* ctl, SearchJob& job) {
-  if (job.exact) {
-    // The first request's slot may hold its requester's next request by
-    // now: the key comes from the image the batch searched.
-    const ResidentKey& k = job.image->key;
-    auto it = exact_in_flight.find({k.database, k.index, k.spc, k.db, k.rel, k.generation});
-    if (it != exact_in_flight.end() && --it->second <= 0) exact_in_flight.erase(it);
-  }
+  if (job.exact_count) --*job.exact_count;  // the entry stays (one per image key: small)
   for (JobRequest& q : job.requests)
     if (q.seg) dsm_detach(q.seg);
   count_errors(ctl, job.errors);
@@ -748,8 +749,9 @@ void gknn_service_main(Datum) {
   announce_start(ctl);
   before_shmem_exit(on_service_exit, 0);
   before_shmem_exit(stop_executors, 0);  // runs first: callbacks run last registered first
-  // The CUDA driver starts helper threads when the devices open, and they
-  // inherit this thread's signal mask: opened with every signal blocked, so
+  // The CUDA driver starts helper threads when a device's context is made
+  // (open_device), and they inherit this thread's signal mask: made with
+  // every signal blocked, so
   // that SIGTERM is handled here, where the loop tests the flag before it
   // takes requests. (Taken by a helper thread, it let this thread run one
   // more round: a query answered after the stop; gpu-check 2026-11-28.)

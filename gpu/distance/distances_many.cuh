@@ -81,8 +81,8 @@ std::size_t constants_smem(int qdim) {
 }
 
 // Calls f(std::integral_constant<int, QT>) for the fewest sums per thread
-// that hold nq queries and whose chunk fits kConstantsSmemMax (one at a
-// time up to 24,000 dimensions).
+// that hold nq queries and whose chunk fits kConstantsSmemMax (one query at
+// a time above 12,288 dimensions; none fits above 24,576).
 template <typename F>
 void with_queries_per_thread(int nq, int qdim, F&& f) {
   const std::size_t fits = kConstantsSmemMax;

@@ -21,6 +21,7 @@
 // The base goes in passes of rows whose matrix fits kScanScratchBytes; each
 // pass keeps its k best per query and the host merges the passes' lists.
 #include <algorithm>
+#include <string>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -30,6 +31,7 @@
 #include "distance/knn_resident.h"
 #include "gknn/error.h"
 #include "gknn/knn.h"
+#include "gknn/plan.h"
 #include "gknn/select.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
@@ -42,6 +44,9 @@ namespace {
 // with float keys).
 constexpr std::size_t kScanScratchBytes = std::size_t(64) << 20;
 constexpr std::int64_t kMinPassRows = 65536;
+
+static_assert(kScanMaxDim * sizeof(float) <= kConstantsSmemMax,
+              "one query of kScanMaxDim fits shared memory");
 
 template <int METRIC>
 using ScanKey = std::conditional_t<METRIC == int(Metric::Cosine), double, float>;
@@ -182,12 +187,17 @@ void exact_knn_gpu_scan(const KnnRequest& req, int device, std::int64_t* ids, do
                      [&](const KnnRequest& r) { exact_knn_resident_scan(r, device, ids, distances); });
 }
 
-// Stream-ordered on the calling thread's stream, one host wait per call (see
-// exact_knn_resident_fused).
+// Stream-ordered on the calling thread's stream, one host wait per group of
+// queries (see exact_knn_resident_fused). Queries go kSharedConstants at a
+// time (the kernel reads the base once per that many anyway), which bounds
+// the matrix and the passes' lists whatever nq is.
 void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
                              const std::int64_t* row_ids) {
   validate(req);
   if (req.k > kMaxRowK) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_scan: k above 2048");
+  if (req.dim > kScanMaxDim)
+    throw Error(ErrorCode::InvalidArgument,
+                "exact_knn_gpu_scan: dimension above " + std::to_string(kScanMaxDim));
   for (std::int64_t j = 0; j < req.nq * req.k; ++j) {
     ids[j] = -1;
     distances[j] = canonical_score(NAN);
@@ -203,25 +213,33 @@ void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* id
   with_knn_metric(req.metric, [&](auto m) {
     constexpr int M = decltype(m)::value;
     using Key = ScanKey<M>;
-    const std::int64_t fit = std::int64_t(kScanScratchBytes / (sizeof(Key) * req.nq));
+    const std::int64_t group = std::min<std::int64_t>(req.nq, kSharedConstants);
+    const std::int64_t fit = std::int64_t(kScanScratchBytes / (sizeof(Key) * group));
     const std::int64_t pass_rows = std::min<std::int64_t>(req.n, std::max(kMinPassRows, fit));
     const std::int64_t passes = (req.n + pass_rows - 1) / pass_rows;
-    const std::int64_t slots = req.nq * kk, listed = slots * passes;
-    AsyncBuffer<Key> matrix(req.nq * pass_rows, s), sel_keys(slots, s);
+    const std::int64_t slots = group * kk, listed = slots * passes;
+    AsyncBuffer<Key> matrix(group * pass_rows, s), sel_keys(slots, s);
     AsyncBuffer<std::uint32_t> sel_cols(slots, s);
     AsyncBuffer<double> d_dist(listed, s);
     AsyncBuffer<std::int64_t> d_ids(listed, s);
-    for (std::int64_t p = 0; p < passes; ++p) {
-      const std::int64_t first = p * pass_rows, rows = std::min(pass_rows, req.n - first);
-      queue_pass<M>(req, d_queries.get(), first, rows, kk, p, passes, row_ids, matrix.get(), sel_keys.get(),
-                    sel_cols.get(), d_dist.get(), d_ids.get(), trace, s);
-    }
     std::vector<double> dist(listed);
     std::vector<std::int64_t> list_ids(listed);
-    download_and_wait(dist.data(), d_dist.get(), sizeof(double) * listed, list_ids.data(), d_ids.get(),
-                      sizeof(std::int64_t) * listed, 1, s);
-    trace.mark("download");
-    merge_passes(dist.data(), list_ids.data(), req.nq, passes, kk, req.k, ids, distances);
+    for (std::int64_t q0 = 0; q0 < req.nq; q0 += group) {
+      KnnRequest part = req;
+      part.nq = std::min(group, req.nq - q0);
+      const float* part_queries = d_queries.get() + q0 * req.dim;
+      for (std::int64_t p = 0; p < passes; ++p) {
+        const std::int64_t first = p * pass_rows, rows = std::min(pass_rows, req.n - first);
+        queue_pass<M>(part, part_queries, first, rows, kk, p, passes, row_ids, matrix.get(), sel_keys.get(),
+                      sel_cols.get(), d_dist.get(), d_ids.get(), trace, s);
+      }
+      const std::int64_t got = part.nq * kk * passes;
+      download_and_wait(dist.data(), d_dist.get(), sizeof(double) * got, list_ids.data(), d_ids.get(),
+                        sizeof(std::int64_t) * got, 1, s);
+      trace.mark("download");
+      merge_passes(dist.data(), list_ids.data(), part.nq, passes, kk, req.k, ids + q0 * req.k,
+                   distances + q0 * req.k);
+    }
   });
 }
 

@@ -39,4 +39,15 @@ void require_device(int ordinal) {
                 "GPU " + std::to_string(ordinal) + " does not exist (" + std::to_string(count) + " visible)");
 }
 
+void open_device(int ordinal) {
+  require_device(ordinal);
+  cudaError_t err = cudaSetDevice(ordinal);
+  if (err == cudaSuccess) err = cudaFree(nullptr);  // makes the primary context
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(ErrorCode::NoDevice,
+                "GPU " + std::to_string(ordinal) + " could not be opened: " + cudaGetErrorString(err));
+  }
+}
+
 }  // namespace gknn

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "distance/knn_resident.h"
 #include "gknn/error.h"
 #include "gknn/knn.h"
 #include "gknn/plan.h"
@@ -171,7 +172,10 @@ TEST_P(KnnCases, ScanMatchesCpu) {
                             {20011, 37, 31},
                             {5000, 9, 100},
                             {4003, 3, 784},
-                            {3001, 5, 1000}}) {
+                            {3001, 5, 1000},
+                            {3001, 2, 24},
+                            {2003, 12, 3000},
+                            {503, 3, 13000}}) {
     Data d = make_data(n, nq, dim, unsigned(n + k + 1));
     auto r = request(d, k, metric);
     SCOPED_TRACE("n=" + std::to_string(n) + " nq=" + std::to_string(nq) + " dim=" + std::to_string(dim));
@@ -183,15 +187,65 @@ TEST_P(KnnCases, ScanMatchesCpu) {
 // 1.1M rows pass the scratch bound): each pass keeps its k best, the host
 // merges them, ties across passes still by row (integer coordinates), the
 // largest k the selection holds included.
+// The last pass shorter than k (1M + 100 rows: its list padded, the merge
+// skipping the padding) and a zero query (cosine: every distance NaN, so
+// the first k rows of the first pass).
 TEST(Knn, ScanPassesMerge) {
   GKNN_NEED_GPU();
-  for (auto metric : {Metric::L2, Metric::Cosine})
-    for (int k : {10, 2048}) {
-      Data d = make_data(1100003, 16, 4, unsigned(k));
+  for (auto metric : {Metric::L2, Metric::InnerProduct, Metric::Cosine, Metric::L1})
+    for (auto [n, k] : {std::pair<std::int64_t, int>{1100003, 10}, {1048676, 2048}}) {
+      Data d = make_data(n, 16, 4, unsigned(k));
+      std::fill(d.queries.begin(), d.queries.begin() + d.dim, 0.0f);
       auto r = request(d, k, metric);
-      SCOPED_TRACE("k=" + std::to_string(k));
+      SCOPED_TRACE("n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                   " metric=" + std::to_string(int(metric)));
       expect_matches_cpu(r, gknn::exact_knn_gpu_scan);
     }
+}
+
+// Over a resident base with row ids (a resident image's rows in its own
+// order): the CPU's rows, ties by row, mapped to their ids on the device.
+TEST(Knn, ScanMapsRowIds) {
+  GKNN_NEED_GPU();
+  Data d = make_data(20011, 19, 12, 3);
+  auto r = request(d, 10, Metric::L2);
+  std::vector<std::int64_t> row_ids(d.n);
+  for (std::int64_t i = 0; i < d.n; ++i) row_ids[i] = 3 * (d.n - i);  // not in row order
+  std::vector<std::int64_t> cpu_ids(r.nq * r.k), gpu_ids(r.nq * r.k);
+  std::vector<double> cpu_d(r.nq * r.k), gpu_d(r.nq * r.k);
+  gknn::exact_knn_cpu(r, cpu_ids.data(), cpu_d.data());
+  for (auto& id : cpu_ids) id = id < 0 ? -1 : row_ids[id];
+  gknn::DeviceBuffer<float> d_base(d.n * d.dim);
+  gknn::DeviceBuffer<std::int64_t> d_rows(d.n);
+  GKNN_CUDA(cudaMemcpy(d_base.get(), d.base.data(), sizeof(float) * d.n * d.dim, cudaMemcpyHostToDevice));
+  GKNN_CUDA(cudaMemcpy(d_rows.get(), row_ids.data(), sizeof(std::int64_t) * d.n, cudaMemcpyHostToDevice));
+  r.base = d_base.get();
+  gknn::exact_knn_resident_scan(r, 0, gpu_ids.data(), gpu_d.data(), d_rows.get());
+  expect_same(gpu_ids, gpu_d, cpu_ids, cpu_d);
+}
+
+// No query, no k, and a dimension above the scan's: nothing computed, or an
+// error, never a launch that reads past shared memory.
+TEST(Knn, ScanEdges) {
+  GKNN_NEED_GPU();
+  Data d = make_data(100, 2, 8, 9);
+  auto r = request(d, 5, Metric::L2);
+  r.nq = 0;
+  gknn::exact_knn_gpu_scan(r, 0, nullptr, nullptr);
+  r.nq = 2;
+  r.k = 0;
+  gknn::exact_knn_gpu_scan(r, 0, nullptr, nullptr);
+  Data wide = make_data(3, 1, gknn::kScanMaxDim + 1, 9);
+  auto w = request(wide, 2, Metric::L2);
+  std::vector<std::int64_t> ids(2);
+  std::vector<double> dist(2);
+  try {
+    gknn::exact_knn_gpu_scan(w, 0, ids.data(), dist.data());
+    FAIL() << "no error";
+  } catch (const gknn::Error& e) {
+    EXPECT_EQ(e.code(), gknn::ErrorCode::InvalidArgument);
+  }
+  expect_matches_cpu(w, gknn::exact_knn_gpu);  // the chooser takes another path
 }
 
 // Dimensions too large for 128-row tiles (Fashion-MNIST's 784 and more) take
@@ -243,6 +297,8 @@ TEST(Knn, ChooserPicksByShape) {
   EXPECT_EQ(pick(1000000, 10000, 784, 100, Metric::L1, true, false), KnnAlgo::Scan);
   EXPECT_EQ(pick(1000000, 10000, 128, 1500, Metric::L2, true, true), KnnAlgo::Fused);  // k + margin > 2048
   EXPECT_EQ(pick(1000000, 1, 128, 3000, Metric::L2, true, true), KnnAlgo::BruteForce);
+  EXPECT_EQ(pick(1000000, 1, gknn::kScanMaxDim + 1, 10, Metric::L2, true, false), KnnAlgo::Gemm);
+  EXPECT_EQ(pick(1000000, 1, gknn::kScanMaxDim + 1, 10, Metric::L1, true, false), KnnAlgo::BruteForce);
   EXPECT_EQ(pick(1000000, 10000, 128, 3000, Metric::L2, true, true), KnnAlgo::BruteForce);
   EXPECT_EQ(pick(300, 10000, 128, 100, Metric::L2, true, true), KnnAlgo::Fused);  // base too small for GEMM
   EXPECT_EQ(gknn::choose_topk(1 << 20, 1024).algo, gknn::TopkAlgo::Bitonic);

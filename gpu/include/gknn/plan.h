@@ -46,6 +46,8 @@ struct TopkChoice {
 // or where that cannot run (L1, no cuBLAS, k + margin above 2048) the fused
 // kernel, whose warps each keep a query instead of a matrix per 16 queries.
 constexpr std::int64_t kScanMaxQueries = 32;
+// The scan holds a query in shared memory (96 KB): up to 24,576 dimensions.
+constexpr int kScanMaxDim = 24576;
 // The fused kernel's queue holds up to 2048 words, the GEMM path's candidate
 // list k + max(32, k / 2) up to 2048 and its re-rank 4096.
 constexpr int kFusedMaxK = 2048;

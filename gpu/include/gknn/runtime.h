@@ -26,4 +26,11 @@ int cuda_runtime_version();
 // Throws Error(NoDevice) unless `ordinal` names a usable GPU.
 void require_device(int ordinal);
 
+// Makes `ordinal`'s CUDA context now (it is otherwise made by the first
+// call that needs it), and with it the driver's helper threads, which take
+// the calling thread's signal mask: a process that handles signals on one
+// thread (the GPU service) opens its devices with them blocked. Throws
+// Error(NoDevice) when the context cannot be made.
+void open_device(int ordinal);
+
 }  // namespace gknn
