@@ -751,10 +751,10 @@ void gknn_service_main(Datum) {
   before_shmem_exit(stop_executors, 0);  // runs first: callbacks run last registered first
   // The CUDA driver starts helper threads when a device's context is made
   // (open_device), and they inherit this thread's signal mask: made with
-  // every signal blocked, so
-  // that SIGTERM is handled here, where the loop tests the flag before it
-  // takes requests. (Taken by a helper thread, it let this thread run one
-  // more round: a query answered after the stop; gpu-check 2026-11-28.)
+  // every signal blocked, so that SIGTERM is handled here, where the loop
+  // tests the flag before it takes requests. (Taken by a helper thread, it
+  // let this thread run one more round: a query answered after the stop;
+  // gpu-check 2026-11-28.)
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
