@@ -55,10 +55,7 @@ void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64
   if (req.n >= INT_MAX) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu: base too large");
   GKNN_CUDA(cudaSetDevice(device));
   const std::int64_t take = std::min<std::int64_t>(req.k, req.n);
-  for (std::int64_t j = 0; j < req.nq * req.k; ++j) {
-    ids[j] = -1;
-    distances[j] = canonical_score(NAN);
-  }
+  pad_results(ids, distances, req.nq * req.k);
   if (take == 0 || req.nq == 0) return;
 
   // Stream-ordered on the calling thread's stream (threads of the GPU

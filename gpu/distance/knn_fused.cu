@@ -268,10 +268,7 @@ void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* i
   if (req.k > kMaxRowK) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_fused: k above 2048");
   if (req.n >= (std::int64_t(1) << 32) - 1)
     throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_fused: base too large");
-  for (std::int64_t j = 0; j < req.nq * req.k; ++j) {
-    ids[j] = -1;
-    distances[j] = canonical_score(NAN);
-  }
+  pad_results(ids, distances, req.nq * req.k);
   const int kk = static_cast<int>(std::min<std::int64_t>(req.k, req.n));
   if (kk == 0 || req.nq == 0) return;
   GKNN_CUDA(cudaSetDevice(device));

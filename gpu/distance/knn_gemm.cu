@@ -29,7 +29,6 @@
 #include "distance/knn_resident.h"
 #include "gknn/error.h"
 #include "gknn/knn.h"
-#include "gknn/plan.h"
 #include "gknn/select.h"
 #include "runtime/cublas_loader.h"
 #include "runtime/cuda_check.h"
@@ -331,7 +330,7 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
   if (req.precision != GemmPrecision::Fp32) {
     again.precision = GemmPrecision::Fp32;
     exact_knn_resident_gemm(again, device, sub_ids.data(), sub_dist.data(), prepared, row_ids);
-  } else if (k <= kMaxRowK && dim <= kScanMaxDim) {  // each row read once per 16 queries, no sort
+  } else if (exact_knn_gpu_scan_fits(dim, int(k))) {  // each row read once per 16 queries, no sort
     exact_knn_resident_scan(again, device, sub_ids.data(), sub_dist.data(), row_ids);
   } else {
     exact_knn_resident_bruteforce(again, device, sub_ids.data(), sub_dist.data(), row_ids);

@@ -182,6 +182,8 @@ void merge_passes(const double* dist, const std::int64_t* ids, std::int64_t nq, 
 
 }  // namespace
 
+bool exact_knn_gpu_scan_fits(int dim, int k) { return k <= kMaxRowK && dim <= kScanMaxDim; }
+
 void exact_knn_gpu_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances) {
   with_uploaded_base(req, device,
                      [&](const KnnRequest& r) { exact_knn_resident_scan(r, device, ids, distances); });
@@ -194,14 +196,10 @@ void exact_knn_gpu_scan(const KnnRequest& req, int device, std::int64_t* ids, do
 void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
                              const std::int64_t* row_ids) {
   validate(req);
-  if (req.k > kMaxRowK) throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_scan: k above 2048");
-  if (req.dim > kScanMaxDim)
-    throw Error(ErrorCode::InvalidArgument,
-                "exact_knn_gpu_scan: dimension above " + std::to_string(kScanMaxDim));
-  for (std::int64_t j = 0; j < req.nq * req.k; ++j) {
-    ids[j] = -1;
-    distances[j] = canonical_score(NAN);
-  }
+  if (!exact_knn_gpu_scan_fits(req.dim, req.k))
+    throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_scan: k above " + std::to_string(kMaxRowK) +
+                                                " or dimension above " + std::to_string(kScanMaxDim));
+  pad_results(ids, distances, req.nq * req.k);
   const int kk = static_cast<int>(std::min<std::int64_t>(req.k, req.n));
   if (kk == 0 || req.nq == 0) return;
   GKNN_CUDA(cudaSetDevice(device));

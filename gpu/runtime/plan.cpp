@@ -9,7 +9,7 @@ namespace gknn {
 KnnChoice choose_knn(std::int64_t n, std::int64_t nq, int dim, int k, Metric metric, bool have_cublas,
                      bool fused_fits) {
   // One crossover for every dimension, between the measured ones (see plan.h).
-  const bool scan_ok = k <= kMaxRowK && dim <= kScanMaxDim;
+  const bool scan_ok = exact_knn_gpu_scan_fits(dim, k);
   if (scan_ok && nq <= kScanMaxQueries)
     return {KnnAlgo::Scan, "few queries: each row read once for all, batched k-selection"};
   const bool gemm_ok = have_cublas && exact_knn_gpu_gemm_fits(n, k, metric);

@@ -44,6 +44,9 @@ bool exact_knn_gpu_fused_fits(int dim, int k, int device);
 // Few queries over a large base: each row read once for up to 16 queries
 // (the CPU's distance bits), a distance matrix, batched k-selection (k <= 2048).
 void exact_knn_gpu_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
+// Whether the scan takes (dim, k): its selection holds k, its shared memory
+// one query of dim floats (kScanMaxDim, gknn/plan.h).
+bool exact_knn_gpu_scan_fits(int dim, int k);
 // Distance kernel + segmented sort: the exact baseline and the fallback.
 void exact_knn_gpu_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances);
 
