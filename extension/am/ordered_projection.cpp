@@ -19,12 +19,12 @@
 #include "am/ordered_projection.h"
 
 #include "am/ordered_ams.h"
+#include "am/plan_walk.h"
 #include "pg.h"
 
 extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
-#include "miscadmin.h"
 #include "nodes/plannodes.h"
 #include "optimizer/planner.h"
 }
@@ -67,60 +67,18 @@ void drop_at_top(Plan* plan) {
     drop_order_by_columns(scan);
 }
 
-void walk_subqueries(Plan* plan);
-
-void walk_list(List* plans) {
-  ListCell* lc;
-  foreach (lc, plans) walk_subqueries(static_cast<Plan*>(lfirst(lc)));
-}
-
-// Every Subquery Scan's subquery in `plan`, through the nodes that hold
-// plans of their own.
-void walk_subqueries(Plan* plan) {
-  if (plan == nullptr) return;
-  check_stack_depth();
-  switch (nodeTag(plan)) {
-    case T_SubqueryScan: {
-      Plan* sub = reinterpret_cast<SubqueryScan*>(plan)->subplan;
-      drop_at_top(sub);
-      walk_subqueries(sub);
-      break;
-    }
-    case T_Append:
-      walk_list(reinterpret_cast<Append*>(plan)->appendplans);
-      break;
-    case T_MergeAppend:
-      walk_list(reinterpret_cast<MergeAppend*>(plan)->mergeplans);
-      break;
-    case T_BitmapAnd:
-      walk_list(reinterpret_cast<BitmapAnd*>(plan)->bitmapplans);
-      break;
-    case T_BitmapOr:
-      walk_list(reinterpret_cast<BitmapOr*>(plan)->bitmapplans);
-      break;
-    case T_CustomScan:
-      walk_list(reinterpret_cast<CustomScan*>(plan)->custom_plans);
-      break;
-    default:
-      break;
-  }
-  walk_subqueries(plan->lefttree);
-  walk_subqueries(plan->righttree);
-}
-
 PlannedStmt* ordered_planner(Query* parse, const char* query_string, int cursor_options,
                              ParamListInfo bound_params) {
   PlannedStmt* stmt = prev_planner ? prev_planner(parse, query_string, cursor_options, bound_params)
                                    : standard_planner(parse, query_string, cursor_options, bound_params);
   if (stmt->commandType != CMD_SELECT) return stmt;
   drop_at_top(stmt->planTree);
-  walk_subqueries(stmt->planTree);
   ListCell* lc;
-  foreach (lc, stmt->subplans) {  // InitPlans, SubPlans, CTEs (null: a pruned one)
-    auto* sub = static_cast<Plan*>(lfirst(lc));
-    drop_at_top(sub);
-    walk_subqueries(sub);
-  }
+  foreach (lc, stmt->subplans)  // InitPlans, SubPlans, CTEs (null: a pruned one)
+    drop_at_top(static_cast<Plan*>(lfirst(lc)));
+  walk_statement(stmt, [](Plan* plan) {
+    if (IsA(plan, SubqueryScan)) drop_at_top(reinterpret_cast<SubqueryScan*>(plan)->subplan);
+  });
   return stmt;
 }
 

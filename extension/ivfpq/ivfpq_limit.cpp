@@ -13,6 +13,7 @@
 #include "ivfpq.h"
 
 #include "am/ordered_ams.h"
+#include "am/plan_walk.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -128,33 +129,6 @@ void visit_limit(Limit* limit, ParamListInfo params, const OrderedAms& am) {
   record(index, count > PG_INT64_MAX / 4 - offset ? PG_INT64_MAX / 4 : count + offset);
 }
 
-void walk(Plan* plan, ParamListInfo params, const OrderedAms& am) {
-  if (plan == nullptr) return;
-  if (IsA(plan, Limit)) visit_limit(reinterpret_cast<Limit*>(plan), params, am);
-  walk(outerPlan(plan), params, am);
-  walk(innerPlan(plan), params, am);
-  ListCell* lc;
-  switch (nodeTag(plan)) {
-    case T_Append:
-      foreach (lc, reinterpret_cast<Append*>(plan)->appendplans)
-        walk(static_cast<Plan*>(lfirst(lc)), params, am);
-      break;
-    case T_MergeAppend:
-      foreach (lc, reinterpret_cast<MergeAppend*>(plan)->mergeplans)
-        walk(static_cast<Plan*>(lfirst(lc)), params, am);
-      break;
-    case T_SubqueryScan:
-      walk(reinterpret_cast<SubqueryScan*>(plan)->subplan, params, am);
-      break;
-    case T_CustomScan:
-      foreach (lc, reinterpret_cast<CustomScan*>(plan)->custom_plans)
-        walk(static_cast<Plan*>(lfirst(lc)), params, am);
-      break;
-    default:
-      break;
-  }
-}
-
 void unlink_query(void* arg) {
   for (QueryHints** p = &started; *p != nullptr; p = &(*p)->next)
     if (*p == arg) {
@@ -171,9 +145,9 @@ void ivfpq_executor_start(QueryDesc* qd, int eflags) {
     const OrderedAms am = OrderedAms::lookup();
     if (am.any()) {
       computing = &found;
-      walk(qd->plannedstmt->planTree, qd->params, am);
-      ListCell* lc;
-      foreach (lc, qd->plannedstmt->subplans) walk(static_cast<Plan*>(lfirst(lc)), qd->params, am);
+      walk_statement(qd->plannedstmt, [&](Plan* plan) {
+        if (IsA(plan, Limit)) visit_limit(reinterpret_cast<Limit*>(plan), qd->params, am);
+      });
       computing = nullptr;
     }
   }
