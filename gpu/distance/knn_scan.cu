@@ -86,15 +86,29 @@ struct PassRows {
   }
 };
 
-// Elements each thread loads before summing: 8 took 0.58 ms for 16 queries
-// over 1M x 128 where 4 took 0.61, 0.31 where 4 took 0.34 over
-// 60,000 x 784 (16 no better; knn-resident-scan-H200-2026-11-28.md).
-constexpr int kScanLoadsAhead = 8;
+// Two shapes of the kernel, by row length. Long rows: 8 elements loaded by
+// each thread before it sums (0.58 ms for 16 queries over 1M x 128 where 4
+// took 0.61, 0.31 where 4 took 0.34 over 60,000 x 784; 16 no better:
+// knn-resident-scan-H200-2026-11-28.md). Short rows (dim <= kShortRow): 4
+// loads ahead and registers capped for 4 blocks an SM (the 16-query L2
+// kernel took 80 registers, 3 blocks): 1M x 128, 8 to 32 queries, 14-17 %
+// less time; over 784 dimensions the same shape lost 5-10 % from 12 queries
+// up (knn-scan-occupancy-H200-2026-11-28.md). Not for cosine: its three
+// sums a query spill about 1 KB under the cap.
+constexpr int kShortRow = 256;
 
-template <int METRIC, int QT>
-__global__ void __launch_bounds__(kDistanceThreads)
+template <int METRIC, int QT, bool SHORT>
+__global__ void __launch_bounds__(kDistanceThreads, SHORT ? 4 : 1)
     scan_distances(PassRows<METRIC> rows, const float* queries, int nq, int qdim) {
-  distances_many<METRIC, QT, PassRows<METRIC>, kScanLoadsAhead>(rows, queries, nq, qdim);
+  distances_many<METRIC, QT, PassRows<METRIC>, SHORT ? 4 : 8>(rows, queries, nq, qdim);
+}
+
+template <int METRIC, int QT, bool SHORT>
+void launch_scan(const PassRows<METRIC>& pr, const float* queries, int nq, std::int64_t groups,
+                 std::size_t smem, cudaStream_t s) {
+  const std::int64_t grid =
+      std::min<std::int64_t>(groups, distance_blocks<scan_distances<METRIC, QT, SHORT>>(smem));
+  scan_distances<METRIC, QT, SHORT><<<unsigned(grid), kDistanceThreads, smem, s>>>(pr, queries, nq, pr.dim);
 }
 
 // A pass's k best (columns within the pass) -> distances and ids at
@@ -144,10 +158,10 @@ void queue_pass(const KnnRequest& req, const float* d_queries, std::int64_t firs
     constexpr int QT = decltype(qt)::value;
     const std::size_t smem = constants_smem<QT>(req.dim);
     const std::int64_t groups = (rows + kRows * rows_per_thread(QT) - 1) / (kRows * rows_per_thread(QT));
-    const std::int64_t grid =
-        std::min<std::int64_t>(groups, distance_blocks<scan_distances<METRIC, QT>>(smem));
-    scan_distances<METRIC, QT>
-        <<<unsigned(grid), kDistanceThreads, smem, s>>>(pr, d_queries, int(req.nq), req.dim);
+    if (req.dim <= kShortRow && METRIC != int(Metric::Cosine))
+      launch_scan<METRIC, QT, true>(pr, d_queries, int(req.nq), groups, smem, s);
+    else
+      launch_scan<METRIC, QT, false>(pr, d_queries, int(req.nq), groups, smem, s);
   });
   GKNN_CUDA(cudaGetLastError());
   trace.mark("distances");
