@@ -1,7 +1,7 @@
 // build_cpu / build_gpu: the kNN graph (knn_graph.cpp) then CAGRA's
-// optimisation (optimise.cpp). build_gpu runs the kNN graph, by far the
-// larger part of the work, on the GPU; the optimisation runs on CPU threads
-// in both (measured: see bench/results/graph-core-*.md).
+// optimisation (optimise.cpp). build_gpu runs the kNN graph and the prune,
+// the larger part of the work, on the GPU; the rest of the optimisation runs
+// on CPU threads in both (bench/results/graph-build-H200-2026-11-28.md).
 #include <string>
 
 #include "graph/common.h"
@@ -18,7 +18,7 @@ Graph build(const float* vectors, std::int64_t n, const BuildParams& p, int devi
   if (n > 0 && !vectors) throw Error(ErrorCode::InvalidArgument, "graph build: missing vectors");
   const int kdeg = effective_intermediate_degree(p, n);
   const std::vector<std::uint32_t> knn = knn_graph(vectors, n, kdeg, p, device, progress);
-  Graph g = optimise(knn, n, kdeg, vectors, p, progress);
+  Graph g = optimise(knn, n, kdeg, vectors, p, progress, device);
   connect(g, vectors, p, nullptr, progress);
   return g;
 }

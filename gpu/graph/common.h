@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -57,9 +58,15 @@ void check_search(const Graph& g, const float* vectors, int dim, Metric metric, 
 
 // CAGRA's optimisation of a kNN graph (n x kdeg ids per row in (distance,
 // id) order, kNoNode-padded) to the final graph: rank-based pruning, reverse
-// edges, merge, rows put in distance order. Runs on CPU threads.
+// edges, merge, rows put in distance order. Runs on CPU threads, the prune
+// on `device` when >= 0 (prune_gpu: the same edges).
 Graph optimise(const std::vector<std::uint32_t>& knn, std::int64_t n, int kdeg, const float* vectors,
-               const BuildParams& p, const Progress& progress);
+               const BuildParams& p, const Progress& progress, int device = -1);
+
+// prune_knn_row of every node of knn (n x kdeg) on a GPU: pruned, n x degree
+// (host), exactly the CPU's rows (prune_cuda.cu).
+void prune_gpu(const std::vector<std::uint32_t>& knn, std::int64_t n, int kdeg, int degree, int device,
+               std::uint32_t* pruned);
 
 // Links every part of g that its first live node does not reach to the
 // nearest reached node, both ways, and sets g.entries to the first node of
@@ -76,15 +83,37 @@ std::int64_t search_within(const Graph& g, const float* vectors, int dim, Metric
                            int ef, const std::vector<std::uint32_t>& entries, const std::uint8_t* exclude,
                            double* distance);
 
-// The kNN graph on the CPU (device < 0) or a GPU: exact for small n,
-// IVF-PQ with refinement above. n x kdeg ids, rows in (distance, id) order,
-// self excluded, completed with pseudo-random nodes when a row came back
-// short (so rows are full whenever n - 1 >= kdeg).
+// The kNN graph on the CPU (device < 0) or a GPU (knn_graph.cpp says which
+// way for which n). n x kdeg ids, rows in (distance, id) order, self
+// excluded, completed with pseudo-random nodes when a row came back short
+// (so rows are full whenever n - 1 >= kdeg).
 std::vector<std::uint32_t> knn_graph(const float* vectors, std::int64_t n, int kdeg, const BuildParams& p,
                                      int device, const Progress& progress);
 
-// Largest n for which the kNN graph is exact.
+// Largest n for which the kNN graph is exact: on the CPU, on a GPU.
 constexpr std::int64_t kExactKnnMaxN = 20000;
+constexpr std::int64_t kExactKnnGpuMaxN = 250000;
+
+// The GPU's two ways (knn_graph_gpu.cu), rows written into knn (n x kdeg,
+// kNoNode-filled): exact, and `lists` k-means lists each searched exactly
+// among its `probes` nearest lists' nodes.
+void knn_exact_gpu(const float* v, std::int64_t n, int kdeg, const BuildParams& p, int device,
+                   const Progress& progress, std::vector<std::uint32_t>& knn);
+void knn_lists_gpu(const float* v, std::int64_t n, int kdeg, const BuildParams& p, int device,
+                   const Progress& progress, std::vector<std::uint32_t>& knn, int lists, int probes);
+constexpr int kListProbes = 24;
+inline int list_count(std::int64_t n) {
+  return int(std::max<std::int64_t>(1, std::int64_t(std::sqrt(double(n)))));
+}
+
+// Writes row x of the kNN graph from a search's result row (k ids, self and
+// padding included): self dropped, at most kdeg kept, kNoNode after.
+inline void take_knn_row(std::int64_t x, const std::int64_t* ids, int k, int kdeg, std::uint32_t* out) {
+  int used = 0;
+  for (int j = 0; j < k && used < kdeg; ++j)
+    if (ids[j] >= 0 && ids[j] != x) out[used++] = std::uint32_t(ids[j]);
+  for (; used < kdeg; ++used) out[used] = kNoNode;
+}
 
 // Scratch of the prune, reused across calls by one thread.
 struct PruneScratch {

@@ -1,38 +1,28 @@
-// The initial kNN graph of a build, on the CPU or a GPU. Small n: exact (CPU
-// threads, or gknn/knn.h's exact kNN on the GPU). Larger n: IVF-PQ from
-// gknn/ivfpq.h (train, encode, search refined with exact distances), every
-// node a query; its lists are approximate, which CAGRA's optimisation
-// tolerates (the paper builds from NN-descent's approximate graph).
+// The initial kNN graph of a build, on the CPU or a GPU. On the CPU: exact
+// for small n (threads), IVF-PQ from gknn/ivfpq.h above (train, encode,
+// search refined with exact distances, every node a query). On a GPU:
+// knn_graph_gpu.cu's exact graph up to kExactKnnGpuMaxN, its lists search
+// above. The approximate graphs' lists are what CAGRA's
+// optimisation tolerates (the paper builds from NN-descent's).
 #include <algorithm>
 #include <cmath>
-#include <memory>
 
 #include "gknn/ivfpq.h"
-#include "gknn/knn.h"
 #include "graph/common.h"
 
 namespace gknn::graph {
 namespace {
 
-constexpr std::int64_t kQueryChunk = 1 << 14;  // queries between progress calls (GPU)
 // On the CPU a chunk is sized by its work, so that a cancel is seen within
 // a fraction of a second: about 2^28 distance terms for the exact graph,
 // kCpuSearchChunk IVF-PQ searches (a chunk of 16,384 exact queries over
 // 20,000 rows of 784 dimensions ran for minutes on two cores).
 constexpr std::int64_t kCpuExactTerms = std::int64_t(1) << 28;
 constexpr std::int64_t kCpuSearchChunk = 512;
+constexpr std::int64_t kCpuExactMaxChunk = 1 << 14;
 
 std::int64_t cpu_exact_chunk(std::int64_t n, int dim) {
-  return std::clamp<std::int64_t>(kCpuExactTerms / std::max<std::int64_t>(1, n * dim), 1, kQueryChunk);
-}
-
-// Writes row x of the kNN graph from a search's result row (k ids, self and
-// padding included): self dropped, at most kdeg kept.
-void take_row(std::int64_t x, const std::int64_t* ids, int k, int kdeg, std::uint32_t* out) {
-  int used = 0;
-  for (int j = 0; j < k && used < kdeg; ++j)
-    if (ids[j] >= 0 && ids[j] != x) out[used++] = std::uint32_t(ids[j]);
-  for (; used < kdeg; ++used) out[used] = kNoNode;
+  return std::clamp<std::int64_t>(kCpuExactTerms / std::max<std::int64_t>(1, n * dim), 1, kCpuExactMaxChunk);
 }
 
 // Exact kNN graph on CPU threads: every node against every node.
@@ -51,33 +41,9 @@ void exact_cpu(const float* v, std::int64_t n, int kdeg, const BuildParams& p, c
           s[y] = {dist(p.metric, v + y * p.dim, v + x * p.dim, p.dim), std::uint32_t(y)};
         std::partial_sort(s.begin(), s.begin() + k, s.end());
         for (int j = 0; j < k; ++j) ids[j] = s[j].id;
-        take_row(x, ids.data(), k, kdeg, knn.data() + x * kdeg);
+        take_knn_row(x, ids.data(), k, kdeg, knn.data() + x * kdeg);
       }
     });
-    check_progress(progress, kPhaseKnn, e, n);
-  }
-}
-
-// Exact kNN graph on the GPU, chunks of nodes as query batches.
-void exact_gpu(const float* v, std::int64_t n, int kdeg, const BuildParams& p, int device,
-               const Progress& progress, std::vector<std::uint32_t>& knn) {
-  const int k = kdeg + 1;
-  check_progress(progress, kPhaseKnn, 0, n);
-  std::vector<std::int64_t> ids(std::size_t(kQueryChunk) * k);
-  std::vector<double> d(ids.size());
-  for (std::int64_t b = 0; b < n; b += kQueryChunk) {
-    const std::int64_t e = std::min(n, b + kQueryChunk);
-    KnnRequest r;
-    r.base = v;
-    r.n = n;
-    r.queries = v + b * p.dim;
-    r.nq = e - b;
-    r.dim = p.dim;
-    r.k = k;
-    r.metric = p.metric;
-    exact_knn_gpu(r, device, ids.data(), d.data());
-    for (std::int64_t x = b; x < e; ++x)
-      take_row(x, ids.data() + (x - b) * k, k, kdeg, knn.data() + x * kdeg);
     check_progress(progress, kPhaseKnn, e, n);
   }
 }
@@ -92,10 +58,11 @@ int pq_m(int dim) {
   return 1;
 }
 
-// IVF-PQ kNN graph: train on a strided sample, encode everything, search
-// every node with refine (exact distances of the best PQ candidates).
-void ivfpq_knn(const float* v, std::int64_t n, int kdeg, const BuildParams& p, int device,
-               const Progress& progress, std::vector<std::uint32_t>& knn) {
+// IVF-PQ kNN graph on CPU threads: train on a strided sample, encode
+// everything, search every node with refine (exact distances of the best
+// PQ candidates).
+void ivfpq_knn_cpu(const float* v, std::int64_t n, int kdeg, const BuildParams& p, const Progress& progress,
+                   std::vector<std::uint32_t>& knn) {
   ivfpq::Params ip;
   ip.dim = p.dim;
   ip.metric = p.metric;
@@ -113,12 +80,12 @@ void ivfpq_knn(const float* v, std::int64_t n, int kdeg, const BuildParams& p, i
   }
   check_progress(progress, kPhaseKnn, 0, n);
   ivfpq::Image im;
-  im.quantizer = ivfpq::train(ip, sample.data(), sample_n, device);
+  im.quantizer = ivfpq::train(ip, sample.data(), sample_n, -1);
   sample = {};
   const int cs = ivfpq::code_size(im.quantizer.params);
   std::vector<std::int32_t> list_of(n);
   std::vector<std::uint8_t> codes(std::size_t(n) * cs);
-  ivfpq::encode(im.quantizer, v, n, device, list_of.data(), codes.data());
+  ivfpq::encode(im.quantizer, v, n, -1, list_of.data(), codes.data());
   const int lists = im.quantizer.params.lists;
   im.offsets.assign(lists + 1, 0);
   for (auto l : list_of) ++im.offsets[l + 1];
@@ -141,23 +108,16 @@ void ivfpq_knn(const float* v, std::int64_t n, int kdeg, const BuildParams& p, i
   sp.k = kdeg + 1;
   sp.probes = std::min(lists, 24);
   sp.refine = 3;
-  std::vector<std::int64_t> ids(std::size_t(kQueryChunk) * sp.k);
+  std::vector<std::int64_t> ids(std::size_t(kCpuSearchChunk) * sp.k);
   std::vector<double> d(ids.size());
-  std::unique_ptr<ivfpq::DeviceImage> dev;
-  if (device >= 0) dev = std::make_unique<ivfpq::DeviceImage>(im, device);
-  const std::int64_t chunk = dev ? kQueryChunk : kCpuSearchChunk;
-  for (std::int64_t b = 0; b < n; b += chunk) {
-    const std::int64_t e = std::min(n, b + chunk);
-    if (dev) {
-      dev->search_refined(v + b * p.dim, e - b, sp, ids.data(), d.data());
-    } else {
-      parallel_rows(e - b, [&](std::int64_t lo, std::int64_t hi) {
-        ivfpq::search_refined_cpu(im, v + (b + lo) * p.dim, hi - lo, sp, ids.data() + lo * sp.k,
-                                  d.data() + lo * sp.k);
-      });
-    }
+  for (std::int64_t b = 0; b < n; b += kCpuSearchChunk) {
+    const std::int64_t e = std::min(n, b + kCpuSearchChunk);
+    parallel_rows(e - b, [&](std::int64_t lo, std::int64_t hi) {
+      ivfpq::search_refined_cpu(im, v + (b + lo) * p.dim, hi - lo, sp, ids.data() + lo * sp.k,
+                                d.data() + lo * sp.k);
+    });
     for (std::int64_t x = b; x < e; ++x)
-      take_row(x, ids.data() + (x - b) * sp.k, sp.k, kdeg, knn.data() + x * kdeg);
+      take_knn_row(x, ids.data() + (x - b) * sp.k, sp.k, kdeg, knn.data() + x * kdeg);
     check_progress(progress, kPhaseKnn, e, n);
   }
 }
@@ -196,14 +156,14 @@ std::vector<std::uint32_t> knn_graph(const float* vectors, std::int64_t n, int k
                                      int device, const Progress& progress) {
   std::vector<std::uint32_t> knn(std::size_t(n) * kdeg, kNoNode);
   if (n == 0 || kdeg == 0) return knn;
-  if (n <= kExactKnnMaxN) {
-    if (device >= 0)
-      exact_gpu(vectors, n, kdeg, p, device, progress, knn);
-    else
-      exact_cpu(vectors, n, kdeg, p, progress, knn);
-  } else {
-    ivfpq_knn(vectors, n, kdeg, p, device, progress, knn);
-  }
+  if (device >= 0 && n <= kExactKnnGpuMaxN)
+    knn_exact_gpu(vectors, n, kdeg, p, device, progress, knn);
+  else if (device >= 0)
+    knn_lists_gpu(vectors, n, kdeg, p, device, progress, knn, list_count(n), kListProbes);
+  else if (n <= kExactKnnMaxN)
+    exact_cpu(vectors, n, kdeg, p, progress, knn);
+  else
+    ivfpq_knn_cpu(vectors, n, kdeg, p, progress, knn);
   complete_rows(vectors, n, kdeg, p, knn);
   return knn;
 }

@@ -1,8 +1,7 @@
 // CAGRA's graph optimisation (Ootomo et al., ICDE 2024, section IV-B) on CPU
-// threads: every node's kNN list pruned by its count of detourable routes
-// (rank-based: no distances needed), then the reverse edges of the pruned
-// graph merged in (half the row from each), then each row put in distance
-// order, the graph's row invariant.
+// threads (the prune on a GPU when the build has one): every node's kNN list pruned by its count of
+// detourable routes (rank-based: no distances needed), then the reverse edges of the pruned graph merged in
+// (half the row from each), then each row put in distance order, the graph's row invariant.
 #include <numeric>
 
 #include "graph/common.h"
@@ -26,7 +25,7 @@ void chunked(std::int64_t n, const char* phase, const Progress& progress,
 }  // namespace
 
 Graph optimise(const std::vector<std::uint32_t>& knn, std::int64_t n, int kdeg, const float* vectors,
-               const BuildParams& p, const Progress& progress) {
+               const BuildParams& p, const Progress& progress, int device) {
   const int d = p.degree;
   Graph g;
   g.n = n;
@@ -36,11 +35,17 @@ Graph optimise(const std::vector<std::uint32_t>& knn, std::int64_t n, int kdeg, 
 
   // 1. Prune each kNN list to d edges, in priority order (detours, rank).
   std::vector<std::uint32_t> pruned(std::size_t(n) * d, kNoNode);
-  chunked(n, kPhasePrune, progress, [&](std::int64_t b, std::int64_t e) {
-    PruneScratch scratch;
-    for (std::int64_t x = b; x < e; ++x)
-      prune_knn_row(knn.data(), kdeg, x, d, pruned.data() + x * d, scratch);
-  });
+  if (device >= 0) {  // the same edges (prune_cuda.cu)
+    check_progress(progress, kPhasePrune, 0, n);
+    prune_gpu(knn, n, kdeg, d, device, pruned.data());
+    check_progress(progress, kPhasePrune, n, n);
+  } else {
+    chunked(n, kPhasePrune, progress, [&](std::int64_t b, std::int64_t e) {
+      PruneScratch scratch;
+      for (std::int64_t x = b; x < e; ++x)
+        prune_knn_row(knn.data(), kdeg, x, d, pruned.data() + x * d, scratch);
+    });
+  }
 
   // 2. Reverse edges: y's list of x with x -> y kept at priority r, ordered
   // by (r, x), at most d. Buckets filled in ascending x, so the order and

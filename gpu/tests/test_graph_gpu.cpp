@@ -3,10 +3,12 @@
 // build_gpu against the CPU build's recall floors. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
 #include "gknn/graph.h"
+#include "graph/common.h"
 #include "tests/gpu_env.h"
 #include "tests/graph_data.h"
 
@@ -176,17 +178,78 @@ TEST(GraphGpu, BuildReachesTheCpuBuildsFloorsAndIsDeterministic) {
     EXPECT_EQ(a.edges, b.edges);
     EXPECT_GE(test::graph_recall(a, d.base, d.queries, kDim, m, 10, 64), 0.97);
   }
-  // Past the exact limit: the kNN graph from IVF-PQ on the GPU.
-  const std::int64_t n = 25000;
-  std::vector<float> x = test::clustered(n + 200, 16, 50, 0.35f, 5);
-  std::vector<float> base(x.begin(), x.begin() + n * 16), q(x.begin() + n * 16, x.end());
+  // Past the GPU's exact limit: the kNN graph from the lists search.
+  const std::int64_t n = kExactKnnGpuMaxN + 500;
+  constexpr int dim = 8;
+  std::vector<float> x = test::clustered(n + 200, dim, 50, 0.35f, 5);
+  std::vector<float> base(x.begin(), x.begin() + n * dim), q(x.begin() + n * dim, x.end());
   BuildParams p = params(16);
-  p.dim = 16;
+  p.dim = dim;
   const Graph g = build_gpu(base.data(), n, p, 0);
-  const Graph g2 = build_gpu(base.data(), n, p, 0);
   validate(g);
-  EXPECT_EQ(g.edges, g2.edges);
-  EXPECT_GE(test::graph_recall(g, base, q, 16, Metric::L2, 10, 64), 0.95);
+  EXPECT_GE(test::graph_recall(g, base, q, dim, Metric::L2, 10, 64), 0.95);
+}
+
+// prune_gpu keeps the CPU prune's edges in its order, row for row: full
+// rows, rows cut short (empty slots after some candidates, as rows that came
+// back short are before complete_rows), and the widest kNN rows.
+TEST(GraphGpu, PruneEqualsCpu) {
+  GKNN_NEED_GPU();
+  for (auto [n, kdeg] : {std::pair<std::int64_t, int>{3000, 64}, {700, kMaxIntermediateDegree}}) {
+    SCOPED_TRACE(kdeg);
+    const Data d = make_data(n, 0, kDim, 7);
+    std::vector<std::uint32_t> knn(std::size_t(n) * kdeg, kNoNode);
+    knn_exact_gpu(d.base.data(), n, kdeg, params(16), 0, {}, knn);
+    for (std::int64_t x = 0; x < n; x += 5)  // every fifth row cut after x % kdeg candidates
+      std::fill(knn.begin() + x * kdeg + x % kdeg, knn.begin() + (x + 1) * kdeg, kNoNode);
+    for (int degree : {2, 16, 32, 128}) {
+      std::vector<std::uint32_t> cpu(std::size_t(n) * degree), gpu(cpu.size());
+      PruneScratch scratch;
+      for (std::int64_t x = 0; x < n; ++x)
+        prune_knn_row(knn.data(), kdeg, x, degree, &cpu[x * degree], scratch);
+      prune_gpu(knn, n, kdeg, degree, 0, gpu.data());
+      EXPECT_EQ(gpu, cpu) << "degree " << degree;
+    }
+  }
+}
+
+// The lists search (knn_graph_gpu.cu) with every list probed is the exact
+// graph, row for row, in every metric (the gathered candidates map back to
+// their ids); with fewer probes its rows are still in (distance, id) order,
+// nearly all of the exact rows, and the same on a second run.
+TEST(GraphGpu, ListsKnnGraph) {
+  GKNN_NEED_GPU();
+  const std::int64_t n = 6000;
+  const int kdeg = 32;
+  const Data d = make_data(n, 0, kDim, 6);
+  for (Metric m : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
+    SCOPED_TRACE(int(m));
+    const BuildParams p = params(16, m);
+    std::vector<std::uint32_t> exact(std::size_t(n) * kdeg, kNoNode), all(exact), some(exact), again(exact);
+    knn_exact_gpu(d.base.data(), n, kdeg, p, 0, {}, exact);
+    knn_lists_gpu(d.base.data(), n, kdeg, p, 0, {}, all, 7, 7);
+    EXPECT_EQ(all, exact);
+    knn_lists_gpu(d.base.data(), n, kdeg, p, 0, {}, some, 40, 8);
+    knn_lists_gpu(d.base.data(), n, kdeg, p, 0, {}, again, 40, 8);
+    EXPECT_EQ(some, again);
+    std::int64_t found = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::uint32_t* r = &some[i * kdeg];
+      const std::uint32_t* e = &exact[i * kdeg];
+      for (int j = 1; j < kdeg && r[j] != kNoNode; ++j) {
+        const double a = distance(m, &d.base[r[j - 1] * kDim], &d.base[i * kDim], kDim);
+        const double b = distance(m, &d.base[r[j] * kDim], &d.base[i * kDim], kDim);
+        ASSERT_TRUE(score_less(canonical_score(a), r[j - 1], canonical_score(b), r[j])) << i;
+      }
+      for (int j = 0; j < kdeg; ++j) found += std::find(r, r + kdeg, e[j]) != r + kdeg;
+    }
+    EXPECT_GE(double(found) / double(n * kdeg), 0.9);
+  }
+  // One list: every node's candidates are every node.
+  std::vector<std::uint32_t> exact(std::size_t(n) * kdeg, kNoNode), one(exact);
+  knn_exact_gpu(d.base.data(), n, kdeg, params(16), 0, {}, exact);
+  knn_lists_gpu(d.base.data(), n, kdeg, params(16), 0, {}, one, 1, 1);
+  EXPECT_EQ(one, exact);
 }
 
 }  // namespace
