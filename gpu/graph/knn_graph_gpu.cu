@@ -16,6 +16,10 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "distance/knn_resident.h"
 #include "graph/common.h"
@@ -29,6 +33,7 @@ namespace {
 
 constexpr std::int64_t kExactChunk = 1 << 14;  // nodes between progress calls
 constexpr int kKmeansIters = 10;
+constexpr int kListThreads = 4;
 constexpr std::int64_t kSamplePerList = 64;  // k-means sample: rows per list
 
 // rows[i] = all[ids[i]] for n rows of dim floats.
@@ -88,6 +93,75 @@ std::vector<int> probes_of(const std::vector<float>& c, int lists, int dim, int 
   for (int i = 0; i < keep; ++i) out.push_back(d[i].second);
   return out;
 }
+
+// One thread's buffers for the lists search.
+struct ListBuffers {
+  ListBuffers(std::int64_t most_cand, std::int64_t most_members, int dim, int k)
+      : rows(std::size_t(most_cand) * dim),
+        d_ids(most_cand),
+        ids(std::size_t(most_members) * k),
+        queries(std::size_t(most_members) * dim),
+        dist(ids.size()) {}
+  DeviceBuffer<float> rows;
+  DeviceBuffer<std::int64_t> d_ids;
+  std::vector<std::int64_t> cand, ids;
+  std::vector<float> queries;
+  std::vector<double> dist;
+  std::vector<Scored> sorted;
+};
+
+// The search of one list's nodes among its probes' nodes, rows written into
+// knn (each node's row is written by its own list's search only).
+struct ListSearch {
+  const float* v;    // host
+  const float* all;  // the same rows on the device
+  int dim, k, kdeg;
+  Metric metric;
+  int device;
+  const std::vector<std::int64_t>* start;
+  const std::vector<std::int64_t>* member;
+  const std::vector<std::vector<int>>* probe;
+  std::vector<std::uint32_t>* knn;
+
+  // The list's node count.
+  std::int64_t run(int l, ListBuffers& b) const {
+    const std::int64_t first = (*start)[l], nq = (*start)[l + 1] - first;
+    if (nq == 0) return 0;
+    b.cand.clear();
+    for (int o : (*probe)[l])
+      b.cand.insert(b.cand.end(), member->begin() + (*start)[o], member->begin() + (*start)[o + 1]);
+    const std::int64_t nc = std::int64_t(b.cand.size());
+    const cudaStream_t s = thread_stream(device);
+    GKNN_CUDA(
+        cudaMemcpyAsync(b.d_ids.get(), b.cand.data(), sizeof(std::int64_t) * nc, cudaMemcpyHostToDevice, s));
+    gather_rows<<<unsigned(std::min<std::int64_t>((nc * dim + 255) / 256, 4096)), 256, 0, s>>>(
+        all, b.d_ids.get(), nc, dim, b.rows.get());
+    GKNN_CUDA(cudaGetLastError());
+    for (std::int64_t i = 0; i < nq; ++i)
+      std::copy_n(v + (*member)[first + i] * dim, dim, &b.queries[i * dim]);
+    KnnRequest r;
+    r.base = b.rows.get();
+    r.n = nc;
+    r.queries = b.queries.data();
+    r.nq = nq;
+    r.dim = dim;
+    r.k = k;
+    r.metric = metric;
+    exact_knn_resident(r, device, b.ids.data(), b.dist.data(), {}, b.d_ids.get());
+    for (std::int64_t i = 0; i < nq; ++i) {
+      // Ties came back by candidate position: put them by id, the graph's order.
+      std::int64_t* row = &b.ids[i * k];
+      b.sorted.clear();
+      for (int j = 0; j < k && row[j] >= 0; ++j)
+        b.sorted.push_back({b.dist[i * k + j], std::uint32_t(row[j])});
+      std::sort(b.sorted.begin(), b.sorted.end());
+      for (std::size_t j = 0; j < b.sorted.size(); ++j) row[j] = b.sorted[j].id;
+      const std::int64_t x = (*member)[first + i];
+      take_knn_row(x, row, k, kdeg, knn->data() + x * kdeg);
+    }
+    return nq;
+  }
+};
 
 }  // namespace
 
@@ -151,51 +225,38 @@ void knn_lists_gpu(const float* v, std::int64_t n, int kdeg, const BuildParams& 
     most_cand = std::max(most_cand, c);
     most_members = std::max(most_members, start[l + 1] - start[l]);
   }
-  const cudaStream_t s = thread_stream(device);
   DeviceBuffer<float> all(std::size_t(n) * dim);
   GKNN_CUDA(cudaMemcpy(all.get(), v, sizeof(float) * n * dim, cudaMemcpyHostToDevice));
-  DeviceBuffer<float> rows(std::size_t(most_cand) * dim);
-  DeviceBuffer<std::int64_t> d_ids(most_cand);
-  const int k = kdeg + 1;  // each node finds itself
-  std::vector<std::int64_t> cand, ids(std::size_t(most_members) * k);
-  std::vector<float> queries(std::size_t(most_members) * dim);
-  std::vector<double> dist(ids.size());
-  std::vector<Scored> sorted;
-  std::int64_t done = 0;
-  for (int l = 0; l < lists; ++l) {
-    const std::int64_t nq = start[l + 1] - start[l];
-    if (nq == 0) continue;
-    cand.clear();
-    for (int o : probe[l]) cand.insert(cand.end(), member.begin() + start[o], member.begin() + start[o + 1]);
-    const std::int64_t nc = std::int64_t(cand.size());
-    GKNN_CUDA(
-        cudaMemcpyAsync(d_ids.get(), cand.data(), sizeof(std::int64_t) * nc, cudaMemcpyHostToDevice, s));
-    gather_rows<<<unsigned(std::min<std::int64_t>((nc * dim + 255) / 256, 4096)), 256, 0, s>>>(
-        all.get(), d_ids.get(), nc, dim, rows.get());
-    GKNN_CUDA(cudaGetLastError());
-    for (std::int64_t i = 0; i < nq; ++i)
-      std::copy_n(v + member[start[l] + i] * dim, dim, queries.data() + i * dim);
-    KnnRequest r;
-    r.base = rows.get();
-    r.n = nc;
-    r.queries = queries.data();
-    r.nq = nq;
-    r.dim = dim;
-    r.k = k;
-    r.metric = p.metric;
-    exact_knn_resident(r, device, ids.data(), dist.data(), {}, d_ids.get());
-    for (std::int64_t i = 0; i < nq; ++i) {
-      // Ties came back by candidate position: put them by id, the graph's order.
-      std::int64_t* row = ids.data() + i * k;
-      sorted.clear();
-      for (int j = 0; j < k && row[j] >= 0; ++j) sorted.push_back({dist[i * k + j], std::uint32_t(row[j])});
-      std::sort(sorted.begin(), sorted.end());
-      for (std::size_t j = 0; j < sorted.size(); ++j) row[j] = sorted[j].id;
-      take_knn_row(member[start[l] + i], row, k, kdeg, knn.data() + member[start[l] + i] * kdeg);
+  const ListSearch search{v, all.get(), dim, kdeg + 1, kdeg, p.metric, device, &start, &member, &probe, &knn};
+  // Lists taken in turn by kListThreads threads, each with its own streams
+  // and buffers (a list's search waits for its results: one thread left the
+  // GPU idle between them); progress is reported, and a cancel seen, by
+  // the calling thread between its own lists.
+  std::atomic<int> next{0};
+  std::atomic<std::int64_t> done{0};
+  std::atomic<bool> stop{false};
+  std::exception_ptr failed;
+  std::mutex failed_mu;
+  auto work = [&](bool report) {
+    try {
+      use_device(device);  // a new thread starts on device 0
+      ListBuffers buf(most_cand, most_members, dim, kdeg + 1);
+      for (int l; !stop.load() && (l = next.fetch_add(1)) < lists;) {
+        done += search.run(l, buf);
+        if (report) check_progress(progress, kPhaseKnn, done.load(), n);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failed_mu);
+      if (!failed) failed = std::current_exception();
+      stop = true;
     }
-    done += nq;
-    check_progress(progress, kPhaseKnn, done, n);
-  }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < kListThreads; ++t) pool.emplace_back(work, false);
+  work(true);
+  for (auto& t : pool) t.join();
+  if (failed) std::rethrow_exception(failed);
+  check_progress(progress, kPhaseKnn, n, n);
 }
 
 }  // namespace gknn::graph
