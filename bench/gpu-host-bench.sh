@@ -18,7 +18,8 @@
 #   fashion-mnist, glove-100, synthetic-1m, synthetic-10m,
 #   fashion-mnist-targets, synthetic-1m-targets, glove-100-targets (the issues' target settings
 #                  only, 1/16/64 clients: one 10-minute call each), synthetic-1m-exact
-#                  (exact mode beside ivfflat only: about 3 minutes),
+#                  (exact mode beside ivfflat only: about 3 minutes), synthetic-1m-build
+#                  (gpu_graph and hnsw built, one client: about 4 minutes),
 #   fashion-mnist-topk (issue 17's exact search: GpuTopK from the table cache)
 #                  bench/run-experiment.sh on that server (the dataset
 #                  prepared there, ground truth on the GPU); RUN_OPTS are
@@ -92,7 +93,7 @@ step() {
   case $1 in
     server) server ;;
     fashion-mnist | glove-100 | synthetic-1m | synthetic-10m | fashion-mnist-targets | synthetic-1m-targets | \
-      glove-100-targets | fashion-mnist-topk | synthetic-1m-exact)
+      glove-100-targets | fashion-mnist-topk | synthetic-1m-exact | synthetic-1m-build)
       experiment "$1" ;;
     ivfpq-1m) sql_bench ivfpq-1m 1000000 128 1024 32 ;;
     ivfpq-10m) NQ=100 sql_bench ivfpq-10m 10000000 96 4096 48 ;;
