@@ -7,7 +7,9 @@
 // library is built without FMA contraction, so the distances equal the CPU's
 // bit for bit), then merged into the list. The entry sample (the same nodes
 // for every query of a seed) is scored first by entry_scores_kernel, many
-// CTAs per query, and handed to the search as given scores.
+// CTAs per query, and handed to the search as given scores. A call of a
+// few queries gives each a thread block cluster (sm_90, see Team): its
+// other CTAs score shares of every step's rows for the leader.
 // A step's rows reach shared memory by asynchronous copies, the CTA's
 // threads sharing them (one round trip for a step), before each group sums
 // its row there (each lane's own staging area where the rows do not fit).
@@ -63,11 +65,56 @@ struct Shared {
   std::uint32_t rows[kMaxThreads];  // the ids of the rows offered next
   int batch;                        // new candidates in bd/bid
   int reset;                        // the hash is half full: clear it before the next batch
+  int published;                    // a cluster's leader: rows in bid to score (-1: the search ended)
   // The query follows (dim floats, dynamic shared memory).
 };
 
 __device__ __forceinline__ bool less(double da, std::uint32_t ia, double db, std::uint32_t ib) {
   return score_less(da, ia, db, ib);
+}
+
+// A query's CTAs: one (the search alone), or a thread block cluster of
+// `size` (4 or 8; sm_90) whose leader (rank 0) runs the search and whose every CTA
+// scores a share of each step's rows, staged in its own shared memory and
+// summed by its own groups, the distances written into the leader's batch
+// (distributed shared memory). A lone query's step is bound by its rows'
+// trip into one SM; the cluster takes them into `size` SMs. The leader's
+// list, hash and merges are the single CTA's, and each row's distance the
+// same function of the same row: the same results, bit for bit.
+struct Team {
+  int rank = 0, size = 1;
+};
+
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+#else
+  __trap();  // cluster kernels are launched on sm_90 and later only
+#endif
+}
+
+__device__ __forceinline__ int cluster_rank() {
+#if __CUDA_ARCH__ >= 900
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return int(r);
+#else
+  return 0;
+#endif
+}
+
+// The generic address of `p` (this CTA's shared memory) in CTA `rank` of the cluster.
+template <typename T>
+__device__ __forceinline__ T* in_rank(T* p, int rank) {
+#if __CUDA_ARCH__ >= 900
+  T* out;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(p), "r"(rank));
+  return out;
+#else
+  __trap();
+  return p;
+#endif
 }
 
 __device__ __forceinline__ std::uint32_t hash_slot(std::uint32_t id) {
@@ -383,12 +430,50 @@ struct Staging {
   int per_round;
 };
 
+// Scores rows bid[first, end) into bd (generic pointers: the leader's
+// shared memory, this CTA's or another's of the cluster). Call with the CTA.
+__device__ void score_rows(const float* q, const Staging& st, const float* vectors, int dim, Metric metric,
+                           const std::uint32_t* bid, double* bd, int first, int end) {
+  const int lane = threadIdx.x % kGroupLanes;
+  if (st.rows) {
+    // A chunk of rows at a time: copied by the CTA (one round trip), then
+    // a group sums each.
+    for (int c0 = first; c0 < end; c0 += st.nrows) {
+      const int nr = min(st.nrows, end - c0);
+      stage_rows(st.rows, st.stride, vectors, dim, bid + c0, nr);
+      for (int i = threadIdx.x / kGroupLanes; i < nr; i += blockDim.x / kGroupLanes) {
+        const double d =
+            canonical_score(shared_row_distance(metric, st.rows + std::size_t(i) * st.stride, q, dim, lane));
+        if (lane == 0) bd[c0 + i] = d;
+      }
+      __syncthreads();  // the chunk's rows are read before the next one's copies
+    }
+  } else {
+    for (int i = first + int(threadIdx.x) / kGroupLanes; i < end; i += blockDim.x / kGroupLanes) {
+      const std::uint32_t id = bid[i];
+      const double d = canonical_score(
+          row_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane, st.lane, st.per_round));
+      if (lane == 0) bd[i] = d;
+    }
+    __syncthreads();
+  }
+}
+
+// A team member's share of `batch` rows: [first, end).
+__device__ __forceinline__ void share_of(const Team& t, int batch, int* first, int* end) {
+  const int per = (batch + t.size - 1) / t.size;
+  *first = min(batch, t.rank * per);
+  *end = min(batch, *first + per);
+}
+
 // Offers nodes ids[0..count) (count <= blockDim.x; kNoNode entries ignored):
-// the new ones (not visited, not deleted) are scored by the CTA's groups
-// into the batch bd/bid, then merged into the list. Call with the CTA.
-__device__ void offer_batch(Shared& sh, const float* q, const Staging& st, const float* vectors, int dim,
-                            Metric metric, const std::uint32_t* edges, int degree, const std::uint8_t* skip,
-                            const std::uint32_t* ids, const double* given, int count, int ef) {
+// the new ones (not visited, not deleted) are scored (by the team: the
+// leader publishes them, every CTA scores its share) into the batch bd/bid,
+// then merged into the list. Call with the CTA (the leader's, in a team).
+__device__ void offer_batch(Shared& sh, const Team& team, const float* q, const Staging& st,
+                            const float* vectors, int dim, Metric metric, const std::uint32_t* edges,
+                            int degree, const std::uint8_t* skip, const std::uint32_t* ids,
+                            const double* given, int count, int ef) {
   if (int(threadIdx.x) < count) {
     const std::uint32_t id = ids[threadIdx.x];
     // A deleted node (skipped, empty row) takes no place: see search_cpu.
@@ -400,30 +485,33 @@ __device__ void offer_batch(Shared& sh, const float* q, const Staging& st, const
     }
   }
   __syncthreads();
-  const int lane = threadIdx.x % kGroupLanes;
-  if (!given && st.rows) {
-    // A chunk of rows at a time: copied by the CTA (one round trip), then
-    // a group sums each.
-    for (int c0 = 0; c0 < sh.batch; c0 += st.nrows) {
-      const int nr = min(st.nrows, sh.batch - c0);
-      stage_rows(st.rows, st.stride, vectors, dim, sh.bid + c0, nr);
-      for (int i = threadIdx.x / kGroupLanes; i < nr; i += blockDim.x / kGroupLanes) {
-        const double d =
-            canonical_score(shared_row_distance(metric, st.rows + std::size_t(i) * st.stride, q, dim, lane));
-        if (lane == 0) sh.bd[c0 + i] = d;
-      }
-      __syncthreads();  // the chunk's rows are read before the next one's copies
+  if (!given) {
+    int first = 0, end = sh.batch;
+    if (team.size > 1) {
+      if (threadIdx.x == 0) sh.published = sh.batch;
+      cluster_sync();  // the followers read the batch
+      share_of(team, sh.batch, &first, &end);
     }
-  } else if (!given) {
-    for (int i = threadIdx.x / kGroupLanes; i < sh.batch; i += blockDim.x / kGroupLanes) {
-      const std::uint32_t id = sh.bid[i];
-      const double d = canonical_score(
-          row_distance(metric, vectors + std::int64_t(id) * dim, q, dim, lane, st.lane, st.per_round));
-      if (lane == 0) sh.bd[i] = d;
-    }
-    __syncthreads();
+    score_rows(q, st, vectors, dim, metric, sh.bid, sh.bd, first, end);
+    if (team.size > 1) cluster_sync();  // every share's distances are in
   }
   merge_batch(sh, ef);
+}
+
+// A follower of a team: scores its share of each batch its leader
+// publishes, until the leader says the search ended. Call with the CTA.
+__device__ void follow(Shared& sh, const Team& team, const float* q, const Staging& st, const float* vectors,
+                       int dim, Metric metric) {
+  Shared* lead = in_rank(&sh, 0);
+  for (;;) {
+    cluster_sync();
+    const int batch = lead->published;
+    if (batch < 0) break;
+    int first, end;
+    share_of(team, batch, &first, &end);
+    score_rows(q, st, vectors, dim, metric, lead->bid, lead->bd, first, end);
+    cluster_sync();
+  }
 }
 
 // The entry sample's scores for every query of a call (the same sample for
@@ -446,6 +534,8 @@ __global__ void __launch_bounds__(kEntryThreads)
   if (lane == 0) scores[std::int64_t(blockIdx.y) * n_entries + e] = d;
 }
 
+// One query per CTA (CL = 1) or per cluster of CL CTAs (see Team).
+template <int CL>
 __global__ void __launch_bounds__(kMaxThreads, 1)
     search_kernel(const float* __restrict__ vectors, const std::uint32_t* __restrict__ edges, std::int64_t n,
                   int degree, int dim, Metric metric, const float* __restrict__ queries,
@@ -455,7 +545,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                   std::int64_t* __restrict__ ids, double* __restrict__ distances) {
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
-  const float* q = queries + std::int64_t(blockIdx.x) * dim;
+  Team team;
+  if (CL > 1) team = Team{cluster_rank(), CL};
+  const std::int64_t query = blockIdx.x / CL;
+  const float* q = queries + query * dim;
   if (query_in_shared) {  // after Shared, when the device's shared memory holds it
     float* qs = reinterpret_cast<float*>(&sh + 1);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) qs[i] = q[i];
@@ -472,13 +565,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
   if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0, sh.reset = 0;
   __syncthreads();
+  if (team.rank > 0) {
+    follow(sh, team, q, st, vectors, dim, metric);
+    cluster_sync();  // the leader's shared memory is no longer read
+    return;
+  }
   // The entry sample, a batch of blockDim.x at a time.
   const int nt = blockDim.x;
   for (int b = 0; b < n_entries; b += nt) {
     if (sh.reset) hash_reset(sh);
-    offer_batch(sh, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
-                entry_scores ? entry_scores + std::int64_t(blockIdx.x) * n_entries + b : nullptr,
-                min(nt, n_entries - b), ef);
+    offer_batch(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
+                entry_scores ? entry_scores + query * n_entries + b : nullptr, min(nt, n_entries - b), ef);
   }
   // Rows offered per batch: as many whole rows as the CTA has threads.
   const int rows_per_batch = nt / degree;
@@ -512,13 +609,19 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       for (int t = threadIdx.x; t < nrows * degree; t += nt)
         sh.rows[t] = edges[std::int64_t(sh.pick[p0 + t / degree]) * degree + t % degree];
       __syncthreads();
-      offer_batch(sh, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr, nrows * degree, ef);
+      offer_batch(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,
+                  nrows * degree, ef);
     }
+  }
+  if (team.size > 1) {
+    if (threadIdx.x == 0) sh.published = -1;
+    cluster_sync();  // the followers read the end
+    cluster_sync();  // ... and are done with this CTA's shared memory
   }
   if (threadIdx.x == 0) {
     const Lists& l = sh.list[sh.cur];
-    std::int64_t* oid = ids + std::int64_t(blockIdx.x) * k;
-    double* od = distances + std::int64_t(blockIdx.x) * k;
+    std::int64_t* oid = ids + query * k;
+    double* od = distances + query * k;
     int out = 0;
     for (int i = 0; i < sh.size && out < k; ++i) {
       if (skip && skip[l.id[i]]) continue;
@@ -540,6 +643,7 @@ struct DeviceGraph::Impl {
   DeviceBuffer<float> vectors;
   DeviceBuffer<std::uint32_t> edges;
   bool query_in_shared = false;
+  int active[9] = {};                 // [cl]: clusters of cl CTAs the device runs at once (sm_90; 0 before)
   std::size_t smem = sizeof(Shared);  // without staging
   std::size_t stage_room = 0;         // shared memory left for staging areas
   int row_stride = 0;                 // floats per staged row
@@ -570,8 +674,74 @@ struct DeviceGraph::Impl {
         std::min((d + kGroupLanes - 1) / kGroupLanes, kEntryStageBytes / int(sizeof(float) * kEntryThreads));
     GKNN_CUDA(cudaFuncSetAttribute(entry_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kEntryStageBytes));
-    GKNN_CUDA(cudaFuncSetAttribute(search_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   int(smem + 16 + stage_room)));
+    const int most = int(smem + 16 + stage_room);
+    GKNN_CUDA(cudaFuncSetAttribute(search_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    int major = 0;
+    GKNN_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major >= 9) {
+      GKNN_CUDA(cudaFuncSetAttribute(search_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+      GKNN_CUDA(cudaFuncSetAttribute(search_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+      active[4] = active_clusters(search_kernel<4>, 4, most);
+      active[8] = active_clusters(search_kernel<8>, 8, most);
+    }
+  }
+
+  // CTAs per query for a call of nq queries: the larger cluster (8, 4) of
+  // which nq fit the GPU at once (one wave), for calls of up to kWidestUpTo
+  // queries; else one (clusters of 2 lost to one CTA).
+  int team_size(std::int64_t nq) const {
+    if (nq > kWidestUpTo) return 1;
+    for (int cl : {8, 4})
+      if (nq <= active[cl]) return cl;
+    return 1;
+  }
+
+  // Clusters of cl CTAs of the search kernel the device runs at once (0
+  // where it cannot place one, or refuses the question).
+  template <typename Kernel>
+  static int active_clusters(Kernel kernel, int cl, int smem) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(unsigned(cl));
+    config.blockDim = dim3(unsigned(kMaxThreads));
+    config.dynamicSmemBytes = std::size_t(smem);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(cl);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) n = 0;
+    (void)cudaGetLastError();  // a refusal is an answer here, not an error for a later check
+    return n;
+  }
+
+  // Launches the search of `rows` queries with `cl` CTAs each (a cluster
+  // when cl > 1: sm_90 and later).
+  template <typename... Args>
+  static void launch_search(int cl, unsigned rows, int threads, std::size_t smem, cudaStream_t s,
+                            Args... args) {
+    if (cl == 1) {
+      search_kernel<1><<<rows, threads, smem, s>>>(args...);
+      return;
+    }
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(rows * unsigned(cl));
+    config.blockDim = dim3(unsigned(threads));
+    config.dynamicSmemBytes = smem;
+    config.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(cl);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    if (cl == 4)
+      GKNN_CUDA(cudaLaunchKernelEx(&config, search_kernel<4>, args...));
+    else
+      GKNN_CUDA(cudaLaunchKernelEx(&config, search_kernel<8>, args...));
   }
 
   // Floats per thread per staging round for CTAs of `threads` within
@@ -700,6 +870,9 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   const std::size_t smem =
       im.smem + 16 + (stage_rows ? std::size_t(stage_rows) * im.row_stride * sizeof(float) : stage_bytes);
   const bool entry_kernel = nq <= kWideUpTo && n_entries > 0;
+  // A small call's queries take clusters of CTAs (H200, 60,000 x 784, one
+  // query: ef 20 0.118 -> 0.108 ms with 8; bench/results/graph-cluster-H200-2026-11-28.md).
+  const int cl = im.team_size(nq);
   AsyncBuffer<double> escores(entry_kernel ? std::size_t(nq) * n_entries : 0, s);
   for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {  // entry_kernel: one launch (nq <= kWideUpTo)
     const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
@@ -710,11 +883,13 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
                             std::size_t(im.entry_per_round) * kEntryThreads * sizeof(float), s>>>(
           im.vectors.get(), im.dim, im.metric, dq.get() + q0 * im.dim, entries, n_entries, im.entry_per_round,
           escores.get() + q0 * n_entries);
-    search_kernel<<<unsigned(rows), threads, smem, s>>>(
-        im.vectors.get(), im.edges.get(), im.host.n, im.host.degree, im.dim, im.metric,
-        dq.get() + q0 * im.dim, entries, entry_kernel ? escores.get() + q0 * n_entries : nullptr, n_entries,
-        sp.skip ? dskip.get() : nullptr, ef, sp.k, sp.width, im.query_in_shared, per_round, im.row_stride,
-        stage_rows, dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
+    Impl::launch_search(cl, unsigned(rows), threads, smem, s, im.vectors.get(), im.edges.get(), im.host.n,
+                        im.host.degree, im.dim, im.metric, static_cast<const float*>(dq.get() + q0 * im.dim),
+                        entries,
+                        static_cast<const double*>(entry_kernel ? escores.get() + q0 * n_entries : nullptr),
+                        n_entries, static_cast<const std::uint8_t*>(sp.skip ? dskip.get() : nullptr), ef,
+                        sp.k, sp.width, im.query_in_shared, per_round, im.row_stride, stage_rows,
+                        dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }
   download_and_wait(ids, dids.get(), answers * sizeof(std::int64_t), distances, dd.get(),

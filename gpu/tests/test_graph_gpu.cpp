@@ -113,6 +113,42 @@ TEST(GraphGpu, WiderStepsEqualCpuSearch) {
   EXPECT_THROW(dg.search(d.queries.data(), 1, bad, ids.data(), dist.data()), Error);
 }
 
+// Calls of up to 16 queries, where each query may take a cluster of CTAs
+// (sm_90) that score a step's rows together: the CPU's rows and bits in
+// every metric, with and without skip flags, for rows staged in one chunk
+// and in several (dim 301: not a multiple of four, copied a float at a time).
+TEST(GraphGpu, SmallCallsEqualCpuSearch) {
+  GKNN_NEED_GPU();
+  const std::int64_t n = 3000;
+  for (int dim : {64, 301}) {
+    const Data d = make_data(n, 16, dim, 8);
+    for (Metric m : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
+      BuildParams p = params(16, m);
+      p.dim = dim;
+      const Graph g = build_cpu(d.base.data(), n, p);
+      const DeviceGraph dg(g, d.base.data(), dim, m, 0);
+      std::vector<std::uint8_t> skip(n, 0);
+      for (std::int64_t i = 0; i < n; i += 4) skip[i] = 1;
+      for (std::int64_t nq : {1, 5, 16})
+        for (int ef : {10, 64, 300})
+          for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
+            SCOPED_TRACE(::testing::Message() << "dim " << dim << " metric " << int(m) << " nq " << nq
+                                              << " ef " << ef << (sk ? " skip" : ""));
+            SearchParams sp;
+            sp.k = 10;
+            sp.ef = ef;
+            sp.seed = 11;
+            sp.skip = sk;
+            std::vector<std::int64_t> ci(nq * 10), gi(nq * 10);
+            std::vector<double> cd(ci.size()), gd(ci.size());
+            search_cpu(g, d.base.data(), dim, m, d.queries.data(), nq, sp, ci.data(), cd.data());
+            dg.search(d.queries.data(), nq, sp, gi.data(), gd.data());
+            expect_same(ci, gi, cd, gd);
+          }
+    }
+  }
+}
+
 TEST(GraphGpu, SmallGraphsAndPadding) {
   GKNN_NEED_GPU();
   for (std::int64_t n : {1, 2, 7, 9}) {
