@@ -139,18 +139,10 @@ std::int64_t encode_bytes(const Params& p, std::int64_t n) {
   return quantizer + 2 * per_batch;
 }
 
-// Working memory of gknn::graph::build_gpu over n rows (gpu/graph/
-// knn_graph_gpu.cu, prune_cuda.cu), an estimate: the rows' vectors on the
-// device twice (the search's copy, and the GEMM path's augmented rows or the
-// lists' k-means assignment), the exact searches' distance tiles (at most
-// two of 2^28 floats for the exact graph; the lists search's four threads
-// take less), and the kNN graph and the final graph's rows (the prune's
-// input and output). build_cpu holds about as much in host memory.
+// Working memory of gknn::graph::build_gpu over n rows: the core's own
+// estimate (build_gpu_bytes). build_cpu holds about as much in host memory.
 std::int64_t graph_bytes(const gknn::graph::BuildParams& p, std::int64_t n) {
-  const std::int64_t kdeg = gknn::graph::effective_intermediate_degree(p, n);
-  const std::int64_t vectors = 4 * n * std::int64_t(p.dim);
-  const std::int64_t tiles = std::int64_t(2) << 30;
-  return 2 * vectors + 8 * n + tiles + 4 * n * (kdeg + std::int64_t(p.degree));
+  return gknn::graph::build_gpu_bytes(p, n);
 }
 
 // --- the executor's part (no PostgreSQL but the slot's lock and a latch) ----

@@ -158,10 +158,11 @@ void queue_pass(const KnnRequest& req, const float* d_queries, std::int64_t firs
     constexpr int QT = decltype(qt)::value;
     const std::size_t smem = constants_smem<QT>(req.dim);
     const std::int64_t groups = (rows + kRows * rows_per_thread(QT) - 1) / (kRows * rows_per_thread(QT));
-    if (req.dim <= kShortRow && METRIC != int(Metric::Cosine))
-      launch_scan<METRIC, QT, true>(pr, d_queries, int(req.nq), groups, smem, s);
-    else
-      launch_scan<METRIC, QT, false>(pr, d_queries, int(req.nq), groups, smem, s);
+    if constexpr (METRIC != int(Metric::Cosine)) {
+      if (req.dim <= kShortRow)
+        return launch_scan<METRIC, QT, true>(pr, d_queries, int(req.nq), groups, smem, s);
+    }
+    launch_scan<METRIC, QT, false>(pr, d_queries, int(req.nq), groups, smem, s);
   });
   GKNN_CUDA(cudaGetLastError());
   trace.mark("distances");

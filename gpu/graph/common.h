@@ -106,6 +106,20 @@ inline int list_count(std::int64_t n) {
   return int(std::max<std::int64_t>(1, std::int64_t(std::sqrt(double(n)))));
 }
 
+// Tests only: DeviceGraph's searches of up to 16 queries take clusters of cl
+// CTAs (1, 4 or 8; 4 and 8 only where the device has them), 0 the device's
+// choice (search_cuda.cu).
+void force_search_team_for_tests(int cl);
+
+// sample_n rows of v (n x dim) evenly strided (row i * n / sample_n): the
+// k-means samples of the kNN graphs' lists.
+inline std::vector<float> strided_sample(const float* v, std::int64_t n, int dim, std::int64_t sample_n) {
+  std::vector<float> sample(std::size_t(sample_n) * dim);
+  for (std::int64_t i = 0; i < sample_n; ++i)
+    std::copy_n(v + (i * n / sample_n) * dim, dim, &sample[i * dim]);
+  return sample;
+}
+
 // Writes row x of the kNN graph from a search's result row (k ids, self and
 // padding included): self dropped, at most kdeg kept, kNoNode after.
 inline void take_knn_row(std::int64_t x, const std::int64_t* ids, int k, int kdeg, std::uint32_t* out) {

@@ -5,7 +5,6 @@
 // above. The approximate graphs' lists are what CAGRA's
 // optimisation tolerates (the paper builds from NN-descent's).
 #include <algorithm>
-#include <cmath>
 
 #include "gknn/ivfpq.h"
 #include "graph/common.h"
@@ -66,18 +65,14 @@ void ivfpq_knn_cpu(const float* v, std::int64_t n, int kdeg, const BuildParams& 
   ivfpq::Params ip;
   ip.dim = p.dim;
   ip.metric = p.metric;
-  ip.lists = int(std::clamp<std::int64_t>(std::int64_t(std::sqrt(double(n))), 1, 1 << 16));
+  ip.lists = std::min(list_count(n), 1 << 16);
   ip.m = pq_m(p.dim);
   ip.nbits = 8;
   ip.kmeans_iters = 10;
   ip.seed = mix64(p.seed);
   const std::int64_t sample_n =
       std::min<std::int64_t>(n, std::max<std::int64_t>(std::int64_t(ip.lists) * 64, 1 << 16));
-  std::vector<float> sample(std::size_t(sample_n) * p.dim);
-  for (std::int64_t i = 0; i < sample_n; ++i) {
-    const std::int64_t row = i * n / sample_n;
-    std::copy_n(v + row * p.dim, p.dim, sample.data() + i * p.dim);
-  }
+  std::vector<float> sample = strided_sample(v, n, p.dim, sample_n);
   check_progress(progress, kPhaseKnn, 0, n);
   ivfpq::Image im;
   im.quantizer = ivfpq::train(ip, sample.data(), sample_n, -1);
@@ -106,7 +101,7 @@ void ivfpq_knn_cpu(const float* v, std::int64_t n, int kdeg, const BuildParams& 
   list_of = {};
   ivfpq::SearchParams sp;
   sp.k = kdeg + 1;
-  sp.probes = std::min(lists, 24);
+  sp.probes = std::min(lists, kListProbes);
   sp.refine = 3;
   std::vector<std::int64_t> ids(std::size_t(kCpuSearchChunk) * sp.k);
   std::vector<double> d(ids.size());

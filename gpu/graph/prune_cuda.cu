@@ -16,8 +16,12 @@ constexpr int kWarps = 4;                                // nodes per block
 constexpr int kTableSlots = 2 * kMaxIntermediateDegree;  // rank table per node, power of 2
 static_assert((kTableSlots & (kTableSlots - 1)) == 0, "open addressing needs a power of two");
 
+constexpr int kTableBits = 9;
+static_assert(kTableSlots == 1 << kTableBits, "kTableBits");
+
+// The multiplicative hash's high bits (the low ones depend on id's low bits only).
 __device__ __forceinline__ unsigned table_slot(std::uint32_t id) {
-  return (id * 2654435761u) & (kTableSlots - 1);
+  return (id * 2654435761u) >> (32 - kTableBits);
 }
 
 // The candidate's first rank in the list, -1 when it is not there.

@@ -20,6 +20,7 @@
 // and refilled with the list's ids (as CAGRA does): a node outside the list
 // may then be scored again, never listed twice.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -633,7 +634,29 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   }
 }
 
+// A launch of `grid` CTAs of `threads` in clusters of cl (attr: its storage).
+cudaLaunchConfig_t cluster_config(unsigned grid, int threads, std::size_t smem, cudaStream_t s, int cl,
+                                  cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(unsigned(threads));
+  config.dynamicSmemBytes = smem;
+  config.stream = s;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = unsigned(cl);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return config;
+}
+
+// Tests' override of the team size (0: the device's choice).
+std::atomic<int> forced_team{0};
+
 }  // namespace
+
+void force_search_team_for_tests(int cl) { forced_team.store(cl); }
 
 struct DeviceGraph::Impl {
   int device;
@@ -678,7 +701,12 @@ struct DeviceGraph::Impl {
     GKNN_CUDA(cudaFuncSetAttribute(search_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
     int major = 0;
     GKNN_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major >= 9) {
+    // Clusters need the kernel's sm_90 code: a binary that carries only
+    // older code (the AddressSanitizer build's compute_80 PTX, run by JIT on
+    // an H100) has none, its cluster helpers trap.
+    cudaFuncAttributes fa = {};
+    GKNN_CUDA(cudaFuncGetAttributes(&fa, search_kernel<8>));
+    if (major >= 9 && fa.ptxVersion >= 90) {
       GKNN_CUDA(cudaFuncSetAttribute(search_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
       GKNN_CUDA(cudaFuncSetAttribute(search_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
       active[4] = active_clusters(search_kernel<4>, 4, most);
@@ -691,8 +719,10 @@ struct DeviceGraph::Impl {
   // queries; else one (clusters of 2 lost to one CTA).
   int team_size(std::int64_t nq) const {
     if (nq > kWidestUpTo) return 1;
+    const int forced = forced_team.load();
+    if (forced == 1 || ((forced == 4 || forced == 8) && active[forced] > 0)) return forced;
     for (int cl : {8, 4})
-      if (nq <= active[cl]) return cl;
+      if (active[cl] > 0 && nq <= active[cl]) return cl;
     return 1;
   }
 
@@ -700,20 +730,14 @@ struct DeviceGraph::Impl {
   // where it cannot place one, or refuses the question).
   template <typename Kernel>
   static int active_clusters(Kernel kernel, int cl, int smem) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(unsigned(cl));
-    config.blockDim = dim3(unsigned(kMaxThreads));
-    config.dynamicSmemBytes = std::size_t(smem);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(cl);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config =
+        cluster_config(unsigned(cl), kMaxThreads, std::size_t(smem), nullptr, cl, &attr);
     int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) n = 0;
-    (void)cudaGetLastError();  // a refusal is an answer here, not an error for a later check
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();  // a refusal is an answer here, not an error for a later check
+      n = 0;
+    }
     return n;
   }
 
@@ -726,18 +750,8 @@ struct DeviceGraph::Impl {
       search_kernel<1><<<rows, threads, smem, s>>>(args...);
       return;
     }
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(rows * unsigned(cl));
-    config.blockDim = dim3(unsigned(threads));
-    config.dynamicSmemBytes = smem;
-    config.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(cl);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    config.attrs = attr;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t config = cluster_config(rows * unsigned(cl), threads, smem, s, cl, &attr);
     if (cl == 4)
       GKNN_CUDA(cudaLaunchKernelEx(&config, search_kernel<4>, args...));
     else

@@ -129,22 +129,25 @@ TEST(GraphGpu, SmallCallsEqualCpuSearch) {
       const DeviceGraph dg(g, d.base.data(), dim, m, 0);
       std::vector<std::uint8_t> skip(n, 0);
       for (std::int64_t i = 0; i < n; i += 4) skip[i] = 1;
-      for (std::int64_t nq : {1, 5, 16})
-        for (int ef : {10, 64, 300})
-          for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
-            SCOPED_TRACE(::testing::Message() << "dim " << dim << " metric " << int(m) << " nq " << nq
-                                              << " ef " << ef << (sk ? " skip" : ""));
-            SearchParams sp;
-            sp.k = 10;
-            sp.ef = ef;
-            sp.seed = 11;
-            sp.skip = sk;
-            std::vector<std::int64_t> ci(nq * 10), gi(nq * 10);
-            std::vector<double> cd(ci.size()), gd(ci.size());
-            search_cpu(g, d.base.data(), dim, m, d.queries.data(), nq, sp, ci.data(), cd.data());
-            dg.search(d.queries.data(), nq, sp, gi.data(), gd.data());
-            expect_same(ci, gi, cd, gd);
-          }
+      for (int team : {0, 1, 4, 8})
+        for (std::int64_t nq : {1, 5, 16})
+          for (int ef : {10, 64, 300})
+            for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
+              SCOPED_TRACE(::testing::Message() << "dim " << dim << " metric " << int(m) << " team " << team
+                                                << " nq " << nq << " ef " << ef << (sk ? " skip" : ""));
+              force_search_team_for_tests(team);
+              SearchParams sp;
+              sp.k = 10;
+              sp.ef = ef;
+              sp.seed = 11;
+              sp.skip = sk;
+              std::vector<std::int64_t> ci(nq * 10), gi(nq * 10);
+              std::vector<double> cd(ci.size()), gd(ci.size());
+              search_cpu(g, d.base.data(), dim, m, d.queries.data(), nq, sp, ci.data(), cd.data());
+              dg.search(d.queries.data(), nq, sp, gi.data(), gd.data());
+              force_search_team_for_tests(0);
+              expect_same(ci, gi, cd, gd);
+            }
     }
   }
 }
@@ -222,22 +225,32 @@ TEST(GraphGpu, BuildReachesTheCpuBuildsFloorsAndIsDeterministic) {
   BuildParams p = params(16);
   p.dim = dim;
   const Graph g = build_gpu(base.data(), n, p, 0);
+  const Graph g2 = build_gpu(base.data(), n, p, 0);
   validate(g);
+  EXPECT_EQ(g.edges, g2.edges);
   EXPECT_GE(test::graph_recall(g, base, q, dim, Metric::L2, 10, 64), 0.95);
 }
 
 // prune_gpu keeps the CPU prune's edges in its order, row for row: full
 // rows, rows cut short (empty slots after some candidates, as rows that came
-// back short are before complete_rows), and the widest kNN rows.
+// back short are before complete_rows), rows with a repeated id (the first
+// rank counts), kNN degrees that are and are not multiples of a warp, and
+// the widest kNN rows.
 TEST(GraphGpu, PruneEqualsCpu) {
   GKNN_NEED_GPU();
-  for (auto [n, kdeg] : {std::pair<std::int64_t, int>{3000, 64}, {700, kMaxIntermediateDegree}}) {
+  for (auto [n, kdeg] : {std::pair<std::int64_t, int>{3000, 64},
+                         {2000, 40},
+                         {1500, 100},
+                         {700, 255},
+                         {700, kMaxIntermediateDegree}}) {
     SCOPED_TRACE(kdeg);
     const Data d = make_data(n, 0, kDim, 7);
     std::vector<std::uint32_t> knn(std::size_t(n) * kdeg, kNoNode);
     knn_exact_gpu(d.base.data(), n, kdeg, params(16), 0, {}, knn);
     for (std::int64_t x = 0; x < n; x += 5)  // every fifth row cut after x % kdeg candidates
       std::fill(knn.begin() + x * kdeg + x % kdeg, knn.begin() + (x + 1) * kdeg, kNoNode);
+    for (std::int64_t x = 1; x < n; x += 7)  // every seventh row repeats its first candidate further on
+      knn[x * kdeg + kdeg / 2] = knn[x * kdeg];
     for (int degree : {2, 16, 32, 128}) {
       std::vector<std::uint32_t> cpu(std::size_t(n) * degree), gpu(cpu.size());
       PruneScratch scratch;
@@ -286,6 +299,62 @@ TEST(GraphGpu, ListsKnnGraph) {
   knn_exact_gpu(d.base.data(), n, kdeg, params(16), 0, {}, exact);
   knn_lists_gpu(d.base.data(), n, kdeg, params(16), 0, {}, one, 1, 1);
   EXPECT_EQ(one, exact);
+}
+
+// The lists search over awkward data: 3,000 rows of only 20 distinct
+// vectors (ties everywhere, lists left empty by the k-means) with every
+// list probed is the exact graph (ties by id in both); lists of fewer nodes
+// than k with one probe give rows cut short, kNoNode only at the end; cosine
+// rows of very different norms are clustered by direction (>= 90 % of the
+// exact rows); progress comes from the calling thread only, and a cancel
+// from it ends the search with Error(Cancelled).
+TEST(GraphGpu, ListsKnnGraphAwkwardInputs) {
+  GKNN_NEED_GPU();
+  const std::int64_t n = 3000;
+  const int kdeg = 32;
+  const Data d = make_data(20, 0, kDim, 9);
+  std::vector<float> dup(std::size_t(n) * kDim);
+  for (std::int64_t i = 0; i < n; ++i) std::copy_n(&d.base[(i % 20) * kDim], kDim, &dup[i * kDim]);
+  std::vector<std::uint32_t> exact(std::size_t(n) * kdeg, kNoNode), all(exact), thin(exact);
+  knn_exact_gpu(dup.data(), n, kdeg, params(16), 0, {}, exact);
+  knn_lists_gpu(dup.data(), n, kdeg, params(16), 0, {}, all, 50, 50);
+  EXPECT_EQ(all, exact);
+
+  const Data c = make_data(n, 0, kDim, 10);
+  knn_lists_gpu(c.base.data(), n, kdeg, params(16), 0, {}, thin, 600, 1);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int j = 1; j < kdeg; ++j)
+      ASSERT_FALSE(thin[i * kdeg + j - 1] == kNoNode && thin[i * kdeg + j] != kNoNode) << i;
+
+  std::vector<float> scaled = c.base;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int j = 0; j < kDim; ++j) scaled[i * kDim + j] *= float(1 + (i * 7919) % 97);
+  std::vector<std::uint32_t> cexact(exact.size(), kNoNode), clists(exact.size(), kNoNode);
+  knn_exact_gpu(scaled.data(), n, kdeg, params(16, Metric::Cosine), 0, {}, cexact);
+  knn_lists_gpu(scaled.data(), n, kdeg, params(16, Metric::Cosine), 0, {}, clists, 40, 8);
+  std::int64_t found = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t* row = &clists[i * kdeg];
+    for (int j = 0; j < kdeg; ++j) found += std::find(row, row + kdeg, cexact[i * kdeg + j]) != row + kdeg;
+  }
+  EXPECT_GE(double(found) / double(n * kdeg), 0.9);
+
+  const std::thread::id caller = std::this_thread::get_id();
+  int calls = 0;
+  bool elsewhere = false;
+  std::vector<std::uint32_t> cancelled(exact.size(), kNoNode);
+  const Progress stop_at_five = [&](const char*, std::int64_t, std::int64_t) {
+    elsewhere |= std::this_thread::get_id() != caller;
+    return ++calls < 5;
+  };
+  try {
+    knn_lists_gpu(c.base.data(), n, kdeg, params(16), 0, stop_at_five, cancelled, 200, 4);
+    ADD_FAILURE() << "not cancelled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Cancelled);
+  }
+  EXPECT_FALSE(elsewhere);
+  EXPECT_EQ(calls, 5);
 }
 
 }  // namespace

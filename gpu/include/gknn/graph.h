@@ -11,8 +11,10 @@
 // after a repair found fewer live neighbours). Every function here keeps that
 // order, so "rank" below means position in a row, closest first.
 //
-// The build: an initial kNN graph of intermediate_degree (exact kNN for
-// n <= 20,000, IVF-PQ with exact re-ranking above), then CAGRA's
+// The build: an initial kNN graph of intermediate_degree (build_cpu: exact
+// kNN for n <= 20,000, IVF-PQ with exact re-ranking above; build_gpu: exact
+// for n <= 250,000, above each k-means list's nodes searched exactly among
+// its nearest lists' nodes), then CAGRA's
 // optimisation: for every node, its kNN list pruned by counting detourable
 // routes (rank-based, prune_list below), then the reverse edges of the
 // pruned graph merged in, to `degree` edges per node; last, parts of the
@@ -102,6 +104,9 @@ void validate(const Graph& g);
 Graph build_cpu(const float* vectors, std::int64_t n, const BuildParams& p, const Progress& progress = {});
 Graph build_gpu(const float* vectors, std::int64_t n, const BuildParams& p, int device,
                 const Progress& progress = {});
+// An estimate of the device memory build_gpu takes over n rows at most (the
+// GPU service reserves it under its budget).
+std::int64_t build_gpu_bytes(const BuildParams& p, std::int64_t n);
 
 struct SearchParams {
   int k = 10;
