@@ -140,6 +140,14 @@ void sort_row(std::uint32_t* row, int degree, const float* vectors, int dim, Met
               std::uint32_t owner) {
   Scored s[kMaxDegree];
   int m = 0;
+  // The rows are scattered over the vectors: ask for all their lines before
+  // the first distance waits on one (a build sorts every node's row).
+  const std::size_t bytes = std::size_t(dim) * sizeof(float);
+  for (int i = 0; i < degree; ++i)
+    if (row[i] != kNoNode) {
+      const char* r = reinterpret_cast<const char*>(vectors + std::int64_t(row[i]) * dim);
+      for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(r + b);
+    }
   for (int i = 0; i < degree; ++i)
     if (row[i] != kNoNode)
       s[m++] = {dist(metric, vectors + std::int64_t(row[i]) * dim, vectors + std::int64_t(owner) * dim, dim),
