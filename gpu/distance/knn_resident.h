@@ -8,10 +8,10 @@
 // The public exact_knn_gpu_* functions upload the base and call these.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <functional>
 
+#include "distance/pad_results.h"
 #include "gknn/knn.h"
 #include "runtime/cuda_check.h"
 
@@ -51,16 +51,6 @@ void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* id
                              const std::int64_t* row_ids = nullptr);
 void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
                                    const std::int64_t* row_ids = nullptr);
-
-// Every one of `count` result slots empty (id -1, distance NaN): what the
-// GPU paths write first, so that a row with fewer than k base vectors keeps
-// its padding.
-inline void pad_results(std::int64_t* ids, double* distances, std::int64_t count) {
-  for (std::int64_t j = 0; j < count; ++j) {
-    ids[j] = -1;
-    distances[j] = canonical_score(NAN);
-  }
-}
 
 // ids[i] = row_ids[ids[i]] for the n entries of a device array on `s`
 // (padding, -1, stays).

@@ -111,6 +111,18 @@ inline int list_count(std::int64_t n) {
 // choice (search_cuda.cu).
 void force_search_team_for_tests(int cl);
 
+// The nodes of each of `lists` lists (list_of: a node's list), ascending in
+// each: list l's are member[start[l] .. start[l + 1]).
+inline void list_members(const std::vector<std::int32_t>& list_of, int lists,
+                         std::vector<std::int64_t>& start, std::vector<std::int64_t>& member) {
+  start.assign(lists + 1, 0);
+  for (std::int32_t l : list_of) ++start[l + 1];
+  for (int l = 0; l < lists; ++l) start[l + 1] += start[l];
+  std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
+  member.resize(list_of.size());
+  for (std::size_t i = 0; i < list_of.size(); ++i) member[fill[list_of[i]]++] = std::int64_t(i);
+}
+
 // sample_n rows of v (n x dim) evenly strided (row i * n / sample_n): the
 // k-means samples of the kNN graphs' lists.
 inline std::vector<float> strided_sample(const float* v, std::int64_t n, int dim, std::int64_t sample_n) {

@@ -82,20 +82,13 @@ void ivfpq_knn_cpu(const float* v, std::int64_t n, int kdeg, const BuildParams& 
   std::vector<std::uint8_t> codes(std::size_t(n) * cs);
   ivfpq::encode(im.quantizer, v, n, -1, list_of.data(), codes.data());
   const int lists = im.quantizer.params.lists;
-  im.offsets.assign(lists + 1, 0);
-  for (auto l : list_of) ++im.offsets[l + 1];
-  for (int l = 0; l < lists; ++l) im.offsets[l + 1] += im.offsets[l];
+  list_members(list_of, lists, im.offsets, im.ids);
   im.codes.resize(codes.size());
-  im.ids.resize(n);
   im.vectors.resize(std::size_t(n) * p.dim);
-  {
-    std::vector<std::int64_t> fill(im.offsets.begin(), im.offsets.end() - 1);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t at = fill[list_of[i]]++;
-      im.ids[at] = i;
-      std::copy_n(codes.data() + i * cs, cs, im.codes.data() + at * cs);
-      std::copy_n(v + i * p.dim, p.dim, im.vectors.data() + at * p.dim);
-    }
+  for (std::int64_t at = 0; at < n; ++at) {
+    const std::int64_t i = im.ids[at];
+    std::copy_n(codes.data() + i * cs, cs, im.codes.data() + at * cs);
+    std::copy_n(v + i * p.dim, p.dim, im.vectors.data() + at * p.dim);
   }
   codes = {};
   list_of = {};

@@ -162,14 +162,7 @@ struct ListSearch {
       b.dist.resize(b.ids.size());
       for (std::int64_t i = 0; i < nq; ++i)
         std::copy_n(v + (*member)[first + q0 + i] * dim, dim, &b.queries[i * dim]);
-      KnnRequest r;
-      r.base = b.rows->get();
-      r.n = nc;
-      r.queries = b.queries.data();
-      r.nq = nq;
-      r.dim = dim;
-      r.k = k;
-      r.metric = metric;
+      const KnnRequest r{b.rows->get(), nc, b.queries.data(), nq, dim, k, metric};
       exact_knn_resident(r, device, b.ids.data(), b.dist.data(), {}, b.d_ids->get());
       for (std::int64_t i = 0; i < nq; ++i) {
         const std::int64_t x = (*member)[first + q0 + i];
@@ -268,14 +261,7 @@ void knn_exact_gpu(const float* v, std::int64_t n, int kdeg, const BuildParams& 
   std::vector<double> d(ids.size());
   for (std::int64_t b = 0; b < n; b += kExactChunk) {
     const std::int64_t e = std::min(n, b + kExactChunk);
-    KnnRequest r;
-    r.base = all.get();
-    r.n = n;
-    r.queries = v + b * p.dim;
-    r.nq = e - b;
-    r.dim = p.dim;
-    r.k = k;
-    r.metric = p.metric;
+    const KnnRequest r{all.get(), n, v + b * p.dim, e - b, p.dim, k, p.metric};
     exact_knn_resident(r, device, ids.data(), d.data(), source);
     for (std::int64_t x = b; x < e; ++x)
       take_knn_row(x, ids.data() + (x - b) * k, k, kdeg, knn.data() + x * kdeg);
@@ -311,14 +297,8 @@ void knn_lists_gpu(const float* v, std::int64_t n, int kdeg, const BuildParams& 
   lists = int(std::min<std::int64_t>(lists, n));
   std::vector<std::int32_t> list_of;
   const std::vector<float> centroids = cluster(v, n, p, lists, device, list_of);
-  // Members of each list, ascending ids.
-  std::vector<std::int64_t> start(lists + 1, 0), member(n);
-  for (std::int32_t l : list_of) ++start[l + 1];
-  std::partial_sum(start.begin(), start.end(), start.begin());
-  {
-    std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
-    for (std::int64_t i = 0; i < n; ++i) member[fill[list_of[i]]++] = i;
-  }
+  std::vector<std::int64_t> start, member;
+  list_members(list_of, lists, start, member);
   std::vector<std::vector<int>> probe(lists);
   parallel_rows(lists, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t l = b; l < e; ++l) probe[l] = probes_of(centroids, lists, dim, int(l), probes);

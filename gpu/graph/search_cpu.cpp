@@ -2,6 +2,7 @@
 // a candidate list of the ef best nodes seen, expanded best unexpanded first
 // until every node in it is expanded; a visited set so each node's distance
 // is computed once. Queries run on CPU threads (one query, one thread).
+#include "distance/pad_results.h"
 #include "graph/common.h"
 
 namespace gknn::graph {
@@ -103,7 +104,7 @@ struct Searcher {
       distances[out] = e.s.d;
       ++out;
     }
-    for (; out < sp.k; ++out) ids[out] = -1, distances[out] = canonical_score(NAN);
+    pad_results(ids + out, distances + out, sp.k - out);
   }
 };
 

@@ -26,6 +26,7 @@
 #include <mutex>
 
 #include "distance/group_distance.cuh"
+#include "distance/pad_results.h"
 #include "graph/common.h"
 #include "runtime/cuda_check.h"
 #include "runtime/stream_tools.h"
@@ -848,10 +849,7 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   if (ef > kMaxEf)
     throw Error(ErrorCode::InvalidArgument, "DeviceGraph: ef (or k) above " + std::to_string(kMaxEf));
   if (nq == 0) return;
-  if (im.host.n == 0) {
-    for (std::int64_t i = 0; i < nq * sp.k; ++i) ids[i] = -1, distances[i] = canonical_score(NAN);
-    return;
-  }
+  if (im.host.n == 0) return pad_results(ids, distances, nq * sp.k);
   GKNN_CUDA(cudaSetDevice(im.device));
   const cudaStream_t s = thread_stream(im.device);
   AsyncBuffer<float> dq(std::size_t(nq) * im.dim, s);

@@ -2,7 +2,6 @@
 #include "ivfpq/common.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include "gknn/error.h"
@@ -95,11 +94,6 @@ int refine_candidates(const SearchParams& sp, std::int64_t entries) {
   const std::int64_t want = std::min(std::int64_t(sp.refine) * sp.k, entries);
   if (want > std::numeric_limits<int>::max()) invalid("ivfpq: refine x k candidates do not fit an int");
   return int(want);
-}
-
-void pad_exact(std::int64_t* ids, double* distances, std::int64_t count) {
-  std::fill(ids, ids + count, std::int64_t(-1));
-  std::fill(distances, distances + count, canonical_score(NAN));
 }
 
 void check_progress(const Progress& progress, Phase phase, std::int64_t done, std::int64_t total) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "distance/pad_results.h"
 #include "gknn/ivfpq.h"
 #include "ivfpq/stored_rows.h"
 
@@ -49,9 +50,6 @@ int refine_candidates(const SearchParams& sp, std::int64_t entries);
 // flipped), so ties broken by ascending payload are ties by ascending id.
 inline std::uint64_t id_payload(std::int64_t id) { return std::uint64_t(id) ^ (std::uint64_t(1) << 63); }
 inline std::int64_t payload_id(std::uint64_t p) { return std::int64_t(p ^ (std::uint64_t(1) << 63)); }
-
-// The padding of a result row of the exact searches: id -1, distance NaN.
-void pad_exact(std::int64_t* ids, double* distances, std::int64_t count);
 
 // Reports progress; throws Error(Cancelled) when the callback says stop.
 void check_progress(const Progress& progress, Phase phase, std::int64_t done, std::int64_t total);

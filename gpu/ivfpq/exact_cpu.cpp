@@ -37,7 +37,7 @@ void search_exact_cpu(const Image& image, const float* queries, std::int64_t nq,
       row_ids[r] = payload_id(out_payloads[r]);
       row_dist[r] = out_keys[r];
     }
-    pad_exact(row_ids + got, row_dist + got, k - got);
+    pad_results(row_ids + got, row_dist + got, k - got);
   }
 }
 

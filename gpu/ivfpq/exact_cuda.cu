@@ -29,7 +29,7 @@ void DeviceImage::search_exact(const float* queries, std::int64_t nq, int k, std
   if (!impl_->with_vectors)
     throw Error(ErrorCode::InvalidArgument, "ivfpq: the image holds no vectors (exact distances need them)");
   if (nq == 0 || k == 0) return;
-  if (impl_->entries == 0) return pad_exact(ids, distances, nq * k);
+  if (impl_->entries == 0) return pad_results(ids, distances, nq * k);
   const Impl& im = *impl_;
   GKNN_CUDA(cudaSetDevice(im.device));
   if (im.element != VectorElement::Float32)  // binary16 or bit rows (exact_rows.h)

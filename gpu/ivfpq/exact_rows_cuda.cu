@@ -63,7 +63,7 @@ template <typename Rows>
 void exact_rows(Rows rows, std::int64_t n, int dim, Metric metric, const std::int64_t* ranked_ids,
                 const float* queries, std::int64_t nq, int k, std::int64_t* ids, double* distances,
                 cudaStream_t s) {
-  if (n == 0) return pad_exact(ids, distances, nq * k);
+  if (n == 0) return pad_results(ids, distances, nq * k);
   const std::int64_t batch = std::clamp<std::int64_t>(kBatchDistances / n, 1, kMaxBatchRows);
   for (std::int64_t q0 = 0; q0 < nq; q0 += batch) {
     const std::int64_t m = std::min(batch, nq - q0);

@@ -36,7 +36,7 @@ void rerank_one(const Image& image, Rows rows, const float* query, const std::in
     ids[r] = payload_id(out_payloads[r]);
     distances[r] = out_keys[r];
   }
-  pad_exact(ids + got, distances + got, k - got);
+  pad_results(ids + got, distances + got, k - got);
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ void search_refined_cpu(const Image& image, const float* queries, std::int64_t n
   if (sp.k == 0 || nq == 0) return;
   const Params& p = image.quantizer.params;
   const int count = refine_candidates(sp, std::int64_t(image.ids.size()));
-  if (count == 0) return pad_exact(ids, distances, nq * sp.k);
+  if (count == 0) return pad_results(ids, distances, nq * sp.k);
   const int probes = std::min(sp.probes, p.lists);
   std::vector<std::int64_t> entries(count);
   std::vector<float> pq_keys(count);

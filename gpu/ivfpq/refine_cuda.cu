@@ -157,7 +157,7 @@ void DeviceImage::search_refined(const float* queries, std::int64_t nq, const Se
     throw Error(ErrorCode::InvalidArgument, "ivfpq: the image holds no vectors (exact distances need them)");
   if (nq == 0 || sp.k == 0) return;
   const int count = refine_candidates(sp, impl_->entries);
-  if (count == 0) return pad_exact(ids, distances, nq * sp.k);
+  if (count == 0) return pad_results(ids, distances, nq * sp.k);
   GKNN_CUDA(cudaSetDevice(impl_->device));
   const int probes = std::min(sp.probes, impl_->params.lists);
   // Five buffers of count words per query (the stage's keys and columns,
