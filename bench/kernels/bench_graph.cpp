@@ -1,6 +1,6 @@
 // The gpu_graph core (issue 15): build time and search recall / QPS.
 //
-//   gknn_bench_graph [n=1000000] [dim=128] [degree=32] [file.fvecs] [cpu|profile|quick]
+//   gknn_bench_graph [n=1000000] [dim=128] [degree=32] [file.fvecs] [cpu|profile|quick|threads]
 //
 // Data: a clustered synthetic set (1,000 Gaussian centres, noise 0.35 of
 // the centres' spread) or the first n vectors of an .fvecs file; 1,000
@@ -19,7 +19,12 @@
 // between cudaProfilerStart/Stop, for `ncu --profile-from-start off`, with
 // the host's time per call. "quick": the search table at ef 16, 20, 32 and
 // 64, the default width only (a before/after of the search kernel).
+// "threads": the GPU service's shape (its executor threads each searching a
+// small batch at once): calls of 1, 2 and 4 queries at ef 16 and 20 from 1,
+// 2, 4 and 8 host threads together for 2 s each, total queries per second and
+// the mean time of one call (a before/after of a call's host work).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +32,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_profiler_api.h>
@@ -144,6 +150,49 @@ int profile_single_queries(const gknn::graph::Graph& g, const float* base, const
   return 0;
 }
 
+// Calls of `batch` queries from `threads` host threads at once for `secs`.
+void concurrent_calls(const gknn::graph::DeviceGraph& dg, const float* queries, std::int64_t nq, int dim,
+                      int k, int ef, int batch, int threads, double secs) {
+  std::atomic<std::int64_t> calls{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> pool;
+  std::vector<double> busy(threads, 0.0);
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      gknn::graph::SearchParams sp;
+      sp.k = k;
+      sp.ef = ef;
+      std::vector<std::int64_t> ids(std::size_t(batch) * k);
+      std::vector<double> dist(std::size_t(batch) * k);
+      for (std::int64_t i = t * 37; !stop.load(std::memory_order_relaxed); i += batch) {
+        const std::int64_t q = i % (nq - batch);
+        const auto c = Clock::now();
+        dg.search(queries + q * dim, batch, sp, ids.data(), dist.data());
+        busy[t] += since(c);
+        calls.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+  stop = true;
+  for (auto& th : pool) th.join();
+  const double wall = since(t0), n = double(calls.load());
+  double all = 0;
+  for (double b : busy) all += b;
+  std::printf("| %d | %d | %d | %.0f | %.3f |\n", ef, batch, threads, n * batch / wall, all / n * 1e3);
+}
+
+int threaded_calls(const gknn::graph::Graph& g, const float* base, const float* queries, std::int64_t nq,
+                   int dim, int k) {
+  const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
+  concurrent_calls(dg, queries, nq, dim, k, 20, 1, 1, 0.5);  // warm-up
+  std::printf("\n| ef | batch | threads | queries/s | ms per call |\n|---:|---:|---:|---:|---:|\n");
+  for (int ef : {16, 20})
+    for (int batch : {1, 2, 4})
+      for (int threads : {1, 2, 4, 8}) concurrent_calls(dg, queries, nq, dim, k, ef, batch, threads, 2.0);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
   int dim = argc > 2 ? std::atoi(argv[2]) : 128;
@@ -152,6 +201,7 @@ int main(int argc, char** argv) {
   const bool with_cpu = argc > 5 && std::strcmp(argv[5], "cpu") == 0;
   const bool profile = argc > 5 && std::strcmp(argv[5], "profile") == 0;
   const bool quick = argc > 5 && std::strcmp(argv[5], "quick") == 0;
+  const bool threads = argc > 5 && std::strcmp(argv[5], "threads") == 0;
   constexpr std::int64_t nq = 1000;
   constexpr int k = 10;
   std::vector<float> all;
@@ -192,6 +242,7 @@ int main(int argc, char** argv) {
     std::printf("build_cpu: %.2f s\n", since(t0));
   }
   if (profile) return profile_single_queries(g, base, queries, dim, k);
+  if (threads) return threaded_calls(g, base, queries, nq, dim, k);
   gknn::KnnRequest r;
   r.base = base;
   r.n = n;

@@ -220,9 +220,6 @@ void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* id
   GKNN_CUDA(cudaSetDevice(device));
   const cudaStream_t s = thread_stream(device);
   StageTrace trace(s, "GKNN_SCAN_TRACE", "scan");  // where a call's GPU time goes
-  AsyncBuffer<float> d_queries(req.nq * req.dim, s);
-  upload_async(d_queries.get(), req.queries, sizeof(float) * req.nq * req.dim, 0, s);
-  trace.mark("upload");
   with_knn_metric(req.metric, [&](auto m) {
     constexpr int M = decltype(m)::value;
     using Key = ScanKey<M>;
@@ -231,24 +228,44 @@ void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* id
     const std::int64_t pass_rows = std::min<std::int64_t>(req.n, std::max(kMinPassRows, fit));
     const std::int64_t passes = (req.n + pass_rows - 1) / pass_rows;
     const std::int64_t slots = group * kk, listed = slots * passes;
-    AsyncBuffer<Key> matrix(group * pass_rows, s), sel_keys(slots, s);
-    AsyncBuffer<std::uint32_t> sel_cols(slots, s);
-    AsyncBuffer<double> d_dist(listed, s);
-    AsyncBuffer<std::int64_t> d_ids(listed, s);
+    // One allocation for the call's buffers (the pool's allocations and
+    // frees, six a call, serialised the service's executor threads):
+    // the queries, the matrix, the selection's keys and columns, the
+    // passes' lists (distances, then ids where one copy brings both back).
+    auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+    const std::size_t q_bytes = sizeof(float) * req.nq * req.dim;
+    const std::size_t m_at = up(q_bytes), k_at = m_at + up(sizeof(Key) * group * pass_rows);
+    const std::size_t c_at = k_at + up(sizeof(Key) * slots), d_at = c_at + up(sizeof(std::uint32_t) * slots);
+    const std::size_t d_bytes = sizeof(double) * listed, i_at = d_at + span_offset(d_bytes);
+    AsyncBuffer<unsigned char> block(i_at + sizeof(std::int64_t) * listed, s);
+    const auto* d_queries = reinterpret_cast<const float*>(block.get());
+    auto* matrix = reinterpret_cast<Key*>(block.get() + m_at);
+    auto* sel_keys = reinterpret_cast<Key*>(block.get() + k_at);
+    auto* sel_cols = reinterpret_cast<std::uint32_t*>(block.get() + c_at);
+    auto* d_dist = reinterpret_cast<double*>(block.get() + d_at);
+    auto* d_ids = reinterpret_cast<std::int64_t*>(block.get() + i_at);
+    upload_async(block.get(), req.queries, q_bytes, 0, s);
+    trace.mark("upload");
     std::vector<double> dist(listed);
     std::vector<std::int64_t> list_ids(listed);
     for (std::int64_t q0 = 0; q0 < req.nq; q0 += group) {
       KnnRequest part = req;
       part.nq = std::min(group, req.nq - q0);
-      const float* part_queries = d_queries.get() + q0 * req.dim;
+      const float* part_queries = d_queries + q0 * req.dim;
       for (std::int64_t p = 0; p < passes; ++p) {
         const std::int64_t first = p * pass_rows, rows = std::min(pass_rows, req.n - first);
-        queue_pass<M>(part, part_queries, first, rows, kk, p, passes, row_ids, matrix.get(), sel_keys.get(),
-                      sel_cols.get(), d_dist.get(), d_ids.get(), trace, s);
+        queue_pass<M>(part, part_queries, first, rows, kk, p, passes, row_ids, matrix, sel_keys, sel_cols,
+                      d_dist, d_ids, trace, s);
       }
+      // A part's lists are the first `got` of each array: where the part
+      // fills them, one copy; else (the last, shorter part) two.
       const std::int64_t got = part.nq * kk * passes;
-      download_and_wait(dist.data(), d_dist.get(), sizeof(double) * got, list_ids.data(), d_ids.get(),
-                        sizeof(std::int64_t) * got, 1, s);
+      if (got == listed)
+        download_span_and_wait(dist.data(), sizeof(double) * got, list_ids.data(), sizeof(std::int64_t) * got,
+                               d_dist, 1, s);
+      else
+        download_and_wait(dist.data(), d_dist, sizeof(double) * got, list_ids.data(), d_ids,
+                          sizeof(std::int64_t) * got, 1, s);
       trace.mark("download");
       merge_passes(dist.data(), list_ids.data(), part.nq, passes, kk, req.k, ids + q0 * req.k,
                    distances + q0 * req.k);

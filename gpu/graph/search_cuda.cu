@@ -852,15 +852,27 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   if (im.host.n == 0) return pad_results(ids, distances, nq * sp.k);
   GKNN_CUDA(cudaSetDevice(im.device));
   const cudaStream_t s = thread_stream(im.device);
-  AsyncBuffer<float> dq(std::size_t(nq) * im.dim, s);
   AsyncBuffer<std::uint8_t> dskip(sp.skip ? std::size_t(im.host.n) : 0, s);
-  const std::size_t answers = std::size_t(nq) * sp.k;
-  AsyncBuffer<std::int64_t> dids(answers, s);
-  AsyncBuffer<double> dd(answers, s);
   std::unique_ptr<AsyncBuffer<std::uint32_t>> upload;
   std::vector<std::uint32_t> host_entries;  // kept alive until the wait below
   const auto [entries, n_entries] = im.entries(sp, s, upload, host_entries);
-  upload_async(dq.get(), queries, std::size_t(nq) * im.dim * sizeof(float), 0, s);
+  const bool entry_kernel = nq <= kWideUpTo && n_entries > 0;
+  // One allocation and one copy each way for a call's own buffers (a small
+  // call is mostly such host work, and the service's executors make it from
+  // four threads at once): the queries, the entry scores, then the ids and
+  // distances side by side (downloaded by one copy).
+  const std::size_t answers = std::size_t(nq) * sp.k;
+  const std::size_t q_bytes = std::size_t(nq) * im.dim * sizeof(float);
+  const std::size_t e_at = (q_bytes + 255) / 256 * 256;
+  const std::size_t e_bytes = entry_kernel ? std::size_t(nq) * n_entries * sizeof(double) : 0;
+  const std::size_t a_at = (e_at + e_bytes + 255) / 256 * 256;
+  const std::size_t d_at = a_at + span_offset(answers * sizeof(std::int64_t));
+  AsyncBuffer<unsigned char> block(d_at + answers * sizeof(double), s);
+  const auto* dq = reinterpret_cast<float*>(block.get());
+  auto* escores = reinterpret_cast<double*>(block.get() + e_at);
+  auto* dids = reinterpret_cast<std::int64_t*>(block.get() + a_at);
+  auto* dd = reinterpret_cast<double*>(block.get() + d_at);
+  upload_async(block.get(), queries, q_bytes, 0, s);
   if (sp.skip)
     GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
@@ -881,11 +893,9 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   if (stage_rows) per_round = 0;
   const std::size_t smem =
       im.smem + 16 + (stage_rows ? std::size_t(stage_rows) * im.row_stride * sizeof(float) : stage_bytes);
-  const bool entry_kernel = nq <= kWideUpTo && n_entries > 0;
   // A small call's queries take clusters of CTAs (H200, 60,000 x 784, one
   // query: ef 20 0.118 -> 0.108 ms with 8; bench/results/graph-cluster-H200-2026-11-28.md).
   const int cl = im.team_size(nq);
-  AsyncBuffer<double> escores(entry_kernel ? std::size_t(nq) * n_entries : 0, s);
   for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {  // entry_kernel: one launch (nq <= kWideUpTo)
     const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
     const dim3 egrid(unsigned((n_entries + kEntryThreads / kGroupLanes - 1) / (kEntryThreads / kGroupLanes)),
@@ -893,19 +903,18 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
     if (entry_kernel)
       entry_scores_kernel<<<egrid, kEntryThreads,
                             std::size_t(im.entry_per_round) * kEntryThreads * sizeof(float), s>>>(
-          im.vectors.get(), im.dim, im.metric, dq.get() + q0 * im.dim, entries, n_entries, im.entry_per_round,
-          escores.get() + q0 * n_entries);
-    Impl::launch_search(cl, unsigned(rows), threads, smem, s, im.vectors.get(), im.edges.get(), im.host.n,
-                        im.host.degree, im.dim, im.metric, static_cast<const float*>(dq.get() + q0 * im.dim),
-                        entries,
-                        static_cast<const double*>(entry_kernel ? escores.get() + q0 * n_entries : nullptr),
-                        n_entries, static_cast<const std::uint8_t*>(sp.skip ? dskip.get() : nullptr), ef,
-                        sp.k, sp.width, im.query_in_shared, per_round, im.row_stride, stage_rows,
-                        dids.get() + q0 * sp.k, dd.get() + q0 * sp.k);
+          im.vectors.get(), im.dim, im.metric, dq + q0 * im.dim, entries, n_entries, im.entry_per_round,
+          escores + q0 * n_entries);
+    Impl::launch_search(
+        cl, unsigned(rows), threads, smem, s, im.vectors.get(), im.edges.get(), im.host.n, im.host.degree,
+        im.dim, im.metric, static_cast<const float*>(dq + q0 * im.dim), entries,
+        static_cast<const double*>(entry_kernel ? escores + q0 * n_entries : nullptr), n_entries,
+        static_cast<const std::uint8_t*>(sp.skip ? dskip.get() : nullptr), ef, sp.k, sp.width,
+        im.query_in_shared, per_round, im.row_stride, stage_rows, dids + q0 * sp.k, dd + q0 * sp.k);
     GKNN_CUDA(cudaGetLastError());
   }
-  download_and_wait(ids, dids.get(), answers * sizeof(std::int64_t), distances, dd.get(),
-                    answers * sizeof(double), 1, s);
+  download_span_and_wait(ids, answers * sizeof(std::int64_t), distances, answers * sizeof(double), dids, 1,
+                         s);
 }
 
 }  // namespace gknn::graph

@@ -85,6 +85,11 @@ void upload_async(void* to, const void* from, std::size_t bytes, int slot, cudaS
 // on `s` through pinned scratch `slot`, and waits for `s`.
 void download_and_wait(void* to_a, const void* a, std::size_t a_bytes, void* to_b, const void* b,
                        std::size_t b_bytes, int slot, cudaStream_t s);
+// The same for two arrays of one allocation, b at span_offset(a_bytes) past
+// a: one copy (a copy may not cross from one allocation into another).
+constexpr std::size_t span_offset(std::size_t a_bytes) { return (a_bytes + 15) / 16 * 16; }
+void download_span_and_wait(void* to_a, std::size_t a_bytes, void* to_b, std::size_t b_bytes,
+                            const void* span, int slot, cudaStream_t s);
 
 // Pinned host memory owned by an object rather than a thread (a GPU service
 // session's TopK runs on any executor thread): blocks up to kMaxPooledPinned

@@ -59,9 +59,22 @@ void upload_async(void* to, const void* from, std::size_t bytes, int slot, cudaS
   GKNN_CUDA(cudaMemcpyAsync(to, pinned ? pinned : from, bytes, cudaMemcpyHostToDevice, s));
 }
 
+void download_span_and_wait(void* to_a, std::size_t a_bytes, void* to_b, std::size_t b_bytes,
+                            const void* span, int slot, cudaStream_t s) {
+  const std::size_t b_at = span_offset(a_bytes);
+  auto* pinned = static_cast<unsigned char*>(pinned_scratch_bytes(slot, b_at + b_bytes));
+  if (!pinned)
+    return download_and_wait(to_a, span, a_bytes, to_b, static_cast<const unsigned char*>(span) + b_at,
+                             b_bytes, slot, s);
+  GKNN_CUDA(cudaMemcpyAsync(pinned, span, b_at + b_bytes, cudaMemcpyDeviceToHost, s));
+  GKNN_CUDA(cudaStreamSynchronize(s));
+  if (a_bytes) std::memcpy(to_a, pinned, a_bytes);
+  if (b_bytes) std::memcpy(to_b, pinned + b_at, b_bytes);
+}
+
 void download_and_wait(void* to_a, const void* a, std::size_t a_bytes, void* to_b, const void* b,
                        std::size_t b_bytes, int slot, cudaStream_t s) {
-  const std::size_t b_at = (a_bytes + 15) / 16 * 16;
+  const std::size_t b_at = span_offset(a_bytes);
   auto* pinned = static_cast<unsigned char*>(pinned_scratch_bytes(slot, b_at + b_bytes));
   if (!pinned) {
     if (a_bytes) GKNN_CUDA(cudaMemcpyAsync(to_a, a, a_bytes, cudaMemcpyDeviceToHost, s));
