@@ -89,6 +89,17 @@ std::atomic<bool> device_fault{false};
 // clients (bench/results/service-executors-H200-2026-11-27.md).
 constexpr int kExecutors = 4;
 
+// Experiment (to measure, then remove): GKNN_SERVICE_EXECUTORS=N (1-16) in
+// the server's environment. The measurement above came before a graph
+// search and an exact scan took one allocation a call; since, calls from 8
+// threads take 0.11-0.16 ms where they took 0.25-0.29
+// (bench/results/graph-threads-H200-2026-11-28.md).
+int executor_threads() {
+  const char* v = getenv("GKNN_SERVICE_EXECUTORS");
+  const int n = v ? atoi(v) : 0;
+  return n >= 1 && n <= 16 ? n : kExecutors;
+}
+
 void handle_sigterm(SIGNAL_ARGS) {
   int save = errno;
   stop_requested = true;
@@ -164,7 +175,7 @@ bool open_devices(ServiceShared* ctl) {
   if (ok) {
     try {
       images = new ResidentImages(ordinals, budget_bytes(memory));
-      executors = new Executors(kExecutors);
+      executors = new Executors(executor_threads());
       executors->set_poll(gknn_service_poll_us);
     } catch (const std::exception& e) {
       snprintf(reason, sizeof(reason), "the gknn service could not start: %s", e.what());
