@@ -52,14 +52,22 @@ struct DeviceImage::Impl {
   // buffers live on stream `s` until the stage is destroyed.
   struct PqStage {
     PqStage(const Impl& im, const float* queries, std::int64_t rows, int probes, int k, cudaStream_t s);
+    // A query's candidates: the `probes` largest lists together (checked
+    // before the stage's allocation: columns are 32-bit).
+    static std::int64_t candidate_row(const Impl& im, int probes);
     std::int64_t rows;
     int probes, k;
-    AsyncBuffer<float> queries;              // rows x dim, prepared (normalised under cosine)
-    AsyncBuffer<float> probe_keys;           // rows x probes
-    AsyncBuffer<std::uint32_t> probe_lists;  // rows x probes
-    AsyncBuffer<std::int64_t> starts;        // rows x (probes + 1)
-    AsyncBuffer<float> keys;                 // rows x k, PQ distances
-    AsyncBuffer<std::uint32_t> cols;         // rows x k, columns (~0 or >= starts[probes]: padding)
+    // Every array of the stage in one allocation (BlockLayout), the coarse
+    // keys and the candidates' PQ keys included.
+    BlockLayout layout;
+    std::size_t at_queries, at_probe_keys, at_probe_lists, at_starts, at_keys, at_cols, at_ckeys, at_cand;
+    AsyncBuffer<unsigned char> block;
+    float* queries;              // rows x dim, prepared (normalised under cosine)
+    float* probe_keys;           // rows x probes
+    std::uint32_t* probe_lists;  // rows x probes
+    std::int64_t* starts;        // rows x (probes + 1)
+    float* keys;                 // rows x k, PQ distances
+    std::uint32_t* cols;         // rows x k, columns (~0 or >= starts[probes]: padding)
   };
 
   void search_batch(const float* queries, std::int64_t rows, int probes, int k, cudaStream_t s,

@@ -93,17 +93,24 @@ __global__ void map_refined(const double* keys, const std::uint32_t* cols, std::
   }
 }
 
-// Sorts each of `rows` rows of `count` ranks ascending (kNoRank last).
-void sort_rows(const std::uint64_t* in, std::uint64_t* out, std::int64_t rows, int count, cudaStream_t s) {
-  AsyncBuffer<std::int64_t> seg(rows + 1, s);
-  segment_starts<<<grid_for(rows + 1, kThreads), kThreads, 0, s>>>(seg.get(), rows, count);
-  GKNN_CUDA(cudaGetLastError());
+// The segmented sort's temporary bytes for `rows` rows of `count` ranks
+// (a size query: no data is read).
+std::size_t sort_rows_bytes(std::int64_t rows, int count) {
   std::size_t bytes = 0;
-  GKNN_CUDA(cub::DeviceSegmentedSort::SortKeys(nullptr, bytes, in, out, rows * count, rows, seg.get(),
-                                               seg.get() + 1, s));
-  AsyncBuffer<unsigned char> temp(bytes, s);
-  GKNN_CUDA(cub::DeviceSegmentedSort::SortKeys(temp.get(), bytes, in, out, rows * count, rows, seg.get(),
-                                               seg.get() + 1, s));
+  GKNN_CUDA(cub::DeviceSegmentedSort::SortKeys(nullptr, bytes, static_cast<const std::uint64_t*>(nullptr),
+                                               static_cast<std::uint64_t*>(nullptr), rows * count, rows,
+                                               static_cast<const std::int64_t*>(nullptr),
+                                               static_cast<const std::int64_t*>(nullptr)));
+  return bytes;
+}
+
+// Sorts each of `rows` rows of `count` ranks ascending (kNoRank last);
+// seg (rows + 1) and temp (sort_rows_bytes) are the caller's.
+void sort_rows(const std::uint64_t* in, std::uint64_t* out, std::int64_t rows, int count, std::int64_t* seg,
+               void* temp, std::size_t bytes, cudaStream_t s) {
+  segment_starts<<<grid_for(rows + 1, kThreads), kThreads, 0, s>>>(seg, rows, count);
+  GKNN_CUDA(cudaGetLastError());
+  GKNN_CUDA(cub::DeviceSegmentedSort::SortKeys(temp, bytes, in, out, rows * count, rows, seg, seg + 1, s));
 }
 
 }  // namespace
@@ -113,40 +120,53 @@ void DeviceImage::Impl::refine_batch(const float* queries, std::int64_t rows, in
   const int dim = params.dim;
   const PqStage st(*this, queries, rows, probes, count, s);
   const std::int64_t n = rows * count;
-  AsyncBuffer<std::uint64_t> cand(n, s), ranks(n, s);
-  column_ranks<<<grid_for(n, kThreads), kThreads, 0, s>>>(st.cols.get(), rows, count, st.starts.get(), probes,
-                                                          st.probe_lists.get(), d_offsets.get(), rank.get(),
-                                                          cand.get());
+  // The refine's arrays in one allocation (BlockLayout); the answers, ids
+  // then distances, brought back by one copy.
+  const bool cosine = params.metric == Metric::Cosine;
+  const std::size_t sort_bytes = sort_rows_bytes(rows, count);
+  const std::size_t id_bytes = sizeof(std::int64_t) * rows * k, dist_bytes = sizeof(double) * rows * k;
+  BlockLayout layout;
+  const std::size_t at_cand = layout.add<std::uint64_t>(n), at_ranks = layout.add<std::uint64_t>(n),
+                    at_seg = layout.add<std::int64_t>(rows + 1),
+                    at_temp = layout.add<unsigned char>(sort_bytes),
+                    at_raw = layout.add<float>(cosine ? rows * dim : 0), at_dist = layout.add<double>(n),
+                    at_okeys = layout.add<double>(rows * k), at_ocols = layout.add<std::uint32_t>(rows * k),
+                    at_out = layout.add_span(id_bytes, dist_bytes);
+  AsyncBuffer<unsigned char> block(layout.bytes, s);
+  auto* cand = in_block<std::uint64_t>(block, at_cand);
+  auto* ranks = in_block<std::uint64_t>(block, at_ranks);
+  auto* dist = in_block<double>(block, at_dist);
+  auto* okeys = in_block<double>(block, at_okeys);
+  auto* ocols = in_block<std::uint32_t>(block, at_ocols);
+  auto* oids = in_block<std::int64_t>(block, at_out);
+  auto* odist = in_block<double>(block, at_out + span_offset(id_bytes));
+  column_ranks<<<grid_for(n, kThreads), kThreads, 0, s>>>(st.cols, rows, count, st.starts, probes,
+                                                          st.probe_lists, d_offsets.get(), rank.get(), cand);
   GKNN_CUDA(cudaGetLastError());
-  sort_rows(cand.get(), ranks.get(), rows, count, s);
+  sort_rows(cand, ranks, rows, count, in_block<std::int64_t>(block, at_seg),
+            in_block<unsigned char>(block, at_temp), sort_bytes, s);
 
   // The exact distance takes the raw query: the PQ stage's are normalised
   // under cosine (and plain copies otherwise).
-  AsyncBuffer<float> raw(params.metric == Metric::Cosine ? rows * dim : 0, s);
-  const float* q = st.queries.get();
-  if (params.metric == Metric::Cosine) {
-    upload_async(raw.get(), queries, sizeof(float) * rows * dim, 2, s);  // slot 0: the PQ stage's
-    q = raw.get();
+  const float* q = st.queries;
+  if (cosine) {
+    float* raw = in_block<float>(block, at_raw);
+    upload_async(raw, queries, sizeof(float) * rows * dim, 2, s);  // slot 0: the PQ stage's
+    q = raw;
   }
-  AsyncBuffer<double> dist(n, s);
   if (element == VectorElement::Float32) {
     exact_distances<<<grid_for(n * kGroupLanes, kThreads), kThreads, 0, s>>>(
-        ranks.get(), rows, count, vectors.get(), q, dim, params.metric, dist.get());
+        ranks, rows, count, vectors.get(), q, dim, params.metric, dist);
     GKNN_CUDA(cudaGetLastError());
   } else {  // binary16 or bit rows (exact_rows.h)
-    packed_rank_distances(element, packed.get(), ranks.get(), rows, count, q, dim, params.metric, dist.get(),
-                          s);
+    packed_rank_distances(element, packed.get(), ranks, rows, count, q, dim, params.metric, dist, s);
   }
 
-  AsyncBuffer<double> okeys(rows * k, s), odist(rows * k, s);
-  AsyncBuffer<std::uint32_t> ocols(rows * k, s);
-  AsyncBuffer<std::int64_t> oids(rows * k, s);
-  select_best(dist.get(), rows, count, k, okeys.get(), ocols.get(), s);
-  map_refined<<<grid_for(rows * k, kThreads), kThreads, 0, s>>>(
-      okeys.get(), ocols.get(), rows, k, count, ranks.get(), ranked_ids.get(), oids.get(), odist.get());
+  select_best(dist, rows, count, k, okeys, ocols, s);
+  map_refined<<<grid_for(rows * k, kThreads), kThreads, 0, s>>>(okeys, ocols, rows, k, count, ranks,
+                                                                ranked_ids.get(), oids, odist);
   GKNN_CUDA(cudaGetLastError());
-  download_and_wait(out_ids, oids.get(), sizeof(std::int64_t) * rows * k, out_dist, odist.get(),
-                    sizeof(double) * rows * k, 1, s);
+  download_span_and_wait(out_ids, id_bytes, out_dist, dist_bytes, block.get() + at_out, 1, s);
 }
 
 void DeviceImage::search_refined(const float* queries, std::int64_t nq, const SearchParams& sp,

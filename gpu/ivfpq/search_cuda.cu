@@ -262,49 +262,63 @@ void DeviceImage::Impl::launch_scan(const ScanArgs& a, std::int64_t rows, cudaSt
   GKNN_CUDA(cudaGetLastError());
 }
 
+std::int64_t DeviceImage::Impl::PqStage::candidate_row(const Impl& im, int probes) {
+  const std::int64_t ld = im.largest[probes];
+  if (ld >= std::int64_t(std::numeric_limits<std::uint32_t>::max()))
+    throw Error(ErrorCode::InvalidArgument, "ivfpq: 2^32 - 1 or more candidates for one query");
+  return ld;
+}
+
 DeviceImage::Impl::PqStage::PqStage(const Impl& im, const float* host_queries, std::int64_t rows_,
                                     int probes_, int k_, cudaStream_t s)
     : rows(rows_),
       probes(probes_),
       k(k_),
-      queries(rows_ * im.params.dim, s),
-      probe_keys(rows_ * probes_, s),
-      probe_lists(rows_ * probes_, s),
-      starts(rows_ * (probes_ + 1), s),
-      keys(rows_ * k_, s),
-      cols(rows_ * k_, s) {
+      at_queries(layout.add<float>(rows_ * im.params.dim)),
+      at_probe_keys(layout.add<float>(rows_ * probes_)),
+      at_probe_lists(layout.add<std::uint32_t>(rows_ * probes_)),
+      at_starts(layout.add<std::int64_t>(rows_ * (probes_ + 1))),
+      at_keys(layout.add<float>(rows_ * k_)),
+      at_cols(layout.add<std::uint32_t>(rows_ * k_)),
+      at_ckeys(layout.add<float>(rows_ * im.params.lists)),
+      at_cand(layout.add<float>(rows_ * candidate_row(im, probes_))),
+      block(layout.bytes, s),
+      queries(in_block<float>(block, at_queries)),
+      probe_keys(in_block<float>(block, at_probe_keys)),
+      probe_lists(in_block<std::uint32_t>(block, at_probe_lists)),
+      starts(in_block<std::int64_t>(block, at_starts)),
+      keys(in_block<float>(block, at_keys)),
+      cols(in_block<std::uint32_t>(block, at_cols)) {
   const Params& params = im.params;
   const int dim = params.dim, lists = params.lists;
   const std::vector<float> hq = prepared_rows(params, host_queries, rows);
-  AsyncBuffer<float> ckeys(rows * lists, s);
-  upload_async(queries.get(), hq.data(), sizeof(float) * hq.size(), 0, s);
+  float* const ckeys = in_block<float>(block, at_ckeys);
+  upload_async(queries, hq.data(), sizeof(float) * hq.size(), 0, s);
   coarse_keys<<<grid_for(rows * lists * kGroupLanes, kThreads), kThreads, 0, s>>>(
-      queries.get(), rows, im.centroids.get(), lists, dim, params.metric, ckeys.get());
+      queries, rows, im.centroids.get(), lists, dim, params.metric, ckeys);
   GKNN_CUDA(cudaGetLastError());
-  select_best(ckeys.get(), rows, lists, probes, probe_keys.get(), probe_lists.get(), s);
+  select_best(ckeys, rows, lists, probes, probe_keys, probe_lists, s);
 
   // Candidate rows (probe p's list at [starts[p], starts[p+1])), laid out
   // on the device; every row is as long as the `probes` largest lists
   // together, so the host sizes the buffer without waiting for the probes.
-  row_starts<<<grid_for(rows, kThreads), kThreads, 0, s>>>(probe_lists.get(), rows, probes,
-                                                           im.d_offsets.get(), starts.get());
+  row_starts<<<grid_for(rows, kThreads), kThreads, 0, s>>>(probe_lists, rows, probes, im.d_offsets.get(),
+                                                           starts);
   GKNN_CUDA(cudaGetLastError());
   const std::int64_t ld = im.largest[probes];
-  if (ld >= std::int64_t(std::numeric_limits<std::uint32_t>::max()))
-    throw Error(ErrorCode::InvalidArgument, "ivfpq: 2^32 - 1 or more candidates for one query");
 
   // NaN everywhere first: columns past a row's candidates rank after them.
-  AsyncBuffer<float> cand(rows * ld, s);
+  float* const cand = in_block<float>(block, at_cand);  // rows x ld (laid out above)
   if (ld > 0) {
-    GKNN_CUDA(cudaMemsetAsync(cand.get(), 0xff, sizeof(float) * rows * ld, s));
-    const ScanArgs a{queries.get(),
+    GKNN_CUDA(cudaMemsetAsync(cand, 0xff, sizeof(float) * rows * ld, s));
+    const ScanArgs a{queries,
                      im.centroids.get(),
                      im.codebooks.get(),
                      im.codes.get(),
                      im.d_offsets.get(),
-                     probe_lists.get(),
-                     probe_keys.get(),
-                     starts.get(),
+                     probe_lists,
+                     probe_keys,
+                     starts,
                      probes,
                      dim,
                      params.m,
@@ -314,23 +328,24 @@ DeviceImage::Impl::PqStage::PqStage(const Impl& im, const float* host_queries, s
                      code_size(params),
                      params.metric,
                      ld,
-                     cand.get()};
+                     cand};
     im.launch_scan(a, rows, s);
   }
-  select_best(cand.get(), rows, ld, k, keys.get(), cols.get(), s);
+  select_best(cand, rows, ld, k, keys, cols, s);
 }
 
 void DeviceImage::Impl::search_batch(const float* queries, std::int64_t rows, int probes, int k,
                                      cudaStream_t s, std::int64_t* out_ids, float* out_dist) const {
   const PqStage st(*this, queries, rows, probes, k, s);
-  AsyncBuffer<float> odist(rows * k, s);
-  AsyncBuffer<std::int64_t> oids(rows * k, s);
+  // The answers, ids then distances, brought back by one copy.
+  const std::size_t id_bytes = sizeof(std::int64_t) * rows * k, dist_bytes = sizeof(float) * rows * k;
+  AsyncBuffer<unsigned char> out(span_offset(id_bytes) + dist_bytes, s);
+  auto* oids = in_block<std::int64_t>(out, 0);
+  auto* odist = in_block<float>(out, span_offset(id_bytes));
   map_results<<<grid_for(rows * k, kThreads), kThreads, 0, s>>>(
-      st.keys.get(), st.cols.get(), rows, k, st.starts.get(), probes, st.probe_lists.get(), d_offsets.get(),
-      ids.get(), oids.get(), odist.get());
+      st.keys, st.cols, rows, k, st.starts, probes, st.probe_lists, d_offsets.get(), ids.get(), oids, odist);
   GKNN_CUDA(cudaGetLastError());
-  download_and_wait(out_ids, oids.get(), sizeof(std::int64_t) * rows * k, out_dist, odist.get(),
-                    sizeof(float) * rows * k, 1, s);
+  download_span_and_wait(out_ids, id_bytes, out_dist, dist_bytes, out.get(), 1, s);
 }
 
 DeviceImage::DeviceImage(const Image& image, int device) : impl_(new Impl(image, device)) {}

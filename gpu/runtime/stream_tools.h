@@ -36,6 +36,27 @@ class AsyncBuffer {
   cudaStream_t stream_;
 };
 
+// The arrays of one call laid out in one stream-ordered allocation: the
+// pool's allocations and frees serialise threads that call at once (a graph
+// search's five a call: calls of two queries from four threads 0.14 ->
+// 0.11 ms as one, bench/results/graph-threads-H200-2026-11-28.md). add()
+// reserves an array (256-byte aligned) and returns its offset; add_span()
+// two arrays that download_span_and_wait brings back by one copy.
+struct BlockLayout {
+  std::size_t bytes = 0;
+  template <typename T>
+  std::size_t add(std::size_t count) {
+    const std::size_t at = bytes;
+    bytes += (count * sizeof(T) + 255) / 256 * 256;
+    return at;
+  }
+  std::size_t add_span(std::size_t a_bytes, std::size_t b_bytes);
+};
+template <typename T>
+T* in_block(const AsyncBuffer<unsigned char>& block, std::size_t at) {
+  return reinterpret_cast<T*>(block.get() + at);
+}
+
 // Checks that `device` is usable (Error(NoDevice) if not) and makes it current.
 inline void use_device(int device) {
   require_device(device);

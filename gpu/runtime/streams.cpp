@@ -60,6 +60,12 @@ void upload_async(void* to, const void* from, std::size_t bytes, int slot, cudaS
   GKNN_CUDA(cudaMemcpyAsync(to, pinned ? pinned : from, bytes, cudaMemcpyHostToDevice, s));
 }
 
+std::size_t BlockLayout::add_span(std::size_t a_bytes, std::size_t b_bytes) {
+  const std::size_t at = bytes;
+  bytes += (span_offset(a_bytes) + b_bytes + 255) / 256 * 256;
+  return at;
+}
+
 void download_span_and_wait(void* to_a, std::size_t a_bytes, void* to_b, std::size_t b_bytes,
                             const void* span, int slot, cudaStream_t s) {
   const std::size_t b_at = span_offset(a_bytes);
