@@ -232,19 +232,19 @@ void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* id
     // frees, six a call, serialised the service's executor threads):
     // the queries, the matrix, the selection's keys and columns, the
     // passes' lists (distances, then ids where one copy brings both back).
-    auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
-    const std::size_t q_bytes = sizeof(float) * req.nq * req.dim;
-    const std::size_t m_at = up(q_bytes), k_at = m_at + up(sizeof(Key) * group * pass_rows);
-    const std::size_t c_at = k_at + up(sizeof(Key) * slots), d_at = c_at + up(sizeof(std::uint32_t) * slots);
-    const std::size_t d_bytes = sizeof(double) * listed, i_at = d_at + span_offset(d_bytes);
-    AsyncBuffer<unsigned char> block(i_at + sizeof(std::int64_t) * listed, s);
-    const auto* d_queries = reinterpret_cast<const float*>(block.get());
-    auto* matrix = reinterpret_cast<Key*>(block.get() + m_at);
-    auto* sel_keys = reinterpret_cast<Key*>(block.get() + k_at);
-    auto* sel_cols = reinterpret_cast<std::uint32_t*>(block.get() + c_at);
-    auto* d_dist = reinterpret_cast<double*>(block.get() + d_at);
-    auto* d_ids = reinterpret_cast<std::int64_t*>(block.get() + i_at);
-    upload_async(block.get(), req.queries, q_bytes, 0, s);
+    const std::size_t d_bytes = sizeof(double) * listed;
+    BlockLayout layout;
+    const std::size_t q_at = layout.add<float>(req.nq * req.dim), m_at = layout.add<Key>(group * pass_rows),
+                      k_at = layout.add<Key>(slots), c_at = layout.add<std::uint32_t>(slots),
+                      d_at = layout.add_span(d_bytes, sizeof(std::int64_t) * listed);
+    AsyncBuffer<unsigned char> block(layout.bytes, s);
+    const auto* d_queries = in_block<const float>(block, q_at);
+    auto* matrix = in_block<Key>(block, m_at);
+    auto* sel_keys = in_block<Key>(block, k_at);
+    auto* sel_cols = in_block<std::uint32_t>(block, c_at);
+    auto* d_dist = in_block<double>(block, d_at);
+    auto* d_ids = in_block<std::int64_t>(block, d_at + span_offset(d_bytes));
+    upload_async(block.get() + q_at, req.queries, sizeof(float) * req.nq * req.dim, 0, s);
     trace.mark("upload");
     std::vector<double> dist(listed);
     std::vector<std::int64_t> list_ids(listed);

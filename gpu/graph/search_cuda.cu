@@ -863,16 +863,17 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   // distances side by side (downloaded by one copy).
   const std::size_t answers = std::size_t(nq) * sp.k;
   const std::size_t q_bytes = std::size_t(nq) * im.dim * sizeof(float);
-  const std::size_t e_at = (q_bytes + 255) / 256 * 256;
-  const std::size_t e_bytes = entry_kernel ? std::size_t(nq) * n_entries * sizeof(double) : 0;
-  const std::size_t a_at = (e_at + e_bytes + 255) / 256 * 256;
-  const std::size_t d_at = a_at + span_offset(answers * sizeof(std::int64_t));
-  AsyncBuffer<unsigned char> block(d_at + answers * sizeof(double), s);
-  const auto* dq = reinterpret_cast<float*>(block.get());
-  auto* escores = reinterpret_cast<double*>(block.get() + e_at);
-  auto* dids = reinterpret_cast<std::int64_t*>(block.get() + a_at);
-  auto* dd = reinterpret_cast<double*>(block.get() + d_at);
-  upload_async(block.get(), queries, q_bytes, 0, s);
+  const std::size_t id_bytes = answers * sizeof(std::int64_t);
+  BlockLayout layout;
+  const std::size_t q_at = layout.add<float>(std::size_t(nq) * im.dim),
+                    e_at = layout.add<double>(entry_kernel ? std::size_t(nq) * n_entries : 0),
+                    a_at = layout.add_span(id_bytes, answers * sizeof(double));
+  AsyncBuffer<unsigned char> block(layout.bytes, s);
+  const auto* dq = in_block<float>(block, q_at);
+  auto* escores = in_block<double>(block, e_at);
+  auto* dids = in_block<std::int64_t>(block, a_at);
+  auto* dd = in_block<double>(block, a_at + span_offset(id_bytes));
+  upload_async(block.get() + q_at, queries, q_bytes, 0, s);
   if (sp.skip)
     GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
