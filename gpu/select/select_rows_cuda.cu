@@ -429,17 +429,22 @@ void run_bucket(const typename L::Elem* in, std::int64_t nq, std::int64_t len, s
     return;
   }
   // Partitioned: P partial k-best lists per row, then a pass over them.
-  // Stream-ordered: freed after the pass that reads them, no wait here.
-  AsyncBuffer<W> partial(std::size_t(nq) * p.P * kk, st);
-  AsyncBuffer<unsigned long long> radius(C::kK > 1 ? std::size_t(nq) : 0, st);
-  if (C::kK > 1)
-    GKNN_CUDA(cudaMemsetAsync(radius.get(), 0xff, sizeof(unsigned long long) * std::size_t(nq), st));
+  // Stream-ordered: freed after the pass that reads them, no wait here; one
+  // allocation for both arrays (BlockLayout: the pool's allocations
+  // serialise threads selecting at once).
+  BlockLayout layout;
+  const std::size_t at_partial = layout.add<W>(std::size_t(nq) * p.P * kk),
+                    at_radius = layout.add<unsigned long long>(C::kK > 1 ? std::size_t(nq) : 0);
+  AsyncBuffer<unsigned char> block(layout.bytes, st);
+  W* const partial = in_block<W>(block, at_partial);
+  unsigned long long* const radius = in_block<unsigned long long>(block, at_radius);
+  if (C::kK > 1) GKNN_CUDA(cudaMemsetAsync(radius, 0xff, sizeof(unsigned long long) * std::size_t(nq), st));
   a.mode = kModeWords;
-  a.out_words = partial.get();
-  a.g_radius = C::kK > 1 ? radius.get() : nullptr;
+  a.out_words = partial;
+  a.g_radius = C::kK > 1 ? radius : nullptr;
   launch<L, C>(a, st);
   const std::int64_t len2 = std::int64_t(p.P) * kk;
-  run_rows<WordLoad<W>>(partial.get(), nq, len2, len2, kk, out, st, false);
+  run_rows<WordLoad<W>>(partial, nq, len2, len2, kk, out, st, false);
 }
 
 template <class L>
