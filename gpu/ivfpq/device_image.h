@@ -58,7 +58,9 @@ struct DeviceImage::Impl {
     std::int64_t rows;
     int probes, k;
     // Every array of the stage in one allocation (BlockLayout), the coarse
-    // keys and the candidates' PQ keys included.
+    // keys and the candidates' PQ keys included: they now live as long as
+    // the stage (a refine's peak grows by them, at most 2 x 256 MB for the
+    // largest batches batch_rows allows; a service batch's are kilobytes).
     BlockLayout layout;
     std::size_t at_queries, at_probe_keys, at_probe_lists, at_starts, at_keys, at_cols, at_ckeys, at_cand;
     AsyncBuffer<unsigned char> block;

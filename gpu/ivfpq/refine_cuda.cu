@@ -94,13 +94,13 @@ __global__ void map_refined(const double* keys, const std::uint32_t* cols, std::
 }
 
 // The segmented sort's temporary bytes for `rows` rows of `count` ranks
-// (a size query: no data is read).
+// (a size query: no data is read; the same argument types as sort_rows'
+// call, so that one instantiation of CUB's kernels serves both).
 std::size_t sort_rows_bytes(std::int64_t rows, int count) {
   std::size_t bytes = 0;
-  GKNN_CUDA(cub::DeviceSegmentedSort::SortKeys(nullptr, bytes, static_cast<const std::uint64_t*>(nullptr),
-                                               static_cast<std::uint64_t*>(nullptr), rows * count, rows,
-                                               static_cast<const std::int64_t*>(nullptr),
-                                               static_cast<const std::int64_t*>(nullptr)));
+  GKNN_CUDA(cub::DeviceSegmentedSort::SortKeys(
+      nullptr, bytes, static_cast<const std::uint64_t*>(nullptr), static_cast<std::uint64_t*>(nullptr),
+      rows * count, rows, static_cast<std::int64_t*>(nullptr), static_cast<std::int64_t*>(nullptr)));
   return bytes;
 }
 
