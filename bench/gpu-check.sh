@@ -99,8 +99,17 @@ run_tests() {
     regress/run-all.sh
 }
 
+# The bench tools as pack-gpu-host.sh packed them (build/bench itself is
+# too large to carry beside the bundle), where build/bench has none.
+unpack_bench_tools() {
+  [ -f "$DEV/bench-tools.tar.xz" ] && [ ! -x build/bench/gknn_loadgen_tests ] || return 0
+  mkdir -p build/bench
+  tar -xJf "$DEV/bench-tools.tar.xz" -C build/bench
+}
+
 main() {
   preflight
+  unpack_bench_tools
   start_postgres
   run_tests
 }

