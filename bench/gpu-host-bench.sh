@@ -22,6 +22,14 @@
 #                  only, 1/16/64 clients: one 10-minute call each), synthetic-1m-exact
 #                  (exact mode beside ivfflat only: about 3 minutes), synthetic-1m-build
 #                  (gpu_graph and hnsw built, one client: about 4 minutes),
+#   fashion-mnist-service-ab (gpu_graph, gpu_ivfpq and exact at 16 / 64
+#                  clients, no pgvector: about 1.5 minutes) to compare a GPU
+#                  service setting within one call: run `server
+#                  fashion-mnist-service-ab`, then `rm -f /tmp/gknn-bench-server`,
+#                  export the setting (GKNN_SERVICE_EXECUTORS=8,
+#                  GKNN_POOL_INTERNAL_DEPS=0) and run the two steps again
+#                  (the server is made anew; RUN_OPTS must not be empty, e.g.
+#                  "--queries 10000", or the default's clients replace the file's)
 #   fashion-mnist-topk (issue 17's exact search: GpuTopK from the table cache)
 #                  bench/run-experiment.sh on that server (the dataset
 #                  prepared there, ground truth on the GPU); RUN_OPTS are
@@ -99,7 +107,7 @@ step() {
   case $1 in
     server) server ;;
     fashion-mnist | glove-100 | synthetic-1m | synthetic-10m | fashion-mnist-targets | synthetic-1m-targets | \
-      glove-100-targets | fashion-mnist-topk | synthetic-1m-exact | synthetic-1m-build)
+      glove-100-targets | fashion-mnist-topk | synthetic-1m-exact | synthetic-1m-build | fashion-mnist-service-ab)
       experiment "$1" ;;
     ivfpq-1m) sql_bench ivfpq-1m 1000000 128 1024 32 ;;
     ivfpq-10m) NQ=100 sql_bench ivfpq-10m 10000000 96 4096 48 ;;
