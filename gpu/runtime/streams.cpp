@@ -66,21 +66,12 @@ std::size_t BlockLayout::add_span(std::size_t a_bytes, std::size_t b_bytes) {
   return at;
 }
 
-void download_span_and_wait(void* to_a, std::size_t a_bytes, void* to_b, std::size_t b_bytes,
-                            const void* span, int slot, cudaStream_t s) {
-  const std::size_t b_at = span_offset(a_bytes);
-  auto* pinned = static_cast<unsigned char*>(pinned_scratch_bytes(slot, b_at + b_bytes));
-  if (!pinned)
-    return download_and_wait(to_a, span, a_bytes, to_b, static_cast<const unsigned char*>(span) + b_at,
-                             b_bytes, slot, s);
-  GKNN_CUDA(cudaMemcpyAsync(pinned, span, b_at + b_bytes, cudaMemcpyDeviceToHost, s));
-  GKNN_CUDA(cudaStreamSynchronize(s));
-  if (a_bytes) std::memcpy(to_a, pinned, a_bytes);
-  if (b_bytes) std::memcpy(to_b, pinned + b_at, b_bytes);
-}
+namespace {
 
-void download_and_wait(void* to_a, const void* a, std::size_t a_bytes, void* to_b, const void* b,
-                       std::size_t b_bytes, int slot, cudaStream_t s) {
+// download_and_wait's body; `span`: b starts at a + span_offset(a_bytes) in
+// the same allocation, so that one copy brings both into the pinned scratch.
+void download_pair(void* to_a, const void* a, std::size_t a_bytes, void* to_b, const void* b,
+                   std::size_t b_bytes, bool span, int slot, cudaStream_t s) {
   const std::size_t b_at = span_offset(a_bytes);
   auto* pinned = static_cast<unsigned char*>(pinned_scratch_bytes(slot, b_at + b_bytes));
   if (!pinned) {
@@ -89,11 +80,28 @@ void download_and_wait(void* to_a, const void* a, std::size_t a_bytes, void* to_
     GKNN_CUDA(cudaStreamSynchronize(s));
     return;
   }
-  if (a_bytes) GKNN_CUDA(cudaMemcpyAsync(pinned, a, a_bytes, cudaMemcpyDeviceToHost, s));
-  if (b_bytes) GKNN_CUDA(cudaMemcpyAsync(pinned + b_at, b, b_bytes, cudaMemcpyDeviceToHost, s));
+  if (span) {
+    GKNN_CUDA(cudaMemcpyAsync(pinned, a, b_at + b_bytes, cudaMemcpyDeviceToHost, s));
+  } else {
+    if (a_bytes) GKNN_CUDA(cudaMemcpyAsync(pinned, a, a_bytes, cudaMemcpyDeviceToHost, s));
+    if (b_bytes) GKNN_CUDA(cudaMemcpyAsync(pinned + b_at, b, b_bytes, cudaMemcpyDeviceToHost, s));
+  }
   GKNN_CUDA(cudaStreamSynchronize(s));
   if (a_bytes) std::memcpy(to_a, pinned, a_bytes);
   if (b_bytes) std::memcpy(to_b, pinned + b_at, b_bytes);
+}
+
+}  // namespace
+
+void download_span_and_wait(void* to_a, std::size_t a_bytes, void* to_b, std::size_t b_bytes,
+                            const void* span, int slot, cudaStream_t s) {
+  download_pair(to_a, span, a_bytes, to_b, static_cast<const unsigned char*>(span) + span_offset(a_bytes),
+                b_bytes, true, slot, s);
+}
+
+void download_and_wait(void* to_a, const void* a, std::size_t a_bytes, void* to_b, const void* b,
+                       std::size_t b_bytes, int slot, cudaStream_t s) {
+  download_pair(to_a, a, a_bytes, to_b, b, b_bytes, false, slot, s);
 }
 
 namespace {
