@@ -257,15 +257,11 @@ void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* id
         queue_pass<M>(part, part_queries, first, rows, kk, p, passes, row_ids, matrix, sel_keys, sel_cols,
                       d_dist, d_ids, trace, s);
       }
-      // A part's lists are the first `got` of each array: where the part
-      // fills them, one copy; else (the last, shorter part) two.
-      const std::int64_t got = part.nq * kk * passes;
-      if (got == listed)
-        download_span_and_wait(dist.data(), sizeof(double) * got, list_ids.data(), sizeof(std::int64_t) * got,
-                               d_dist, 1, s);
-      else
-        download_and_wait(dist.data(), d_dist, sizeof(double) * got, list_ids.data(), d_ids,
-                          sizeof(std::int64_t) * got, 1, s);
+      // Both arrays whole, one copy: a shorter last part reads only its
+      // first lists (the rest still hold the part before's, never garbage:
+      // a first part is always full).
+      download_span_and_wait(dist.data(), d_bytes, list_ids.data(), sizeof(std::int64_t) * listed, d_dist, 1,
+                             s);
       trace.mark("download");
       merge_passes(dist.data(), list_ids.data(), part.nq, passes, kk, req.k, ids + q0 * req.k,
                    distances + q0 * req.k);
