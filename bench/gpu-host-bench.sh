@@ -26,8 +26,9 @@
 #                  clients, no pgvector: about 1.5 minutes) to compare a GPU
 #                  service setting within one call: run `server
 #                  fashion-mnist-service-ab`, then `rm -f /tmp/gknn-bench-server`,
-#                  export the setting (GKNN_SERVICE_EXECUTORS=8,
-#                  GKNN_POOL_INTERNAL_DEPS=0) and run the two steps again
+#                  export the setting under test (an experiment's
+#                  GKNN_* variable, read by the service when it starts) and
+#                  run the two steps again
 #                  (the server is made anew; RUN_OPTS must not be empty, e.g.
 #                  "--queries 10000", or the default's clients replace the file's)
 #   fashion-mnist-topk (issue 17's exact search: GpuTopK from the table cache)

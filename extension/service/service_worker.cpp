@@ -83,22 +83,13 @@ std::atomic<bool> device_fault{false};
 // Batches searched at once: one per executor thread. Measured on the H100
 // (bench/kernels/bench_service_batch.cpp): 1, 2, 4 and 8 threads calling
 // at once gave 12,200, 26,200, 39,900 and 46,300 queries/s in batches of 8.
-// Through the service on the H200 (Fashion-MNIST, gpu_graph ef 20, 16 / 64
-// clients): 1 executor 41,577 / 60,258 QPS, 2: 42,798 / 72,247, 4: 42,871 /
-// 70,171, 8: 31,075 / 55,324, 16: 24,922 / 37,775; exact search 4 best at 64
-// clients (bench/results/service-executors-H200-2026-11-27.md).
+// Through the service on the H200 (Fashion-MNIST, gpu_graph ef 16, 16 / 64
+// clients), with calls of one pool allocation: 2 executors 58,239 / 108,038
+// QPS, 3: 62,047 / 122,036, 4: 63,288 / 121,940, 8: 55,544 / 104,566, 12:
+// 47,710 / 79,875 (more executors, smaller batches and longer calls); exact
+// search the same from 2 to 8
+// (bench/results/service-executors-H200-2026-11-28-80ca6b0.md).
 constexpr int kExecutors = 4;
-
-// Experiment (to measure, then remove): GKNN_SERVICE_EXECUTORS=N (1-16) in
-// the server's environment. The measurement above came before a graph
-// search and an exact scan took one allocation a call; since, calls from 8
-// threads take 0.11-0.16 ms where they took 0.25-0.29
-// (bench/results/graph-threads-H200-2026-11-28.md).
-int executor_threads() {
-  const char* v = getenv("GKNN_SERVICE_EXECUTORS");
-  const int n = v ? atoi(v) : 0;
-  return n >= 1 && n <= 16 ? n : kExecutors;
-}
 
 void handle_sigterm(SIGNAL_ARGS) {
   int save = errno;
@@ -175,7 +166,7 @@ bool open_devices(ServiceShared* ctl) {
   if (ok) {
     try {
       images = new ResidentImages(ordinals, budget_bytes(memory));
-      executors = new Executors(executor_threads());
+      executors = new Executors(kExecutors);
       executors->set_poll(gknn_service_poll_us);
     } catch (const std::exception& e) {
       snprintf(reason, sizeof(reason), "the gknn service could not start: %s", e.what());

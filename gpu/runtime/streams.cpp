@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -175,16 +174,6 @@ void keep_pool_memory(int device) {
   GKNN_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
   std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
   GKNN_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  // Experiment (to measure, then remove): GKNN_POOL_INTERNAL_DEPS=0 stops
-  // the pool from handing one stream a block another stream freed before
-  // that stream's work is done, with a wait for it inserted: calls from
-  // several threads may be chained that way (a graph search's five
-  // allocations a call took 0.095 -> 0.285 ms from 1 to 8 threads before
-  // they were one: bench/results/graph-threads-H200-2026-11-28.md).
-  if (const char* deps = std::getenv("GKNN_POOL_INTERNAL_DEPS"); deps && std::strcmp(deps, "0") == 0) {
-    int off = 0;
-    GKNN_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &off));
-  }
   done[device] = true;
 }
 
