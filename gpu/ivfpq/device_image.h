@@ -57,12 +57,10 @@ struct DeviceImage::Impl {
     static std::int64_t candidate_row(const Impl& im, int probes);
     std::int64_t rows;
     int probes, k;
-    // Every array of the stage in one allocation (BlockLayout), the coarse
-    // keys and the candidates' PQ keys included: they now live as long as
-    // the stage (a refine's peak grows by them, at most 2 x 256 MB for the
-    // largest batches batch_rows allows; a service batch's are kilobytes).
-    BlockLayout layout;
-    std::size_t at_queries, at_probe_keys, at_probe_lists, at_starts, at_keys, at_cols, at_ckeys, at_cand;
+    // Every array of the stage in one allocation, the coarse keys and the
+    // candidates' PQ keys included: they now live as long as the stage (a
+    // refine's peak grows by them, at most 2 x 256 MB for the largest
+    // batches batch_rows allows; a service batch's are kilobytes).
     AsyncBuffer<unsigned char> block;
     float* queries;              // rows x dim, prepared (normalised under cosine)
     float* probe_keys;           // rows x probes
@@ -70,6 +68,15 @@ struct DeviceImage::Impl {
     std::int64_t* starts;        // rows x (probes + 1)
     float* keys;                 // rows x k, PQ distances
     std::uint32_t* cols;         // rows x k, columns (~0 or >= starts[probes]: padding)
+
+   private:
+    // Where each array starts in `block` (BlockLayout offsets), and its size.
+    struct Layout {
+      std::size_t bytes, queries, probe_keys, probe_lists, starts, keys, cols, ckeys, cand;
+    };
+    static Layout lay_out(const Impl& im, std::int64_t rows, int probes, int k);
+    PqStage(const Impl& im, const float* queries, std::int64_t rows, int probes, int k, cudaStream_t s,
+            const Layout& at);
   };
 
   void search_batch(const float* queries, std::int64_t rows, int probes, int k, cudaStream_t s,

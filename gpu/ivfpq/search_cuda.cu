@@ -269,30 +269,42 @@ std::int64_t DeviceImage::Impl::PqStage::candidate_row(const Impl& im, int probe
   return ld;
 }
 
+DeviceImage::Impl::PqStage::Layout DeviceImage::Impl::PqStage::lay_out(const Impl& im, std::int64_t rows,
+                                                                       int probes, int k) {
+  BlockLayout l;
+  Layout at{};
+  at.queries = l.add<float>(rows * im.params.dim);
+  at.probe_keys = l.add<float>(rows * probes);
+  at.probe_lists = l.add<std::uint32_t>(rows * probes);
+  at.starts = l.add<std::int64_t>(rows * (probes + 1));
+  at.keys = l.add<float>(rows * k);
+  at.cols = l.add<std::uint32_t>(rows * k);
+  at.ckeys = l.add<float>(rows * im.params.lists);
+  at.cand = l.add<float>(rows * candidate_row(im, probes));
+  at.bytes = l.bytes;
+  return at;
+}
+
 DeviceImage::Impl::PqStage::PqStage(const Impl& im, const float* host_queries, std::int64_t rows_,
                                     int probes_, int k_, cudaStream_t s)
+    : PqStage(im, host_queries, rows_, probes_, k_, s, lay_out(im, rows_, probes_, k_)) {}
+
+DeviceImage::Impl::PqStage::PqStage(const Impl& im, const float* host_queries, std::int64_t rows_,
+                                    int probes_, int k_, cudaStream_t s, const Layout& at)
     : rows(rows_),
       probes(probes_),
       k(k_),
-      at_queries(layout.add<float>(rows_ * im.params.dim)),
-      at_probe_keys(layout.add<float>(rows_ * probes_)),
-      at_probe_lists(layout.add<std::uint32_t>(rows_ * probes_)),
-      at_starts(layout.add<std::int64_t>(rows_ * (probes_ + 1))),
-      at_keys(layout.add<float>(rows_ * k_)),
-      at_cols(layout.add<std::uint32_t>(rows_ * k_)),
-      at_ckeys(layout.add<float>(rows_ * im.params.lists)),
-      at_cand(layout.add<float>(rows_ * candidate_row(im, probes_))),
-      block(layout.bytes, s),
-      queries(in_block<float>(block, at_queries)),
-      probe_keys(in_block<float>(block, at_probe_keys)),
-      probe_lists(in_block<std::uint32_t>(block, at_probe_lists)),
-      starts(in_block<std::int64_t>(block, at_starts)),
-      keys(in_block<float>(block, at_keys)),
-      cols(in_block<std::uint32_t>(block, at_cols)) {
+      block(at.bytes, s),
+      queries(in_block<float>(block, at.queries)),
+      probe_keys(in_block<float>(block, at.probe_keys)),
+      probe_lists(in_block<std::uint32_t>(block, at.probe_lists)),
+      starts(in_block<std::int64_t>(block, at.starts)),
+      keys(in_block<float>(block, at.keys)),
+      cols(in_block<std::uint32_t>(block, at.cols)) {
   const Params& params = im.params;
   const int dim = params.dim, lists = params.lists;
   const std::vector<float> hq = prepared_rows(params, host_queries, rows);
-  float* const ckeys = in_block<float>(block, at_ckeys);
+  float* const ckeys = in_block<float>(block, at.ckeys);
   upload_async(queries, hq.data(), sizeof(float) * hq.size(), 0, s);
   coarse_keys<<<grid_for(rows * lists * kGroupLanes, kThreads), kThreads, 0, s>>>(
       queries, rows, im.centroids.get(), lists, dim, params.metric, ckeys);
@@ -308,7 +320,7 @@ DeviceImage::Impl::PqStage::PqStage(const Impl& im, const float* host_queries, s
   const std::int64_t ld = im.largest[probes];
 
   // NaN everywhere first: columns past a row's candidates rank after them.
-  float* const cand = in_block<float>(block, at_cand);  // rows x ld (laid out above)
+  float* const cand = in_block<float>(block, at.cand);  // rows x ld (laid out in lay_out)
   if (ld > 0) {
     GKNN_CUDA(cudaMemsetAsync(cand, 0xff, sizeof(float) * rows * ld, s));
     const ScanArgs a{queries,
@@ -339,13 +351,15 @@ void DeviceImage::Impl::search_batch(const float* queries, std::int64_t rows, in
   const PqStage st(*this, queries, rows, probes, k, s);
   // The answers, ids then distances, brought back by one copy.
   const std::size_t id_bytes = sizeof(std::int64_t) * rows * k, dist_bytes = sizeof(float) * rows * k;
-  AsyncBuffer<unsigned char> out(span_offset(id_bytes) + dist_bytes, s);
-  auto* oids = in_block<std::int64_t>(out, 0);
-  auto* odist = in_block<float>(out, span_offset(id_bytes));
+  BlockLayout layout;
+  const std::size_t at = layout.add_span(id_bytes, dist_bytes);
+  AsyncBuffer<unsigned char> out(layout.bytes, s);
+  auto* oids = in_block<std::int64_t>(out, at);
+  auto* odist = in_block<float>(out, at + span_offset(id_bytes));
   map_results<<<grid_for(rows * k, kThreads), kThreads, 0, s>>>(
       st.keys, st.cols, rows, k, st.starts, probes, st.probe_lists, d_offsets.get(), ids.get(), oids, odist);
   GKNN_CUDA(cudaGetLastError());
-  download_span_and_wait(out_ids, id_bytes, out_dist, dist_bytes, out.get(), 1, s);
+  download_span_and_wait(out_ids, id_bytes, out_dist, dist_bytes, out.get() + at, 1, s);
 }
 
 DeviceImage::DeviceImage(const Image& image, int device) : impl_(new Impl(image, device)) {}
