@@ -8,12 +8,15 @@
 #include <sched.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <system_error>
 
 namespace gknn_service {
 
 Executors::Executors(int threads) {
+  if (const char* p = getenv("GKNN_SERVICE_POLLERS"); p && strcmp(p, "all") == 0) max_pollers_ = threads;
   fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   // Threads inherit the signal mask: block everything while they start.
@@ -47,7 +50,7 @@ void Executors::submit(std::uint64_t id, std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(id, std::move(task));
     queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
-    polled = polling_;  // it takes the task, or sees it when it stops polling
+    polled = polling_ > 0;  // a poller takes the task, or sees it when it stops polling
   }
   if (!polled) wake_.notify_one();
 }
@@ -74,13 +77,14 @@ bool Executors::poll(std::pair<std::uint64_t, std::function<void()>>* job) {
         *job = std::move(queue_.front());
         queue_.pop_front();
         queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
-        polling_ = false;
-        // Another task queued while this one polled: a sleeper takes it.
-        if (!queue_.empty()) wake_.notify_one();
+        --polling_;
+        // Another task queued while this one polled and no poller is left:
+        // a sleeper takes it.
+        if (!queue_.empty() && polling_ == 0) wake_.notify_one();
         return true;
       }
       if (expired) {
-        polling_ = false;
+        --polling_;
         return false;
       }
     }
@@ -93,8 +97,8 @@ bool Executors::next(std::pair<std::uint64_t, std::function<void()>>* job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
-    poller = !polling_;
-    polling_ = true;
+    poller = polling_ < max_pollers_;
+    if (poller) ++polling_;
   }
   if (poller && poll(job)) return true;
   std::unique_lock<std::mutex> lock(mu_);

@@ -8,7 +8,12 @@
 //
 // A thread that comes free polls the queue for a while (set_poll) before
 // it sleeps (one such thread at a time): under load the next batch starts without a
-// wake-up, which costs as much as a small batch's GPU work.
+// wake-up, which costs as much as a small batch's GPU work. Experiment (to
+// measure, then remove): GKNN_SERVICE_POLLERS=all in the server's
+// environment lets every free thread poll, so that a batch submitted while
+// the poller runs the last one does not wake a sleeper either (at 16
+// clients the four executors are ~65 % busy: a second free thread is
+// common).
 //
 // Each thread uses its own CUDA streams (the core keeps one per thread and
 // device). Threads start with every signal blocked, so PostgreSQL's handlers
@@ -64,7 +69,8 @@ class Executors {
   std::deque<std::pair<std::uint64_t, std::function<void()>>> queue_;
   std::vector<std::uint64_t> done_;
   bool stopping_ = false;
-  bool polling_ = false;  // a thread polls (under mu_)
+  int polling_ = 0;      // threads polling (under mu_)
+  int max_pollers_ = 1;  // 1, or every thread (GKNN_SERVICE_POLLERS=all)
   std::atomic<int> queued_{0};
   std::atomic<std::int64_t> poll_us_{0};  // queue_.size(), for the polling thread's peek
   int fd_ = -1;
