@@ -22,8 +22,8 @@ build/bench/gknn-load --base "$d/base.fvecs" --table items_g --columns 'id, emb'
 build/bench/gknn-load --base "$d/q.fvecs" --table queries --columns 'qid, q' >/dev/null
 psql -X -q -c "CREATE INDEX ON items_g USING gpu_graph (emb vector_l2_ops) WITH (degree = 32)" \
   -c "CREATE UNIQUE INDEX ON queries (qid)" -c "VACUUM ANALYZE items_g" -c "VACUUM ANALYZE queries"
-printf '\\set q random(1, 200)\nSELECT id FROM items_g ORDER BY emb <-> (SELECT q FROM queries WHERE qid = :q) LIMIT 10;\n' >"$d/g.sql"
-printf '\\set q random(1, 200)\nSELECT qid AS id FROM queries WHERE qid = :q AND q IS NOT NULL;\n' >"$d/f.sql"
+printf '\\set q random(0, 199)\nSELECT id FROM items_g ORDER BY emb <-> (SELECT q FROM queries WHERE qid = :q) LIMIT 10;\n' >"$d/g.sql"
+printf '\\set q random(0, 199)\nSELECT qid AS id FROM queries WHERE qid = :q AND q IS NOT NULL;\n' >"$d/f.sql"
 printf 'SELECT 1;\n' >"$d/one.sql"
 chmod 644 "$d"/*.sql
 for f in one f g; do

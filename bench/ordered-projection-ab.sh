@@ -28,8 +28,8 @@ psql -X -q -c "CREATE INDEX ON items_g USING gpu_graph (emb vector_l2_ops) WITH 
   -c "CREATE UNIQUE INDEX ON queries (qid)" -c "VACUUM ANALYZE items_g" -c "VACUUM ANALYZE queries"
 vec="(SELECT q FROM queries WHERE qid = :q)"
 for lim in 10 100; do
-  printf '\\set q random(1, 200)\nSELECT id FROM items_g ORDER BY emb <-> %s LIMIT %s;\n' "$vec" $lim >"$out/hook$lim.sql"
-  printf '\\set q random(1, 200)\nSELECT id FROM (SELECT id FROM items_g ORDER BY emb <-> %s LIMIT %s) s;\n' \
+  printf '\\set q random(0, 199)\nSELECT id FROM items_g ORDER BY emb <-> %s LIMIT %s;\n' "$vec" $lim >"$out/hook$lim.sql"
+  printf '\\set q random(0, 199)\nSELECT id FROM (SELECT id FROM items_g ORDER BY emb <-> %s LIMIT %s) s;\n' \
     "$vec" $lim >"$out/wrapped$lim.sql"
 done
 chmod 644 "$out"/*.sql

@@ -55,7 +55,7 @@ counters() { q -F ' ' -c "SELECT requests, batches, busy_ms FROM gknn_service_st
 # cell NAME SQL SETTINGS CLIENTS: one table row's cells.
 cell() {
   local sql=$2 settings=$3 c=$4 h0 h1 s0 s1 c0 c1 tps lat
-  printf '\\set q random(1, 200)\n%s\n' "$sql" >"$out/query.sql"
+  printf '\\set q random(0, 199)\n%s\n' "$sql" >"$out/query.sql"
   read -r -a h0 < <(host_ticks)
   s0=$(service_ticks)
   read -r -a c0 < <(counters)
@@ -80,7 +80,7 @@ cell() {
 
 profile() {  # profile NAME SQL SETTINGS: perf over a 16-client cell
   command -v perf >/dev/null || return 0
-  printf '\\set q random(1, 200)\n%s\n' "$2" >"$out/query.sql"
+  printf '\\set q random(0, 199)\n%s\n' "$2" >"$out/query.sql"
   PGOPTIONS="$3" pgbench -n -M prepared -f "$out/query.sql" -c 16 -j 16 -T $((secs + 2)) >/dev/null 2>&1 &
   local bg=$!
   sleep 1

@@ -49,7 +49,7 @@ service_ticks() {
 # run TABLE SETTINGS CLIENTS: "tps | mean latency ms | service CPU s per s"
 run() {
   local table=$1 settings=$2 c=$3 t0 t1 tps lat
-  printf '\\set q random(1, 200)\nSELECT id FROM %s ORDER BY emb <-> (SELECT q FROM queries WHERE qid = :q) LIMIT 10;\n' \
+  printf '\\set q random(0, 199)\nSELECT id FROM %s ORDER BY emb <-> (SELECT q FROM queries WHERE qid = :q) LIMIT 10;\n' \
     "$table" >"$out/query.sql"
   t0=$(service_ticks)
   if ! PGOPTIONS="$settings" pgbench -n -M prepared -f "$out/query.sql" -c "$c" -j "$c" -T "$secs" \
