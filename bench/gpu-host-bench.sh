@@ -23,14 +23,10 @@
 #                  (exact mode beside ivfflat only: about 3 minutes), synthetic-1m-build
 #                  (gpu_graph and hnsw built, one client: about 4 minutes),
 #   fashion-mnist-service-ab (gpu_graph, gpu_ivfpq and exact at 16 / 64
-#                  clients, no pgvector: about 1.5 minutes) to compare a GPU
-#                  service setting within one call: run `server
-#                  fashion-mnist-service-ab`, then `rm -f /tmp/gknn-bench-server`,
-#                  export the setting under test (an experiment's
-#                  GKNN_* variable, read by the service when it starts) and
-#                  run the two steps again
-#                  (the server is made anew; RUN_OPTS must not be empty, e.g.
-#                  "--queries 10000", or the default's clients replace the file's)
+#                  clients, no pgvector: about 1.5 minutes); bench/service-ab.sh
+#                  runs it A B A B with and without a service setting (an
+#                  experiment's GKNN_* variable in the server's environment)
+#                  and tables the four runs side by side
 #   fashion-mnist-topk (issue 17's exact search: GpuTopK from the table cache)
 #                  bench/run-experiment.sh on that server (the dataset
 #                  prepared there, ground truth on the GPU); RUN_OPTS are

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""One side-by-side table of fashion-mnist-service-ab runs (bench/service-ab.sh).
+
+    service_ab_table.py SETTING... -- LABEL=RESULT.json...
+
+LABEL is A<n> (the server as packed) or B<n> (started with SETTING...). Per
+cell: QPS (client p50 ms; the service's mean batch, executor ms per batch),
+then B's mean QPS over A's.
+"""
+import json
+import sys
+
+
+def cells(path):
+    with open(path) as f:
+        doc = json.load(f)
+    out = {}
+    for engine in doc["engines"]:
+        for run in engine["runs"]:
+            svc = run.get("service") or {}
+            out[(run["label"], run["clients"])] = (run["qps"], run["latency_ms"]["p50"], svc.get("mean_batch"),
+                                                   svc.get("busy_ms_per_batch"))
+    return doc, out
+
+
+def show(cell):
+    if cell is None:
+        return "-"
+    qps, p50, batch, busy = cell
+    extra = f"; {batch:.2f}, {busy:.3f}" if batch is not None and busy is not None else ""
+    return f"{qps:,.0f} ({p50:.2f}{extra})"
+
+
+def main(argv):
+    if "--" not in argv:
+        sys.exit(__doc__)
+    cut = argv.index("--")
+    settings, runs = argv[:cut], [a.split("=", 1) for a in argv[cut + 1:]]
+    loaded = [(label, *cells(path)) for label, path in runs]
+    first = loaded[0][1]
+    env = first.get("environment", {})
+    print(f"# GPU service A/B: {' '.join(settings)} ({env.get('device', '?')}, {first.get('date', '?')})\n")
+    print("fashion-mnist-service-ab run A B A B on one host: A the server as packed, B started with "
+          f"`{' '.join(settings)}` in its environment (bench/service-ab.sh). gknn "
+          f"{env.get('gknn', {}).get('version', '?')}, {env.get('cpu', '?')}. Per cell: QPS (client p50 ms; "
+          "the service's mean batch, executor ms per batch).\n")
+    labels = [label for label, _, _ in loaded]
+    print("| engine | clients | " + " | ".join(labels) + " | B / A |")
+    print("|---|---:|" + "---:|" * (len(labels) + 1))
+    for key in loaded[0][2]:
+        row = [c.get(key) for _, _, c in loaded]
+        a = [r[0] for (label, _, _), r in zip(loaded, row) if r and label.startswith("A")]
+        b = [r[0] for (label, _, _), r in zip(loaded, row) if r and label.startswith("B")]
+        ratio = f"{(sum(b) / len(b)) / (sum(a) / len(a)):.3f}" if a and b else "-"
+        print(f"| {key[0]} | {key[1]} | " + " | ".join(show(r) for r in row) + f" | {ratio} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
