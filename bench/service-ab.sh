@@ -24,17 +24,22 @@ cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$out"
 # The experiment file's clients, not gpu-host-bench.sh's default ones.
 export RUN_OPTS=${RUN_OPTS:---queries 10000}
+# The last arm's server (B: the setting on) must not serve later steps:
+# gpu-host-bench.sh reuses a server while its marker is there.
+trap 'rm -f /tmp/gknn-bench-server' EXIT
 runs=()
 for round in 1 2; do
   for arm in A B; do
     settings=()
     [ "$arm" = A ] || settings=("$@")
-    rm -f /tmp/gknn-bench-server bench/results/fashion-mnist-service-ab-*  # a fresh server, a fresh result
     dir=$out/$arm$round
-    env "${settings[@]}" bench/gpu-host-bench.sh "$dir" server fashion-mnist-service-ab
-    # shellcheck disable=SC2012  # the newest of the step's own files
+    # A fresh server, a fresh result (this is the GPU host's copy of the tree).
+    rm -rf /tmp/gknn-bench-server "$dir" bench/results/fashion-mnist-service-ab-*
+    env ${settings[@]+"${settings[@]}"} bench/gpu-host-bench.sh "$dir" server fashion-mnist-service-ab
+    # shellcheck disable=SC2012  # the step's own result file
     result=$(ls -t bench/results/fashion-mnist-service-ab-*.json 2>/dev/null | head -1)
-    if ! grep -q '^step fashion-mnist-service-ab: rc 0' "$dir/steps.txt" 2>/dev/null || [ -z "$result" ]; then
+    if ! grep -q '^step server: rc 0' "$dir/steps.txt" 2>/dev/null ||
+      ! grep -q '^step fashion-mnist-service-ab: rc 0' "$dir/steps.txt" || [ -z "$result" ]; then
       echo "run $arm$round failed: $dir" >&2
       exit 1
     fi
@@ -44,7 +49,8 @@ for round in 1 2; do
 done
 rm -f bench/results/fashion-mnist-service-ab-*
 python3 bench/service_ab_table.py "$@" -- "${runs[@]}" >"$out/service-ab.md" || exit 1
-device=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["environment"]["device"])' "$out/A1/result.json")
+device=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["environment"]["device"])' "$out/A1/result.json" |
+  tr -c 'A-Za-z0-9_-' '-')
 tag=$(printf '%s' "$*" | tr -c 'A-Za-z0-9=_-' '-' | tr '=' '-')
 cp "$out/service-ab.md" "bench/results/service-ab-$tag-$device-$(date +%F).md"
 cat "$out/service-ab.md"

@@ -40,6 +40,11 @@ int main(int argc, char** argv) {
   const int task_us = argc > 3 ? std::atoi(argv[3]) : 50;
   const int tasks = argc > 4 ? std::atoi(argv[4]) : 200000;
   const int poll_us = argc > 5 ? std::atoi(argv[5]) : 1000;
+  if (threads < 1 || inflight < 1 || task_us < 0 || tasks < 1) {
+    std::fprintf(stderr,
+                 "usage: bench_executors [threads>=1] [inflight>=1] [task_us>=0] [tasks>=1] [poll_us]\n");
+    return 2;
+  }
   gknn_service::Executors ex(threads);
   ex.set_poll(poll_us);
   std::vector<std::atomic<int>> ran(tasks);

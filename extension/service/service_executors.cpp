@@ -16,7 +16,8 @@
 namespace gknn_service {
 
 Executors::Executors(int threads) {
-  if (const char* p = getenv("GKNN_SERVICE_POLLERS"); p && strcmp(p, "all") == 0) max_pollers_ = threads;
+  if (const char* p = getenv("GKNN_SERVICE_POLLERS"); p && strcmp(p, "all") == 0)
+    max_pollers_ = threads < 1 ? 1 : threads;
   fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   // Threads inherit the signal mask: block everything while they start.
@@ -45,14 +46,16 @@ void Executors::stop() {
 }
 
 void Executors::submit(std::uint64_t id, std::function<void()> task) {
-  bool polled;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(id, std::move(task));
     queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
-    polled = polling_ > 0;  // a poller takes the task, or sees it when it stops polling
+    // Each poller takes one task (or sees it when it stops polling); a task
+    // beyond them wakes a sleeper rather than wait for a busy thread.
+    wake = queue_.size() > static_cast<std::size_t>(polling_);
   }
-  if (!polled) wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 std::vector<std::uint64_t> Executors::finished() {
@@ -78,9 +81,8 @@ bool Executors::poll(std::pair<std::uint64_t, std::function<void()>>* job) {
         queue_.pop_front();
         queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
         --polling_;
-        // Another task queued while this one polled and no poller is left:
-        // a sleeper takes it.
-        if (!queue_.empty() && polling_ == 0) wake_.notify_one();
+        // More tasks queued than threads left polling: a sleeper takes one.
+        if (queue_.size() > static_cast<std::size_t>(polling_)) wake_.notify_one();
         return true;
       }
       if (expired) {

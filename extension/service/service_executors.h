@@ -7,8 +7,10 @@
 // it, and never throws (it catches what the core throws).
 //
 // A thread that comes free polls the queue for a while (set_poll) before
-// it sleeps (one such thread at a time): under load the next batch starts without a
-// wake-up, which costs as much as a small batch's GPU work. Experiment (to
+// it sleeps (one such thread at a time, unless the experiment below): under
+// load the next batch starts without a wake-up, which costs as much as a
+// small batch's GPU work; a task queued beyond the polling threads wakes a
+// sleeper. Experiment (to
 // measure, then remove): GKNN_SERVICE_POLLERS=all in the server's
 // environment lets every free thread poll, so that a batch submitted while
 // the poller runs the last one does not wake a sleeper either (at 16
@@ -46,6 +48,9 @@ class Executors {
   void stop();
 
   int threads() const { return static_cast<int>(threads_.size()); }
+  // How many free threads may poll at once (1, or threads() under the
+  // experiment GKNN_SERVICE_POLLERS=all).
+  int pollers() const { return max_pollers_; }
   // How long a free thread polls for the next task (gknn.service_poll_us).
   void set_poll(std::int64_t us) { poll_us_.store(us < 0 ? 0 : us, std::memory_order_relaxed); }
   // Readable when a task has finished (for the main thread's wait).
@@ -59,8 +64,8 @@ class Executors {
 
  private:
   void run();
-  // The next task (false: stopping), after polling for it when no other
-  // thread polls.
+  // The next task (false: stopping), after polling for it while fewer
+  // than max_pollers_ threads poll.
   bool next(std::pair<std::uint64_t, std::function<void()>>* job);
   bool poll(std::pair<std::uint64_t, std::function<void()>>* job);
 
