@@ -20,6 +20,7 @@
 #                      stripped and compressed: build/bench itself (8 MB)
 #                      does not fit a call's 64 MiB beside the bundle;
 #                      gpu-check.sh and gpu-host-bench.sh unpack it there
+# (.device/data, the datasets gpu-host-bench.sh reads, is kept.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . regress/cluster.sh
@@ -142,8 +143,10 @@ record_requirements() {
 }
 
 main() {
-  rm -rf "$DEV"
+  # Everything packed before goes; the datasets copied by hand into
+  # .device/data (bench/gpu-host-bench.sh) stay.
   mkdir -p "$DEV"
+  find "$DEV" -mindepth 1 -maxdepth 1 ! -name data -exec rm -rf {} +
   check_installed
   build_core_tests
   list_core_tests
