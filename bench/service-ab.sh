@@ -49,7 +49,7 @@ for round in 1 2; do
 done
 rm -f bench/results/fashion-mnist-service-ab-*
 python3 bench/service_ab_table.py "$@" -- "${runs[@]}" >"$out/service-ab.md" || exit 1
-device=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["environment"]["device"])' "$out/A1/result.json" |
+device=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["environment"]["device"], end="")' "$out/A1/result.json" |
   tr -c 'A-Za-z0-9_-' '-')
 tag=$(printf '%s' "$*" | tr -c 'A-Za-z0-9=_-' '-' | tr '=' '-')
 cp "$out/service-ab.md" "bench/results/service-ab-$tag-$device-$(date +%F).md"
