@@ -10,12 +10,11 @@
 // it sleeps (one such thread at a time, unless the experiment below): under
 // load the next batch starts without a wake-up, which costs as much as a
 // small batch's GPU work; a task queued beyond the polling threads wakes a
-// sleeper. Experiment (to
-// measure, then remove): GKNN_SERVICE_POLLERS=all in the server's
-// environment lets every free thread poll, so that a batch submitted while
-// the poller runs the last one does not wake a sleeper either (at 16
-// clients the four executors are ~65 % busy: a second free thread is
-// common).
+// sleeper. Experiment (to measure, then remove): GKNN_SERVICE_POLLERS=all
+// in the server's environment lets every free thread poll, so that a batch
+// submitted while the poller runs the last one finds another poller instead
+// of a sleeper (at 16 clients the four executors are ~65 % busy: a second
+// free thread is common).
 //
 // Each thread uses its own CUDA streams (the core keeps one per thread and
 // device). Threads start with every signal blocked, so PostgreSQL's handlers
@@ -74,10 +73,10 @@ class Executors {
   std::deque<std::pair<std::uint64_t, std::function<void()>>> queue_;
   std::vector<std::uint64_t> done_;
   bool stopping_ = false;
-  int polling_ = 0;      // threads polling (under mu_)
-  int max_pollers_ = 1;  // 1, or every thread (GKNN_SERVICE_POLLERS=all)
-  std::atomic<int> queued_{0};
-  std::atomic<std::int64_t> poll_us_{0};  // queue_.size(), for the polling thread's peek
+  int polling_ = 0;                       // threads polling (under mu_)
+  int max_pollers_ = 1;                   // 1, or every thread (GKNN_SERVICE_POLLERS=all)
+  std::atomic<int> queued_{0};            // queue_.size(), for the polling threads' peek
+  std::atomic<std::int64_t> poll_us_{0};  // set_poll's
   int fd_ = -1;
   std::vector<std::thread> threads_;
 };
