@@ -8,9 +8,6 @@
 //   g++ -O2 -std=c++17 -pthread -Iextension bench/service/bench_executors.cpp \
 //       extension/service/service_executors.cpp -o /tmp/bench_executors
 //   /tmp/bench_executors [threads=4] [inflight=6] [task_us=50] [tasks=200000] [poll_us=1000]
-//
-// With GKNN_SERVICE_POLLERS=all in the environment every free executor polls
-// the queue (the experiment switch of service_executors.h), else one.
 #include <poll.h>
 
 #include <algorithm>
@@ -84,9 +81,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   std::sort(wait_us.begin(), wait_us.end());
-  const char* pollers = std::getenv("GKNN_SERVICE_POLLERS");
-  std::printf("| %s | %d | %d | %d | %.0f | %.1f | %.1f | %.1f |\n", pollers ? pollers : "one", threads,
-              inflight, task_us, tasks / secs, wait_us[tasks / 2], wait_us[tasks * 9 / 10],
-              wait_us[tasks * 99 / 100]);
+  std::printf("| %d | %d | %d | %.0f | %.1f | %.1f | %.1f |\n", threads, inflight, task_us, tasks / secs,
+              wait_us[tasks / 2], wait_us[tasks * 9 / 10], wait_us[tasks * 99 / 100]);
   return 0;
 }

@@ -8,16 +8,12 @@
 #include <sched.h>
 
 #include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <chrono>
 #include <system_error>
 
 namespace gknn_service {
 
 Executors::Executors(int threads) {
-  if (const char* p = getenv("GKNN_SERVICE_POLLERS"); p && strcmp(p, "all") == 0)
-    max_pollers_ = threads < 1 ? 1 : threads;
   fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   // Threads inherit the signal mask: block everything while they start.
@@ -95,14 +91,12 @@ bool Executors::poll(std::pair<std::uint64_t, std::function<void()>>* job) {
 }
 
 bool Executors::next(std::pair<std::uint64_t, std::function<void()>>* job) {
-  bool poller;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;
-    poller = polling_ < max_pollers_;
-    if (poller) ++polling_;
+    ++polling_;
   }
-  if (poller && poll(job)) return true;
+  if (poll(job)) return true;
   std::unique_lock<std::mutex> lock(mu_);
   wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
   if (stopping_) return false;

@@ -6,15 +6,15 @@
 // locks); a task only runs core code on memory the main thread mapped for
 // it, and never throws (it catches what the core throws).
 //
-// A thread that comes free polls the queue for a while (set_poll) before
-// it sleeps (one such thread at a time, unless the experiment below): under
-// load the next batch starts without a wake-up, which costs as much as a
-// small batch's GPU work; a task queued beyond the polling threads wakes a
-// sleeper. Experiment (to measure, then remove): GKNN_SERVICE_POLLERS=all
-// in the server's environment lets every free thread poll, so that a batch
-// submitted while the poller runs the last one finds another poller instead
-// of a sleeper (at 16 clients the four executors are ~65 % busy: a second
-// free thread is common).
+// Every thread that comes free polls the queue for a while (set_poll)
+// before it sleeps: under load the next batch starts without a wake-up,
+// which costs as much as a small batch's GPU work, and a batch submitted
+// while one poller runs the last finds another poller, not a sleeper (at 16
+// clients the four executors are ~65 % busy: a second free thread is
+// common). Against one poller at a time: +2 to +8 % QPS for gpu_graph at 16
+// and 64 clients on the H200, exact within 1 %
+// (bench/results/service-ab-GKNN_SERVICE_POLLERS-all-H200-2026-11-28.md).
+// A task queued beyond the polling threads wakes a sleeper.
 //
 // Each thread uses its own CUDA streams (the core keeps one per thread and
 // device). Threads start with every signal blocked, so PostgreSQL's handlers
@@ -47,9 +47,6 @@ class Executors {
   void stop();
 
   int threads() const { return static_cast<int>(threads_.size()); }
-  // How many free threads may poll at once (1, or threads() under the
-  // experiment GKNN_SERVICE_POLLERS=all).
-  int pollers() const { return max_pollers_; }
   // How long a free thread polls for the next task (gknn.service_poll_us).
   void set_poll(std::int64_t us) { poll_us_.store(us < 0 ? 0 : us, std::memory_order_relaxed); }
   // Readable when a task has finished (for the main thread's wait).
@@ -63,8 +60,7 @@ class Executors {
 
  private:
   void run();
-  // The next task (false: stopping), after polling for it while fewer
-  // than max_pollers_ threads poll.
+  // The next task (false: stopping), polled for, then waited for.
   bool next(std::pair<std::uint64_t, std::function<void()>>* job);
   bool poll(std::pair<std::uint64_t, std::function<void()>>* job);
 
@@ -74,7 +70,6 @@ class Executors {
   std::vector<std::uint64_t> done_;
   bool stopping_ = false;
   int polling_ = 0;                       // threads polling (under mu_)
-  int max_pollers_ = 1;                   // 1, or every thread (GKNN_SERVICE_POLLERS=all)
   std::atomic<int> queued_{0};            // queue_.size(), for the polling threads' peek
   std::atomic<std::int64_t> poll_us_{0};  // set_poll's
   int fd_ = -1;

@@ -763,8 +763,8 @@ void gknn_service_main(Datum) {
   bool ready = open_devices(ctl);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (ready)
-    ereport(LOG, (errmsg("gknn GPU service ready on %s (%d executors, %d polling)", ctl->device_name,
-                         executors->threads(), executors->pollers())));
+    ereport(LOG,
+            (errmsg("gknn GPU service ready on %s (%d executors)", ctl->device_name, executors->threads())));
   else
     ereport(LOG, (errmsg("gknn GPU service idle: %s", ctl->reason)));
 
