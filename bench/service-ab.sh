@@ -7,7 +7,10 @@
 # the service starts). The alternation bounds the host's drift; one table
 # of the four runs side by side (bench/service_ab_table.py).
 #
-#   bench/service-ab.sh OUT NAME=VALUE [NAME=VALUE...]
+#   [ROUNDS=2] bench/service-ab.sh OUT NAME=VALUE [NAME=VALUE...]
+#
+# ROUNDS=1 runs A B only (about four minutes: where device time is short;
+# the host's drift then goes unbounded).
 #
 # Needs what bench/gpu-host-bench.sh needs (the bundle, the bench tools,
 # .device/data/fashion-mnist). Writes OUT/service-ab.md, each run's log and
@@ -28,7 +31,9 @@ export RUN_OPTS=${RUN_OPTS:---queries 10000}
 # gpu-host-bench.sh reuses a server while its marker is there.
 trap 'rm -f /tmp/gknn-bench-server' EXIT
 runs=()
-for round in 1 2; do
+rounds=${ROUNDS:-2}
+[[ $rounds =~ ^[1-9]$ ]] || { echo "ROUNDS must be 1-9" >&2; exit 2; }
+for round in $(seq 1 "$rounds"); do
   for arm in A B; do
     settings=()
     [ "$arm" = A ] || settings=("$@")

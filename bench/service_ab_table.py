@@ -40,7 +40,8 @@ def main(argv):
     first = loaded[0][1]
     env = first.get("environment", {})
     print(f"# GPU service A/B: {' '.join(settings)} ({env.get('device', '?')}, {first.get('date', '?')})\n")
-    print("fashion-mnist-service-ab run A B A B on one host: A the server as packed, B started with "
+    order = " ".join(label[0] for label, _ in runs)
+    print(f"fashion-mnist-service-ab run {order} on one host: A the server as packed, B started with "
           f"`{' '.join(settings)}` in its environment (bench/service-ab.sh). gknn "
           f"{env.get('gknn', {}).get('version', '?')}, {env.get('cpu', '?')}. Per cell: QPS (client p50 ms; "
           "the service's mean batch, executor ms per batch).\n")

@@ -4,6 +4,7 @@
 // Nothing here holds a C++ object with a destructor across a PostgreSQL call
 // (WaitLatch, CHECK_FOR_INTERRUPTS and ereport may leave by longjmp).
 #include <sched.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +37,11 @@ bool exit_callback_registered = false;
 // poll its slot for up to N microseconds before it sleeps on its latch. The
 // executor's SetLatch then finds no sleeper (no signal) and the backend
 // starts without a wake-up, the last one on a search's path (tens of
-// microseconds against a small batch's ~0.12 ms).
+// microseconds against a small batch's ~0.12 ms). Only while the service
+// has at most as many open requests as the host has CPUs: ungated, 300 us
+// gave gpu_graph +3 to +10 % at 16 clients on the H200 and cost 1-9 % at
+// 64 (the host's idle time fell from ~50 % to ~5 %;
+// service-ab-GKNN_SERVICE_CLIENT_SPIN_US-300-H200-2026-11-28.md).
 int64 client_spin_us() {
   static const int64 us = [] {
     const char* v = getenv("GKNN_SERVICE_CLIENT_SPIN_US");
@@ -44,6 +49,16 @@ int64 client_spin_us() {
     return static_cast<int64>(n < 0 ? 0 : n > 100000 ? 100000 : n);
   }();
   return us;
+}
+
+// Whether a backend may poll: few enough requests open that the pollers
+// leave CPUs to the service and everyone else.
+bool few_open(ServiceShared* ctl) {
+  static const uint32 cpus = [] {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return static_cast<uint32>(n > 0 ? n : 1);
+  }();
+  return pg_atomic_read_u32(&ctl->open_requests) <= cpus;
 }
 
 bool finished(RequestSlot* s) {
@@ -167,7 +182,8 @@ bool submit(RequestSlot* s) {
 
 ReplyCode await_reply(RequestSlot* s, WaitHook hook, void* arg) {
   const uint64 incarnation = s->incarnation;
-  if (const int64 spin = client_spin_us(); spin > 0 && view().device >= 0) (void)spin_for_reply(s, spin);
+  if (const int64 spin = client_spin_us(); spin > 0 && view().device >= 0 && few_open(shared()))
+    (void)spin_for_reply(s, spin);
   for (;;) {
     SpinLockAcquire(&s->mutex);
     uint32 state = s->state;

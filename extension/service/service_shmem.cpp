@@ -57,6 +57,7 @@ void startup_shmem() {
     SpinLockInit(&shared_block->mutex);
     shared_block->state = kStopped;
     shared_block->device = -1;
+    pg_atomic_init_u32(&shared_block->open_requests, 0);
     shared_block->nslots = slot_count();
     for (int i = 0; i < shared_block->nslots; ++i) {
       RequestSlot* s = &shared_block->slots[i];

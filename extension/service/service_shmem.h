@@ -19,6 +19,7 @@
 #include "pg.h"
 
 extern "C" {
+#include "port/atomics.h"
 #include "storage/dsm.h"
 #include "storage/latch.h"
 #include "storage/relfilenode.h"
@@ -305,6 +306,10 @@ struct ServiceShared {
   int64 started_us;
   char device_name[128];
   int32 device;  // the device searches run on (-1: the CPU)
+  // Requests submitted or running at the service's last round (written by
+  // the service, read without the mutex by a backend deciding whether to
+  // poll for its reply: service_client.cpp).
+  pg_atomic_uint32 open_requests;
   char reason[kMessageBytes];
 
   // Counters since the service started.

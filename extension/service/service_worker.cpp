@@ -549,12 +549,16 @@ void complete_job(ServiceShared* ctl, SearchJob& job) {
 // Takes the submitted requests (marking them Running) into `round_slots`:
 // searches only when `searches` (an executor is free), everything else
 // always. Returns how many.
+// Also publishes how many requests are open (submitted or running).
 int take_requests(ServiceShared* ctl, bool searches) {
   int n = 0;
+  uint32 open = 0;
   int64 now = now_us();
   for (int i = 0; i < ctl->nslots; ++i) {
     RequestSlot* s = &ctl->slots[i];
-    if (s->state != kSubmitted || (!searches && is_search_request(s->kind))) continue;  // unlocked peek
+    const uint32 state = s->state;  // unlocked peeks
+    open += state == kSubmitted || state == kRunning;
+    if (state != kSubmitted || (!searches && is_search_request(s->kind))) continue;
     SpinLockAcquire(&s->mutex);
     bool mine = s->state == kSubmitted && !exact_waits(s);
     if (mine) s->state = kRunning;
@@ -564,6 +568,7 @@ int take_requests(ServiceShared* ctl, bool searches) {
     taken[i] = Taken{i, s, nullptr, nullptr, true, false};
     round_slots[n++] = i;
   }
+  pg_atomic_write_u32(&ctl->open_requests, open);
   return n;
 }
 
