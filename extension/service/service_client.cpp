@@ -41,7 +41,11 @@ bool exit_callback_registered = false;
 // has at most as many open requests as the host has CPUs: ungated, 300 us
 // gave gpu_graph +3 to +10 % at 16 clients on the H200 and cost 1-9 % at
 // 64 (the host's idle time fell from ~50 % to ~5 %;
-// service-ab-GKNN_SERVICE_CLIENT_SPIN_US-300-H200-2026-11-28.md).
+// service-ab-GKNN_SERVICE_CLIENT_SPIN_US-300-H200-2026-11-28.md); gated,
+// one A B round: gpu_graph +7 / +15 % at 16 clients, 0 / -3 % at 64,
+// gpu_ivfpq and exact -2 to -6 % (their batches take 0.17-0.45 ms: a
+// 300 us poll often ends unanswered). Also only while this backend's
+// recent replies came within the poll (recent_wait_us).
 int64 client_spin_us() {
   static const int64 us = [] {
     const char* v = getenv("GKNN_SERVICE_CLIENT_SPIN_US");
@@ -49,6 +53,14 @@ int64 client_spin_us() {
     return static_cast<int64>(n < 0 ? 0 : n > 100000 ? 100000 : n);
   }();
   return us;
+}
+
+// This backend's recent waits for a reply (submit to reply seen), a moving
+// average: a poll is tried only where it would have been answered.
+double recent_wait_us = 0;
+
+void note_wait(const RequestSlot* s) {
+  recent_wait_us += (static_cast<double>(now_us() - s->submit_us) - recent_wait_us) / 4;
 }
 
 // Whether a backend may poll: few enough requests open that the pollers
@@ -182,14 +194,18 @@ bool submit(RequestSlot* s) {
 
 ReplyCode await_reply(RequestSlot* s, WaitHook hook, void* arg) {
   const uint64 incarnation = s->incarnation;
-  if (const int64 spin = client_spin_us(); spin > 0 && view().device >= 0 && few_open(shared()))
+  if (const int64 spin = client_spin_us();
+      spin > 0 && recent_wait_us <= spin && view().device >= 0 && few_open(shared()))
     (void)spin_for_reply(s, spin);
   for (;;) {
     SpinLockAcquire(&s->mutex);
     uint32 state = s->state;
     if (state == kDone || state == kFailed) s->state = kFree;
     SpinLockRelease(&s->mutex);
-    if (state == kDone || state == kFailed) return static_cast<ReplyCode>(s->reply);
+    if (state == kDone || state == kFailed) {
+      note_wait(s);
+      return static_cast<ReplyCode>(s->reply);
+    }
     ServiceView now = view();
     if (now.incarnation != incarnation || now.state != kReady) {
       abandon(s);
