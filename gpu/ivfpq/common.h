@@ -51,6 +51,11 @@ int refine_candidates(const SearchParams& sp, std::int64_t entries);
 inline std::uint64_t id_payload(std::int64_t id) { return std::uint64_t(id) ^ (std::uint64_t(1) << 63); }
 inline std::int64_t payload_id(std::uint64_t p) { return std::int64_t(p ^ (std::uint64_t(1) << 63)); }
 
+// The k best of n canonical distances with id payloads (id_payload), by
+// distance, NaN last, then id, into ids and distances (k each, padded).
+void write_best(const double* keys, const std::uint64_t* payloads, std::int64_t n, int k, std::int64_t* ids,
+                double* distances);
+
 // Reports progress; throws Error(Cancelled) when the callback says stop.
 void check_progress(const Progress& progress, Phase phase, std::int64_t done, std::int64_t total);
 

@@ -1,0 +1,154 @@
+// The exact search that skips lists by their radii (search_exact_pruned_cpu):
+// the full scan's answers (search_exact_cpu, itself checked against the
+// brute-force oracle), ties and NaNs included, while reading far fewer
+// entries on clustered data; and its argument checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gknn/error.h"
+#include "gknn/ivfpq.h"
+#include "ivfpq_data.h"
+#include "ivfpq_exact_data.h"
+
+namespace {
+
+using gknn::Metric;
+using gknn::ivfpq::Image;
+using gknn::test::AwkwardImage;
+
+// Pruned against full scan for nq queries and each k; returns entries read.
+std::int64_t expect_full_scans(const Image& im, const std::vector<float>& queries, std::int64_t nq,
+                               std::vector<int> ks) {
+  const gknn::ivfpq::ListRadii radii = gknn::ivfpq::list_radii(im);
+  std::int64_t read = 0;
+  for (int k : ks) {
+    std::vector<std::int64_t> ids(nq * k, -7), want_ids(nq * k, -9);
+    std::vector<double> dist(nq * k), want_dist(nq * k);
+    read = gknn::ivfpq::search_exact_pruned_cpu(im, radii, queries.data(), nq, k, ids.data(), dist.data());
+    gknn::ivfpq::search_exact_cpu(im, queries.data(), nq, k, want_ids.data(), want_dist.data());
+    EXPECT_EQ(ids, want_ids) << "k " << k;
+    EXPECT_TRUE(gknn::test::same_canonical(want_dist, dist)) << "k " << k;
+  }
+  return read;
+}
+
+// Hand-made images: grid vectors (many equal distances), a few NaN or
+// infinite, entries spread unevenly, centroids unrelated to their lists.
+TEST(IvfpqExactPruned, AwkwardImagesGiveTheFullScansAnswers) {
+  for (const AwkwardImage& c :
+       {AwkwardImage{1, 1, 4, 5, 300, Metric::L2, 1}, AwkwardImage{3, 1, 8, 4, 250, Metric::L2, 4},
+        AwkwardImage{17, 1, 4, 9, 400, Metric::L2, 5}, AwkwardImage{784, 16, 4, 5, 150, Metric::L2, 7}}) {
+    const Image im = gknn::test::awkward_image(c);
+    const std::vector<float> queries = gknn::test::grid_queries(6, c.dim, c.seed + 3);
+    expect_full_scans(im, queries, 6, {1, 7, int(c.entries) + 5});
+  }
+}
+
+// A bound that is exactly met: list 1 (centroid 0, entries at -1 and 1,
+// radius 1) has the bound 3 - 1 = 2 for the query 3, and its entry 1 is at
+// exactly 2, as list 0's entry 5 is. Read first (its bound is also 2, and
+// ties go by list), list 0 makes 2 the k-th best; list 1 must still be read,
+// since its entry ties and has the lower id.
+TEST(IvfpqExactPruned, AnEntryOnItsListsBoundIsRead) {
+  Image im = gknn::test::awkward_image({1, 1, 4, 2, 3, Metric::L2, 21});
+  im.quantizer.centroids = {5.0f, 0.0f};
+  im.offsets = {0, 1, 3};
+  im.ids = {200, 100, 300};
+  im.vectors = {5.0f, 1.0f, -1.0f};
+  const float query[1] = {3.0f};
+  const gknn::ivfpq::ListRadii radii = gknn::ivfpq::list_radii(im);
+  EXPECT_EQ(radii.radius, (std::vector<double>{0.0, 1.0}));
+  std::vector<std::int64_t> ids(1);
+  std::vector<double> dist(1);
+  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, radii, query, 1, 1, ids.data(), dist.data()), 3);
+  EXPECT_EQ(ids[0], 100);
+  EXPECT_EQ(dist[0], 2.0);
+  // Both entries at 2 for k = 2, in id order.
+  ids.resize(2);
+  dist.resize(2);
+  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, radii, query, 1, 2, ids.data(), dist.data()), 3);
+  EXPECT_EQ(ids, (std::vector<std::int64_t>{100, 200}));
+}
+
+// A list whose vectors are far from every query is skipped, and one with a
+// NaN element (NaN radius) is always read.
+TEST(IvfpqExactPruned, FarListsAreSkippedNanListsRead) {
+  Image im = gknn::test::awkward_image({2, 1, 4, 3, 6, Metric::L2, 22});
+  im.quantizer.centroids = {0, 0, 100, 100, -100, 100};
+  im.offsets = {0, 2, 4, 6};
+  im.ids = {1, 2, 3, 4, 5, 6};
+  im.vectors = {0, 1, 1, 0, 100, 101, 101, 100, -100, 100, NAN, 100};
+  const gknn::ivfpq::ListRadii radii = gknn::ivfpq::list_radii(im);
+  EXPECT_TRUE(std::isnan(radii.radius[2]));
+  const float query[2] = {0.5f, 0.5f};
+  std::vector<std::int64_t> ids(2);
+  std::vector<double> dist(2);
+  // List 2 (NaN) first, then list 0; list 1's bound ~139 is past the k-th.
+  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, radii, query, 1, 2, ids.data(), dist.data()), 4);
+  EXPECT_EQ(ids, (std::vector<std::int64_t>{1, 2}));
+  // A query with a NaN element bounds nothing: every list is read.
+  const float nan_query[2] = {NAN, 0.0f};
+  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, radii, nan_query, 1, 2, ids.data(), dist.data()), 6);
+  const std::vector<float> queries = {0.5f, 0.5f, NAN, 0.0f, 100.0f, 99.0f, 1e30f, -1e30f};
+  expect_full_scans(im, queries, 4, {1, 2, 6, 9});
+}
+
+// A trained index over clustered data, more lists than clusters (as an
+// index is sized for its data): the full scan's answers, reading a small
+// part of the entries (3.4 % here; 31.7 % with 200 clusters in the 128
+// lists, whose radii then span several clusters).
+TEST(IvfpqExactPruned, ClusteredDataReadsFewLists) {
+  const int dim = 32, nq = 100;
+  const std::int64_t n = 20000;
+  std::vector<float> x = gknn::test::clustered(n + nq, dim, 100, 0.3f, 41);
+  const std::vector<float> queries(x.end() - nq * dim, x.end());
+  x.resize(std::size_t(n) * dim);
+  gknn::ivfpq::Params p;
+  p.dim = dim, p.lists = 128, p.m = 8, p.nbits = 8, p.metric = Metric::L2;
+  Image im = gknn::test::build_index(p, x, 5000, gknn::ivfpq::kCpu);
+  im.vectors.resize(x.size());
+  for (std::size_t e = 0; e < im.ids.size(); ++e)
+    std::copy_n(x.begin() + im.ids[e] * dim, dim, im.vectors.begin() + e * dim);
+  const std::int64_t read = expect_full_scans(im, queries, nq, {10});
+  std::printf("pruned exact, %lld x %d in %d lists, k 10: %.1f %% of the entries read\n", (long long)n, dim,
+              p.lists, 100.0 * double(read) / double(n * nq));
+  EXPECT_LT(read, n * nq / 10);
+  EXPECT_GE(read, 10 * nq);
+}
+
+void expect_invalid(const std::function<void()>& f, const char* word) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted, expected an error naming " << word;
+  } catch (const gknn::Error& e) {
+    EXPECT_EQ(e.code(), gknn::ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+  }
+}
+
+TEST(IvfpqExactPruned, RejectsOtherImagesAndMetrics) {
+  Image im = gknn::test::awkward_image({3, 1, 4, 4, 50, Metric::L2, 23});
+  const gknn::ivfpq::ListRadii radii = gknn::ivfpq::list_radii(im);
+  const std::vector<float> q = gknn::test::grid_queries(1, 3, 2);
+  std::vector<std::int64_t> ids(5);
+  std::vector<double> dist(5);
+  Image other = gknn::test::awkward_image({3, 1, 4, 4, 51, Metric::L2, 23});
+  expect_invalid(
+      [&] { gknn::ivfpq::search_exact_pruned_cpu(other, radii, q.data(), 1, 5, ids.data(), dist.data()); },
+      "another image");
+  Image ip = gknn::test::awkward_image({3, 1, 4, 4, 50, Metric::InnerProduct, 23});
+  expect_invalid([&] { gknn::ivfpq::list_radii(ip); }, "L2");
+  expect_invalid(
+      [&] { gknn::ivfpq::search_exact_pruned_cpu(ip, radii, q.data(), 1, 5, ids.data(), dist.data()); },
+      "L2");
+  Image bare = im;
+  bare.vectors.clear();
+  expect_invalid([&] { gknn::ivfpq::list_radii(bare); }, "vectors");
+}
+
+}  // namespace
