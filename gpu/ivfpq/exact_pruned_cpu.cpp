@@ -1,20 +1,24 @@
-// search_exact_pruned_cpu and list_radii (gknn/ivfpq.h): the exact search
-// reading only the lists that may hold one of the k best, on L2 images with
-// float vectors. The reference for a GPU version of the same pruning.
+// search_exact_pruned_cpu and list_bounds (gknn/ivfpq.h): the exact search
+// reading only the lists, and the entries of them, that may hold one of the
+// k best, on L2 images with float vectors. The reference for a GPU version
+// of the same pruning.
 //
 // Why the answer is the full scan's: for an entry x of list l with centroid
-// c, d(q, x) >= d(q, c) - d(x, c) >= d(q, c) - r_l (the triangle inequality),
-// so no entry of l is nearer than the bound b_l = d(q, c) - r_l. The lists
-// are read in order of b_l; once b_l, less a relative margin that covers the
-// float rounding of the operator's distance (gknn::distance sums float
-// squares: relative error below (dim + 3) x 2^-24), exceeds the k-th best
-// distance found so far, every entry of l and of every later list is
-// strictly farther than that k-th best, which only falls as lists are read:
-// none of them is among the k best, not even by a tie (ties go by id, and a
-// strictly larger distance never ties). Bounds and radii are doubles from
-// float inputs (exact to ~1e-16 relative). A NaN radius or bound (NaN
-// elements) sorts first and is always read; an infinite radius gives the
-// bound -inf (read); a NaN or infinite k-th best prunes nothing.
+// c, d(q, x) >= |d(q, c) - d(x, c)| (the triangle inequality), and so
+// d(q, x) >= d(q, c) - r_l: no entry of l is nearer than the list's bound
+// b_l = d(q, c) - r_l, nor x nearer than its ring bound |d(q, c) - d(x, c)|.
+// The lists are read in order of b_l; once b_l, less a relative margin that
+// covers the float rounding of the operator's distance (gknn::distance sums
+// float squares: relative error below (dim + 3) x 2^-24), exceeds the k-th
+// best distance found so far, every entry of l and of every later list is
+// strictly farther than that k-th best, which only falls as entries are
+// read: none of them is among the k best, not even by a tie (ties go by id,
+// and a strictly larger distance never ties). The same holds for an entry
+// whose ring bound, less the margin, exceeds the k-th best. Bounds, radii
+// and centre distances are doubles from float inputs (exact to ~1e-16
+// relative). A NaN radius or bound (NaN elements) sorts first and is always
+// read; an infinite radius gives the bound -inf (read); a NaN or infinite
+// k-th best prunes nothing.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -42,7 +46,7 @@ double precise_l2(const float* a, const float* b, int dim) {
 void require_prunable(const Image& image) {
   require_vectors(image);
   if (image.quantizer.params.metric != Metric::L2 || vector_element(image) != VectorElement::Float32)
-    throw Error(ErrorCode::InvalidArgument, "ivfpq: list radii need an L2 image of float vectors");
+    throw Error(ErrorCode::InvalidArgument, "ivfpq: list bounds need an L2 image of float vectors");
 }
 
 // The margin by which a bound must exceed the k-th best distance: the
@@ -73,48 +77,48 @@ class KthBest {
 
 }  // namespace
 
-ListRadii list_radii(const Image& image) {
+ListBounds list_bounds(const Image& image) {
   check_image(image);
   require_prunable(image);
   const Params& p = image.quantizer.params;
-  ListRadii r;
+  ListBounds r;
   r.offsets = image.offsets;
   r.radius.assign(std::size_t(p.lists), 0.0);
+  r.centre_distance.resize(image.ids.size());
   for (int l = 0; l < p.lists; ++l) {
     const float* c = image.quantizer.centroids.data() + std::size_t(l) * p.dim;
     double most = 0;
     for (std::int64_t e = image.offsets[l]; e < image.offsets[l + 1]; ++e) {
       const double d = precise_l2(image.vectors.data() + e * p.dim, c, p.dim);
-      if (std::isnan(d)) {
-        most = d;
-        break;
-      }
-      most = std::max(most, d);
+      r.centre_distance[e] = d;
+      most = std::isnan(most) || std::isnan(d) ? NAN : std::max(most, d);
     }
     r.radius[l] = most;
   }
   return r;
 }
 
-std::int64_t search_exact_pruned_cpu(const Image& image, const ListRadii& radii, const float* queries,
+std::int64_t search_exact_pruned_cpu(const Image& image, const ListBounds& bounds, const float* queries,
                                      std::int64_t nq, int k, std::int64_t* ids, double* distances) {
   check_image(image);
   check_exact(queries, nq, k, ids, distances);
   require_prunable(image);
   const Params& p = image.quantizer.params;
-  if (radii.offsets != image.offsets || radii.radius.size() != std::size_t(p.lists))
-    throw Error(ErrorCode::InvalidArgument, "ivfpq: list radii made for another image");
+  if (bounds.offsets != image.offsets || bounds.radius.size() != std::size_t(p.lists) ||
+      bounds.centre_distance.size() != image.ids.size())
+    throw Error(ErrorCode::InvalidArgument, "ivfpq: list bounds made for another image");
   if (k == 0 || nq == 0) return 0;
   std::int64_t read = 0;
   const double keep = 1.0 - relative_margin(p.dim);
-  std::vector<double> bound(p.lists), keys;
+  std::vector<double> centre(p.lists), bound(p.lists), keys;
   std::vector<std::uint64_t> payloads;
   std::vector<int> order(p.lists);
   for (std::int64_t q = 0; q < nq; ++q) {
     const float* query = queries + q * p.dim;
-    for (int l = 0; l < p.lists; ++l)
-      bound[l] = precise_l2(query, image.quantizer.centroids.data() + std::size_t(l) * p.dim, p.dim) -
-                 radii.radius[l];
+    for (int l = 0; l < p.lists; ++l) {
+      centre[l] = precise_l2(query, image.quantizer.centroids.data() + std::size_t(l) * p.dim, p.dim);
+      bound[l] = centre[l] - bounds.radius[l];
+    }
     std::iota(order.begin(), order.end(), 0);
     // NaN bounds first (always read), then ascending; ties by list.
     std::sort(order.begin(), order.end(), [&](int a, int b) {
@@ -128,8 +132,9 @@ std::int64_t search_exact_pruned_cpu(const Image& image, const ListRadii& radii,
     payloads.clear();
     for (int l : order) {
       if (bound[l] * keep > kth.value()) break;  // false for NaN bounds and an infinite k-th
-      read += image.offsets[l + 1] - image.offsets[l];
       for (std::int64_t e = image.offsets[l]; e < image.offsets[l + 1]; ++e) {
+        if (std::abs(centre[l] - bounds.centre_distance[e]) * keep > kth.value()) continue;  // its ring bound
+        ++read;
         const double d =
             canonical_score(row_distance(p.metric, FloatRows{image.vectors.data()}, e, query, p.dim));
         kth.push(d);

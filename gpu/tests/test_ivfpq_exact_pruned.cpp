@@ -1,4 +1,4 @@
-// The exact search that skips lists by their radii (search_exact_pruned_cpu):
+// The exact search that skips lists by their bounds (search_exact_pruned_cpu):
 // the full scan's answers (search_exact_cpu, itself checked against the
 // brute-force oracle), ties and NaNs included, while reading far fewer
 // entries on clustered data; and its argument checks.
@@ -21,15 +21,15 @@ using gknn::Metric;
 using gknn::ivfpq::Image;
 using gknn::test::AwkwardImage;
 
-// Pruned against full scan for nq queries and each k; returns entries read.
+// Pruned against full scan for nq queries and each k; returns the distances computed.
 std::int64_t expect_full_scans(const Image& im, const std::vector<float>& queries, std::int64_t nq,
                                std::vector<int> ks) {
-  const gknn::ivfpq::ListRadii radii = gknn::ivfpq::list_radii(im);
+  const gknn::ivfpq::ListBounds bounds = gknn::ivfpq::list_bounds(im);
   std::int64_t read = 0;
   for (int k : ks) {
     std::vector<std::int64_t> ids(nq * k, -7), want_ids(nq * k, -9);
     std::vector<double> dist(nq * k), want_dist(nq * k);
-    read = gknn::ivfpq::search_exact_pruned_cpu(im, radii, queries.data(), nq, k, ids.data(), dist.data());
+    read = gknn::ivfpq::search_exact_pruned_cpu(im, bounds, queries.data(), nq, k, ids.data(), dist.data());
     gknn::ivfpq::search_exact_cpu(im, queries.data(), nq, k, want_ids.data(), want_dist.data());
     EXPECT_EQ(ids, want_ids) << "k " << k;
     EXPECT_TRUE(gknn::test::same_canonical(want_dist, dist)) << "k " << k;
@@ -61,17 +61,18 @@ TEST(IvfpqExactPruned, AnEntryOnItsListsBoundIsRead) {
   im.ids = {200, 100, 300};
   im.vectors = {5.0f, 1.0f, -1.0f};
   const float query[1] = {3.0f};
-  const gknn::ivfpq::ListRadii radii = gknn::ivfpq::list_radii(im);
-  EXPECT_EQ(radii.radius, (std::vector<double>{0.0, 1.0}));
+  const gknn::ivfpq::ListBounds bounds = gknn::ivfpq::list_bounds(im);
+  EXPECT_EQ(bounds.radius, (std::vector<double>{0.0, 1.0}));
+  EXPECT_EQ(bounds.centre_distance, (std::vector<double>{0.0, 1.0, 1.0}));
   std::vector<std::int64_t> ids(1);
   std::vector<double> dist(1);
-  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, radii, query, 1, 1, ids.data(), dist.data()), 3);
+  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, bounds, query, 1, 1, ids.data(), dist.data()), 3);
   EXPECT_EQ(ids[0], 100);
   EXPECT_EQ(dist[0], 2.0);
   // Both entries at 2 for k = 2, in id order.
   ids.resize(2);
   dist.resize(2);
-  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, radii, query, 1, 2, ids.data(), dist.data()), 3);
+  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, bounds, query, 1, 2, ids.data(), dist.data()), 3);
   EXPECT_EQ(ids, (std::vector<std::int64_t>{100, 200}));
 }
 
@@ -83,25 +84,25 @@ TEST(IvfpqExactPruned, FarListsAreSkippedNanListsRead) {
   im.offsets = {0, 2, 4, 6};
   im.ids = {1, 2, 3, 4, 5, 6};
   im.vectors = {0, 1, 1, 0, 100, 101, 101, 100, -100, 100, NAN, 100};
-  const gknn::ivfpq::ListRadii radii = gknn::ivfpq::list_radii(im);
-  EXPECT_TRUE(std::isnan(radii.radius[2]));
+  const gknn::ivfpq::ListBounds bounds = gknn::ivfpq::list_bounds(im);
+  EXPECT_TRUE(std::isnan(bounds.radius[2]));
   const float query[2] = {0.5f, 0.5f};
   std::vector<std::int64_t> ids(2);
   std::vector<double> dist(2);
   // List 2 (NaN) first, then list 0; list 1's bound ~139 is past the k-th.
-  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, radii, query, 1, 2, ids.data(), dist.data()), 4);
+  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, bounds, query, 1, 2, ids.data(), dist.data()), 4);
   EXPECT_EQ(ids, (std::vector<std::int64_t>{1, 2}));
   // A query with a NaN element bounds nothing: every list is read.
   const float nan_query[2] = {NAN, 0.0f};
-  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, radii, nan_query, 1, 2, ids.data(), dist.data()), 6);
+  EXPECT_EQ(gknn::ivfpq::search_exact_pruned_cpu(im, bounds, nan_query, 1, 2, ids.data(), dist.data()), 6);
   const std::vector<float> queries = {0.5f, 0.5f, NAN, 0.0f, 100.0f, 99.0f, 1e30f, -1e30f};
   expect_full_scans(im, queries, 4, {1, 2, 6, 9});
 }
 
 // A trained index over clustered data, more lists than clusters (as an
-// index is sized for its data): the full scan's answers, reading a small
-// part of the entries (3.4 % here; 31.7 % with 200 clusters in the 128
-// lists, whose radii then span several clusters).
+// index is sized for its data): the full scan's answers, computing a small
+// part of the distances (1.5 % here; 3.4 % when lists were read whole, 31.7 %
+// with 200 clusters in the 128 lists, whose radii then span clusters).
 TEST(IvfpqExactPruned, ClusteredDataReadsFewLists) {
   const int dim = 32, nq = 100;
   const std::int64_t n = 20000;
@@ -133,22 +134,22 @@ void expect_invalid(const std::function<void()>& f, const char* word) {
 
 TEST(IvfpqExactPruned, RejectsOtherImagesAndMetrics) {
   Image im = gknn::test::awkward_image({3, 1, 4, 4, 50, Metric::L2, 23});
-  const gknn::ivfpq::ListRadii radii = gknn::ivfpq::list_radii(im);
+  const gknn::ivfpq::ListBounds bounds = gknn::ivfpq::list_bounds(im);
   const std::vector<float> q = gknn::test::grid_queries(1, 3, 2);
   std::vector<std::int64_t> ids(5);
   std::vector<double> dist(5);
   Image other = gknn::test::awkward_image({3, 1, 4, 4, 51, Metric::L2, 23});
   expect_invalid(
-      [&] { gknn::ivfpq::search_exact_pruned_cpu(other, radii, q.data(), 1, 5, ids.data(), dist.data()); },
+      [&] { gknn::ivfpq::search_exact_pruned_cpu(other, bounds, q.data(), 1, 5, ids.data(), dist.data()); },
       "another image");
   Image ip = gknn::test::awkward_image({3, 1, 4, 4, 50, Metric::InnerProduct, 23});
-  expect_invalid([&] { gknn::ivfpq::list_radii(ip); }, "L2");
+  expect_invalid([&] { gknn::ivfpq::list_bounds(ip); }, "L2");
   expect_invalid(
-      [&] { gknn::ivfpq::search_exact_pruned_cpu(ip, radii, q.data(), 1, 5, ids.data(), dist.data()); },
+      [&] { gknn::ivfpq::search_exact_pruned_cpu(ip, bounds, q.data(), 1, 5, ids.data(), dist.data()); },
       "L2");
   Image bare = im;
   bare.vectors.clear();
-  expect_invalid([&] { gknn::ivfpq::list_radii(bare); }, "vectors");
+  expect_invalid([&] { gknn::ivfpq::list_bounds(bare); }, "vectors");
 }
 
 }  // namespace

@@ -157,28 +157,31 @@ void search_refined_cpu(const Image& image, const float* queries, std::int64_t n
 void search_exact_cpu(const Image& image, const float* queries, std::int64_t nq, int k, std::int64_t* ids,
                       double* distances);
 
-// Each list's radius about its coarse centroid (the largest distance, in
-// double, from the centroid to a stored vector of the list; 0 for an empty
-// list, NaN where an element is NaN), for an L2 image with float vectors
-// (else Error(InvalidArgument)), and the list sizes they were made for.
-// They describe the image as it is: made again after any change to it.
-struct ListRadii {
-  std::vector<double> radius;         // lists
-  std::vector<std::int64_t> offsets;  // the image's offsets when made
+// Each entry's distance (in double) to its list's coarse centroid, and each
+// list's radius (the largest of its entries'; 0 for an empty list; NaN where
+// an element is NaN), for an L2 image with float vectors (else
+// Error(InvalidArgument)), and the list sizes they were made for. They
+// describe the image as it is: made again after any change to it.
+struct ListBounds {
+  std::vector<double> centre_distance;  // entries
+  std::vector<double> radius;           // lists
+  std::vector<std::int64_t> offsets;    // the image's offsets when made
 };
-ListRadii list_radii(const Image& image);
+ListBounds list_bounds(const Image& image);
 
-// search_exact_cpu's results, reading only the lists that may hold one: the
-// lists in order of their lower bound (the query's distance to the centroid
-// less the radius: no entry of the list is nearer, by the triangle
-// inequality), each read whole, until the next bound exceeds the k-th best
-// distance found by more than the distances' rounding can explain (a
-// relative margin): every entry of the skipped lists is then farther than
-// the k-th best, so the answer, ties by id included, is the full scan's.
-// Returns the entries read (over all queries). Throws
-// Error(InvalidArgument) where `radii` were not made for an image of these
+// search_exact_cpu's results, reading only the lists, and the entries of
+// them, that may hold one: the lists in order of their lower bound (the
+// query's distance to the centroid less the radius: no entry of the list is
+// nearer, by the triangle inequality) until the next bound exceeds the k-th
+// best distance found by more than the distances' rounding can explain (a
+// relative margin); within a list, only the entries whose distance to the
+// centroid differs from the query's by at most that k-th best (again with
+// the margin). Every skipped entry is then farther than the k-th best, so
+// the answer, ties by id included, is the full scan's.
+// Returns the entries whose distance was computed (over all queries). Throws
+// Error(InvalidArgument) where `bounds` were not made for an image of these
 // lists (offsets differ).
-std::int64_t search_exact_pruned_cpu(const Image& image, const ListRadii& radii, const float* queries,
+std::int64_t search_exact_pruned_cpu(const Image& image, const ListBounds& bounds, const float* queries,
                                      std::int64_t nq, int k, std::int64_t* ids, double* distances);
 
 struct ImageDelta;  // gknn/ivfpq_delta.h
