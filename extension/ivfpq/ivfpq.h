@@ -25,6 +25,7 @@
 #include "pg.h"
 
 #include "gknn/ivfpq.h"
+#include "ivfpq/exact_bounds.h"
 #include "ivfpq_pagemap.h"
 #include "ivfpq_element.h"
 #include "ivfpq_pages.h"
@@ -128,8 +129,10 @@ struct IvfpqImage {
   IvfpqMeta meta;
   const gknn::ivfpq::Image* host;  // the coded entries; null unless asked for, or untrained
   const IvfpqPageMap* pages;       // the list pages `host`'s entries came from (with host)
-  int64 entries;                   // coded entries in `host`
-  const int64* pending;            // TIDs (as ids) of the pending chain
+  // host's bounds for its exact search, made on first use (with host)
+  gknn_service::ExactBoundsCache* exact_bounds;
+  int64 entries;         // coded entries in `host`
+  const int64* pending;  // TIDs (as ids) of the pending chain
   int64 npending;
   const int64* nulls;  // TIDs (as ids) of the null chain
   int64 nnulls;

@@ -37,9 +37,10 @@ struct ImageSlot {
   RelFileNode node;
   uint64 generation;
   uint64 used;
-  gknn::ivfpq::Image* host;  // null until asked for (and when untrained)
-  IvfpqPageMap* pages;       // where host's entries came from (with host)
-  MemoryContext cxt;         // pending and null TIDs
+  gknn::ivfpq::Image* host;                // null until asked for (and when untrained)
+  IvfpqPageMap* pages;                     // where host's entries came from (with host)
+  gknn_service::ExactBoundsCache* bounds;  // host's (with host)
+  MemoryContext cxt;                       // pending and null TIDs
   IvfpqImage image;
 };
 
@@ -58,14 +59,18 @@ uint64 clock_tick = 0;
 void free_host(ImageSlot* s) {
   gknn::ivfpq::Image* host = s->host;
   IvfpqPageMap* pages = s->pages;
+  gknn_service::ExactBoundsCache* bounds = s->bounds;
   s->host = nullptr;
   s->pages = nullptr;
+  s->bounds = nullptr;
   s->image.host = nullptr;
   s->image.pages = nullptr;
+  s->image.exact_bounds = nullptr;
   s->image.entries = 0;
   gknn_pg::core_call([&] {
     delete host;
     delete pages;
+    delete bounds;
   });
 }
 
@@ -189,6 +194,7 @@ void load_chains(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   s->image.meta = meta;
   s->image.host = nullptr;
   s->image.pages = nullptr;
+  s->image.exact_bounds = nullptr;
   s->image.entries = 0;
   s->image.pending = read_tid_chain(index, meta.pending_last, s->cxt, &s->image.npending);
   s->image.nulls = read_tid_chain(index, meta.null_last, s->cxt, &s->image.nnulls);
@@ -293,6 +299,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
     s->host = host;  // owned by the slot at once: a failed resize leaks nothing
     pages = new IvfpqPageMap;
     s->pages = pages;
+    s->bounds = new gknn_service::ExactBoundsCache;
     host->quantizer.params = p;
     host->quantizer.centroids.resize(nc);
     host->quantizer.codebooks.resize(nb);
@@ -338,6 +345,7 @@ void load_host(Relation index, const IvfpqMeta& meta, ImageSlot* s) {
   host->offsets[lists] = at;
   s->image.host = host;
   s->image.pages = pages;
+  s->image.exact_bounds = s->bounds;
   s->image.entries = at;
   MemoryContextSwitchTo(old);
   MemoryContextDelete(tmp);

@@ -231,6 +231,8 @@ int64 round_candidates(IndexScanDesc scan, IvfpqScan* so, const IvfpqImage** ima
                     errhint("Raise gknn.gpu_memory_limit, or set gknn.device = cpu.")));
   *image = ivfpq_image_get(index, true);
   const gknn::ivfpq::Image* host = (*image)->host;
+  gknn_service::ExactBoundsCache* bounds = (*image)->exact_bounds;
+  const uint64 generation = (*image)->meta.generation;
   so->entries = (*image)->entries;
   if (so->entries == 0) return 0;
   gknn::ivfpq::SearchParams sp;
@@ -238,7 +240,8 @@ int64 round_candidates(IndexScanDesc scan, IvfpqScan* so, const IvfpqImage** ima
   sp.probes = probes;
   sp.refine = mode == GKNN_SEARCH_REFINED ? 1 : 0;
   const float* query = so->query;
-  gknn_pg::core_call([&] { gknn_service::search_image_cpu(*host, mode, query, 1, sp, ids, dist); });
+  gknn_pg::core_call(
+      [&] { gknn_service::search_image_cpu(*host, mode, query, 1, sp, ids, dist, bounds, generation); });
   int64 n = 0;
   while (n < sp.k && ids[n] >= 0) ++n;
   so->stats.cpu_searches++;

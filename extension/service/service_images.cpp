@@ -277,11 +277,16 @@ bool ResidentImages::resident_generation(const ResidentKey& key, std::uint64_t* 
 }
 
 void search_image_cpu(const gknn::ivfpq::Image& image, int mode, const float* queries, std::int64_t nq,
-                      const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) {
+                      const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances,
+                      ExactBoundsCache* bounds, std::uint64_t generation) {
   if (mode == 1) {
     gknn::ivfpq::search_refined_cpu(image, queries, nq, sp, ids, distances);
   } else if (mode == 2) {
-    gknn::ivfpq::search_exact_cpu(image, queries, nq, sp.k, ids, distances);
+    const auto b = bounds ? bounds->get(image, generation) : nullptr;
+    if (b)
+      gknn::ivfpq::search_exact_pruned_cpu(image, *b, queries, nq, sp.k, ids, distances);
+    else
+      gknn::ivfpq::search_exact_cpu(image, queries, nq, sp.k, ids, distances);
   } else {
     std::vector<float> pq(static_cast<std::size_t>(nq) * sp.k);
     gknn::ivfpq::search_cpu(image, queries, nq, sp, ids, pq.data());
@@ -292,7 +297,7 @@ void search_image_cpu(const gknn::ivfpq::Image& image, int mode, const float* qu
 void ResidentImages::search(const Resident& r, int mode, const float* queries, std::int64_t nq,
                             const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances) {
   if (!r.gpu) {
-    search_image_cpu(*r.host, mode, queries, nq, sp, ids, distances);
+    search_image_cpu(*r.host, mode, queries, nq, sp, ids, distances, r.exact_bounds.get(), r.key.generation);
   } else if (mode == 1) {
     r.gpu->search_refined(queries, nq, sp, ids, distances);
   } else if (mode == 2) {

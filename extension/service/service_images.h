@@ -12,6 +12,7 @@
 
 #include "gknn/graph.h"
 #include "gknn/ivfpq.h"
+#include "ivfpq/exact_bounds.h"
 #include "ivfpq/ivfpq_pagemap.h"
 
 namespace gknn_service {
@@ -53,7 +54,9 @@ struct Resident {
   int kind = 0;     // ImageKind (service_shmem.h): kImageIvfpq or kImageGraph
   int device = -1;  // -1: searched on the CPU
   gknn::ivfpq::Params params;
-  std::unique_ptr<gknn::ivfpq::Image> host;       // kept only for CPU search
+  std::unique_ptr<gknn::ivfpq::Image> host;  // kept only for CPU search
+  // host's bounds for its exact search (made on first use per generation)
+  std::unique_ptr<ExactBoundsCache> exact_bounds = std::make_unique<ExactBoundsCache>();
   std::unique_ptr<gknn::ivfpq::DeviceImage> gpu;  // on `device`
   std::unique_ptr<IvfpqPageMap> pages;  // where its entries sit in the index's pages (null: no deltas)
   // A graph: its rows' heap ids, dim, metric and seed always; the graph and
@@ -225,8 +228,12 @@ inline int stored_vectors(const gknn::ivfpq::Image& image) {
 
 // The CPU's search of `image` in `mode` (as ResidentImages::search): the
 // service's CPU images and a backend searching on its own CPU both use it.
+// An exact search reads only the lists and entries its bounds cannot rule
+// out (gknn::ivfpq::search_exact_pruned_cpu: the full scan's answers)
+// where `bounds` has them for the image at `generation`.
 void search_image_cpu(const gknn::ivfpq::Image& image, int mode, const float* queries, std::int64_t nq,
-                      const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances);
+                      const gknn::ivfpq::SearchParams& sp, std::int64_t* ids, double* distances,
+                      ExactBoundsCache* bounds, std::uint64_t generation);
 
 // Bytes an image takes where it is searched (GPU: the DeviceImage's own
 // count once made; this estimate decides the room made before).

@@ -2,10 +2,13 @@
 // search), and the brute-force oracle they are checked against.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <random>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "gknn/distance.h"
+#include "gknn/error.h"
 #include "gknn/ivfpq.h"
 
 namespace gknn::test {
@@ -223,6 +227,17 @@ inline bool same_canonical(const std::vector<double>& want, const std::vector<do
     if (std::memcmp(&a, &b, sizeof(double)) != 0) return false;
   }
   return true;
+}
+
+// f throws Error(InvalidArgument) naming `word` (a test failure otherwise).
+inline void expect_invalid(const std::function<void()>& f, const char* word) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted, expected an error naming " << word;
+  } catch (const gknn::Error& e) {
+    EXPECT_EQ(e.code(), gknn::ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace gknn::test

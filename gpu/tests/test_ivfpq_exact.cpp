@@ -213,36 +213,27 @@ TEST(IvfpqExact, EmptyImagePads) {
   for (int i = 0; i < 8; ++i) EXPECT_TRUE(ids[i] == -1 && std::isnan(dist[i])) << i;
 }
 
-void expect_invalid(const std::function<void()>& f, const char* word) {
-  try {
-    f();
-    ADD_FAILURE() << "accepted, expected an error naming " << word;
-  } catch (const gknn::Error& e) {
-    EXPECT_EQ(e.code(), gknn::ErrorCode::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-  }
-}
-
 TEST(IvfpqExact, RejectsBadArguments) {
   Image im = gknn::test::awkward_image({3, 3, 4, 4, 50, Metric::L2, 14});
   const std::vector<float> q = gknn::test::grid_queries(1, 3, 2);
   std::vector<std::int64_t> ids(10);
   std::vector<double> dist(10);
   std::vector<float> fdist(10);
-  expect_invalid(
+  gknn::test::expect_invalid(
       [&] { gknn::ivfpq::search_refined_cpu(im, q.data(), 1, refined(5, 1, 0), ids.data(), dist.data()); },
       "refine");
-  expect_invalid(
+  gknn::test::expect_invalid(
       [&] { gknn::ivfpq::search_cpu(im, q.data(), 1, refined(5, 1, 2), ids.data(), fdist.data()); },
       "refine");
-  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(im, q.data(), 1, -1, ids.data(), dist.data()); }, "k");
+  gknn::test::expect_invalid(
+      [&] { gknn::ivfpq::search_exact_cpu(im, q.data(), 1, -1, ids.data(), dist.data()); }, "k");
   EXPECT_NO_THROW(gknn::ivfpq::search_exact_cpu(im, q.data(), 0, 5, nullptr, nullptr));
 
   Image wrong = im;
   wrong.vectors.pop_back();
-  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(wrong, q.data(), 1, 5, ids.data(), dist.data()); },
-                 "vectors");
-  expect_invalid(
+  gknn::test::expect_invalid(
+      [&] { gknn::ivfpq::search_exact_cpu(wrong, q.data(), 1, 5, ids.data(), dist.data()); }, "vectors");
+  gknn::test::expect_invalid(
       [&] {
         gknn::ivfpq::search_cpu(wrong, q.data(), 1, {5, 1}, ids.data(), fdist.data());
       },
@@ -251,29 +242,29 @@ TEST(IvfpqExact, RejectsBadArguments) {
   // Half vectors of the wrong size, or beside float vectors.
   Image half = im;
   half.half_vectors.assign(im.vectors.size(), 0x3c00);
-  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(half, q.data(), 1, 5, ids.data(), dist.data()); },
-                 "not several");
+  gknn::test::expect_invalid(
+      [&] { gknn::ivfpq::search_exact_cpu(half, q.data(), 1, 5, ids.data(), dist.data()); }, "not several");
   half.vectors.clear();
   EXPECT_NO_THROW(gknn::ivfpq::search_exact_cpu(half, q.data(), 1, 5, ids.data(), dist.data()));
   half.half_vectors.pop_back();
-  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(half, q.data(), 1, 5, ids.data(), dist.data()); },
-                 "half_vectors");
+  gknn::test::expect_invalid(
+      [&] { gknn::ivfpq::search_exact_cpu(half, q.data(), 1, 5, ids.data(), dist.data()); }, "half_vectors");
   Image bits = im;
   bits.vectors.clear();
   bits.bit_vectors.assign(im.ids.size(), 0x80);  // dim 3: one byte per entry
   EXPECT_NO_THROW(gknn::ivfpq::search_exact_cpu(bits, q.data(), 1, 5, ids.data(), dist.data()));
   bits.bit_vectors.push_back(0);
-  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(bits, q.data(), 1, 5, ids.data(), dist.data()); },
-                 "bit_vectors");
+  gknn::test::expect_invalid(
+      [&] { gknn::ivfpq::search_exact_cpu(bits, q.data(), 1, 5, ids.data(), dist.data()); }, "bit_vectors");
 
   // Without vectors: the PQ search works as before, the exact ones say why not.
   Image bare = im;
   bare.vectors.clear();
   EXPECT_FALSE(gknn::ivfpq::has_vectors(bare));
   EXPECT_NO_THROW(gknn::ivfpq::search_cpu(bare, q.data(), 1, {5, 1}, ids.data(), fdist.data()));
-  expect_invalid([&] { gknn::ivfpq::search_exact_cpu(bare, q.data(), 1, 5, ids.data(), dist.data()); },
-                 "no vectors");
-  expect_invalid(
+  gknn::test::expect_invalid(
+      [&] { gknn::ivfpq::search_exact_cpu(bare, q.data(), 1, 5, ids.data(), dist.data()); }, "no vectors");
+  gknn::test::expect_invalid(
       [&] { gknn::ivfpq::search_refined_cpu(bare, q.data(), 1, refined(5, 1, 2), ids.data(), dist.data()); },
       "no vectors");
 }

@@ -122,16 +122,6 @@ TEST(IvfpqExactPruned, ClusteredDataReadsFewLists) {
   EXPECT_GE(read, 10 * nq);
 }
 
-void expect_invalid(const std::function<void()>& f, const char* word) {
-  try {
-    f();
-    ADD_FAILURE() << "accepted, expected an error naming " << word;
-  } catch (const gknn::Error& e) {
-    EXPECT_EQ(e.code(), gknn::ErrorCode::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-  }
-}
-
 TEST(IvfpqExactPruned, RejectsOtherImagesAndMetrics) {
   Image im = gknn::test::awkward_image({3, 1, 4, 4, 50, Metric::L2, 23});
   const gknn::ivfpq::ListBounds bounds = gknn::ivfpq::list_bounds(im);
@@ -139,17 +129,17 @@ TEST(IvfpqExactPruned, RejectsOtherImagesAndMetrics) {
   std::vector<std::int64_t> ids(5);
   std::vector<double> dist(5);
   Image other = gknn::test::awkward_image({3, 1, 4, 4, 51, Metric::L2, 23});
-  expect_invalid(
+  gknn::test::expect_invalid(
       [&] { gknn::ivfpq::search_exact_pruned_cpu(other, bounds, q.data(), 1, 5, ids.data(), dist.data()); },
       "another image");
   Image ip = gknn::test::awkward_image({3, 1, 4, 4, 50, Metric::InnerProduct, 23});
-  expect_invalid([&] { gknn::ivfpq::list_bounds(ip); }, "L2");
-  expect_invalid(
+  gknn::test::expect_invalid([&] { gknn::ivfpq::list_bounds(ip); }, "L2");
+  gknn::test::expect_invalid(
       [&] { gknn::ivfpq::search_exact_pruned_cpu(ip, bounds, q.data(), 1, 5, ids.data(), dist.data()); },
       "L2");
   Image bare = im;
   bare.vectors.clear();
-  expect_invalid([&] { gknn::ivfpq::list_bounds(bare); }, "vectors");
+  gknn::test::expect_invalid([&] { gknn::ivfpq::list_bounds(bare); }, "vectors");
 }
 
 }  // namespace

@@ -1,0 +1,24 @@
+// ExactBoundsCache (exact_bounds.h). No PostgreSQL here.
+#include "ivfpq/exact_bounds.h"
+
+namespace gknn_service {
+
+bool prunable(const gknn::ivfpq::Image& image) {
+  return image.quantizer.params.metric == gknn::Metric::L2 && !image.vectors.empty() &&
+         gknn::ivfpq::vector_element(image) == gknn::ivfpq::VectorElement::Float32;
+}
+
+std::shared_ptr<const gknn::ivfpq::ListBounds> ExactBoundsCache::get(const gknn::ivfpq::Image& image,
+                                                                     std::uint64_t generation) {
+  if (!prunable(image)) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  // The offsets check as well: a generation that stayed while the entries
+  // changed would be a bug elsewhere, and the search would refuse them.
+  if (!bounds_ || generation_ != generation || bounds_->offsets != image.offsets) {
+    bounds_ = std::make_shared<const gknn::ivfpq::ListBounds>(gknn::ivfpq::list_bounds(image));
+    generation_ = generation;
+  }
+  return bounds_;
+}
+
+}  // namespace gknn_service
