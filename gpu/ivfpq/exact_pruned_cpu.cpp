@@ -14,11 +14,19 @@
 // strictly farther than that k-th best, which only falls as entries are
 // read: none of them is among the k best, not even by a tie (ties go by id,
 // and a strictly larger distance never ties). The same holds for an entry
-// whose ring bound, less the margin, exceeds the k-th best. Bounds, radii
-// and centre distances are doubles from float inputs (exact to ~1e-16
-// relative). A NaN radius or bound (NaN elements) sorts first and is always
-// read; an infinite radius gives the bound -inf (read); a NaN or infinite
-// k-th best prunes nothing.
+// whose ring bound, less the margin, exceeds the k-th best. Two more
+// errors are covered: the bounds are differences of doubles (centre
+// distances and radii, each a rounded sum of dim squares: relative error
+// below (dim + 2) x 2^-53), so near-duplicates far from their centroid could
+// see a bound above their true distance (cancellation): each bound is
+// lowered by (dim + 4) x 2^-52 times the sum it came from; and the
+// operator's float squares underflow (differences below ~2^-75 square to
+// 0), an absolute error of up to sqrt(dim) x 2^-75 on its distance: the
+// k-th best is raised by twice that before any comparison (found by review,
+// gpu/tests/test_ivfpq_exact_pruned.cpp's cancellation and underflow cases).
+// A NaN radius or bound (NaN elements) sorts first and is always read; an
+// infinite radius gives the bound -inf (read); a NaN or infinite k-th best
+// prunes nothing.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -53,6 +61,15 @@ void require_prunable(const Image& image) {
 // operator's float sums err by less than (dim + 3) x 2^-24 relative (their
 // square roots by half that); eight times that, and 1e-6 more.
 double relative_margin(int dim) { return 1e-6 + 8.0 * (dim + 3) * std::ldexp(1.0, -24); }
+
+// The double rounding of a centre distance or radius, relative to it.
+double double_error(int dim) { return (dim + 4) * std::ldexp(1.0, -52); }
+
+// The operator's distance's absolute error from float underflow, twice over.
+double underflow_floor(int dim) { return std::sqrt(double(dim)) * std::ldexp(1.0, -74); }
+
+// A lower bound of |a - b| from doubles a and b, each rounded (double_error).
+double separation(double a, double b, double dd) { return std::abs(a - b) - dd * (a + b); }
 
 // The k-th smallest of the distances pushed so far (NaN counted as +inf),
 // or +inf while fewer than k.
@@ -109,7 +126,7 @@ std::int64_t search_exact_pruned_cpu(const Image& image, const ListBounds& bound
     throw Error(ErrorCode::InvalidArgument, "ivfpq: list bounds made for another image");
   if (k == 0 || nq == 0) return 0;
   std::int64_t read = 0;
-  const double keep = 1.0 - relative_margin(p.dim);
+  const double keep = 1.0 - relative_margin(p.dim), dd = double_error(p.dim), slack = underflow_floor(p.dim);
   std::vector<double> centre(p.lists), bound(p.lists), keys;
   std::vector<std::uint64_t> payloads;
   std::vector<int> order(p.lists);
@@ -117,7 +134,7 @@ std::int64_t search_exact_pruned_cpu(const Image& image, const ListBounds& bound
     const float* query = queries + q * p.dim;
     for (int l = 0; l < p.lists; ++l) {
       centre[l] = precise_l2(query, image.quantizer.centroids.data() + std::size_t(l) * p.dim, p.dim);
-      bound[l] = centre[l] - bounds.radius[l];
+      bound[l] = centre[l] - bounds.radius[l] - dd * (centre[l] + bounds.radius[l]);
     }
     std::iota(order.begin(), order.end(), 0);
     // NaN bounds first (always read), then ascending; ties by list.
@@ -131,9 +148,10 @@ std::int64_t search_exact_pruned_cpu(const Image& image, const ListBounds& bound
     keys.clear();
     payloads.clear();
     for (int l : order) {
-      if (bound[l] * keep > kth.value()) break;  // false for NaN bounds and an infinite k-th
+      if (bound[l] * keep > kth.value() + slack) break;  // false for NaN bounds and an infinite k-th
       for (std::int64_t e = image.offsets[l]; e < image.offsets[l + 1]; ++e) {
-        if (std::abs(centre[l] - bounds.centre_distance[e]) * keep > kth.value()) continue;  // its ring bound
+        if (separation(centre[l], bounds.centre_distance[e], dd) * keep > kth.value() + slack)
+          continue;  // its ring bound
         ++read;
         const double d =
             canonical_score(row_distance(p.metric, FloatRows{image.vectors.data()}, e, query, p.dim));
