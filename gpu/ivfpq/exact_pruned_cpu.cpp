@@ -37,6 +37,7 @@
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
 #include "ivfpq/common.h"
+#include "ivfpq/prune_margins.h"
 
 namespace gknn::ivfpq {
 namespace {
@@ -56,20 +57,6 @@ void require_prunable(const Image& image) {
   if (image.quantizer.params.metric != Metric::L2 || vector_element(image) != VectorElement::Float32)
     throw Error(ErrorCode::InvalidArgument, "ivfpq: list bounds need an L2 image of float vectors");
 }
-
-// The margin by which a bound must exceed the k-th best distance: the
-// operator's float sums err by less than (dim + 3) x 2^-24 relative (their
-// square roots by half that); eight times that, and 1e-6 more.
-double relative_margin(int dim) { return 1e-6 + 8.0 * (dim + 3) * std::ldexp(1.0, -24); }
-
-// The double rounding of a centre distance or radius, relative to it.
-double double_error(int dim) { return (dim + 4) * std::ldexp(1.0, -52); }
-
-// The operator's distance's absolute error from float underflow, twice over.
-double underflow_floor(int dim) { return std::sqrt(double(dim)) * std::ldexp(1.0, -74); }
-
-// A lower bound of |a - b| from doubles a and b, each rounded (double_error).
-double separation(double a, double b, double dd) { return std::abs(a - b) - dd * (a + b); }
 
 // The k-th smallest of the distances pushed so far (NaN counted as +inf),
 // or +inf while fewer than k.
