@@ -240,4 +240,17 @@ inline void expect_invalid(const std::function<void()>& f, const char* word) {
   }
 }
 
+// An image of dim-element rows made by hand: centroids (lists x dim), list
+// offsets, ids and vectors in entry order.
+inline ivfpq::Image hand_made(int dim, std::vector<float> centroids, std::vector<std::int64_t> offsets,
+                              std::vector<std::int64_t> ids, std::vector<float> vectors) {
+  ivfpq::Image im =
+      awkward_image({dim, 1, 4, int(offsets.size()) - 1, std::int64_t(ids.size()), Metric::L2, 24});
+  im.quantizer.centroids = std::move(centroids);
+  im.offsets = std::move(offsets);
+  im.ids = std::move(ids);
+  im.vectors = std::move(vectors);
+  return im;
+}
+
 }  // namespace gknn::test

@@ -100,19 +100,6 @@ TEST(IvfpqExactPruned, FarListsAreSkippedNanListsRead) {
   expect_full_scans(im, queries, 4, {1, 2, 6, 9});
 }
 
-// An image of dim-element rows made by hand: centroids (lists x dim), list
-// offsets, ids and vectors in entry order.
-Image hand_made(int dim, std::vector<float> centroids, std::vector<std::int64_t> offsets,
-                std::vector<std::int64_t> ids, std::vector<float> vectors) {
-  Image im = gknn::test::awkward_image(
-      {dim, 1, 4, int(offsets.size()) - 1, std::int64_t(ids.size()), Metric::L2, 24});
-  im.quantizer.centroids = std::move(centroids);
-  im.offsets = std::move(offsets);
-  im.ids = std::move(ids);
-  im.vectors = std::move(vectors);
-  return im;
-}
-
 // Bounds are differences of rounded doubles: entries far from their
 // centroid but near the query (2^-52 against 1) must not lose to
 // cancellation, in a list bound, a ring bound, or a tie of duplicates.
@@ -120,13 +107,15 @@ TEST(IvfpqExactPruned, CancellationInTheBoundsSkipsNothing) {
   const float t = std::ldexp(3.0f, -54), y = std::ldexp(13.0f, -55);
   const std::vector<float> query = {t};
   // List 1's computed bound 2^-52 is above its entry's distance 0.75 x 2^-52.
-  expect_full_scans(hand_made(1, {y, -1.0f}, {0, 1, 2}, {2, 1}, {y, 0.0f}), query, 1, {1, 2});
-  expect_full_scans(hand_made(1, {-1.0f}, {0, 2}, {2, 1}, {y, 0.0f}), query, 1, {1, 2});  // ring bound
-  expect_full_scans(hand_made(1, {-1.0f}, {0, 2}, {2, 1}, {0.0f, 0.0f}), query, 1, {1});  // duplicates
+  expect_full_scans(gknn::test::hand_made(1, {y, -1.0f}, {0, 1, 2}, {2, 1}, {y, 0.0f}), query, 1, {1, 2});
+  expect_full_scans(gknn::test::hand_made(1, {-1.0f}, {0, 2}, {2, 1}, {y, 0.0f}), query, 1,
+                    {1, 2});  // ring bound
+  expect_full_scans(gknn::test::hand_made(1, {-1.0f}, {0, 2}, {2, 1}, {0.0f, 0.0f}), query, 1,
+                    {1});  // duplicates
   // Duplicates 50,000 from their centroid, the query one float step away.
   float b = 0.001f;
   for (int i = 0; i < 300; ++i, b = std::nextafter(b, 1.0f)) {
-    const Image im = hand_made(2, {0.0f, -50000.0f}, {0, 2}, {2, 1}, {1000.0f, b, 1000.0f, b});
+    const Image im = gknn::test::hand_made(2, {0.0f, -50000.0f}, {0, 2}, {2, 1}, {1000.0f, b, 1000.0f, b});
     expect_full_scans(im, {1000.0f, std::nextafter(b, 1.0f)}, 1, {1});
   }
 }
@@ -135,10 +124,12 @@ TEST(IvfpqExactPruned, CancellationInTheBoundsSkipsNothing) {
 // distance 0 from the query 0 (a tie, by id), though the true distances
 // differ; likewise a query one subnormal step from an entry.
 TEST(IvfpqExactPruned, UnderflowTiesAreRead) {
-  expect_full_scans(hand_made(1, {1e-23f, 2e-23f}, {0, 1, 2}, {2, 1}, {1e-23f, 2e-23f}), {0.0f}, 1, {1, 2});
+  expect_full_scans(gknn::test::hand_made(1, {1e-23f, 2e-23f}, {0, 1, 2}, {2, 1}, {1e-23f, 2e-23f}), {0.0f},
+                    1, {1, 2});
   const float tiny = std::numeric_limits<float>::denorm_min();
-  expect_full_scans(hand_made(2, {0.5f, 0.0f, 0.0f, 0.0f}, {0, 1, 2}, {2, 1}, {0.5f, 0.0f, 0.0f, 0.0f}),
-                    {0.5f, tiny}, 1, {1, 2});
+  expect_full_scans(
+      gknn::test::hand_made(2, {0.5f, 0.0f, 0.0f, 0.0f}, {0, 1, 2}, {2, 1}, {0.5f, 0.0f, 0.0f, 0.0f}),
+      {0.5f, tiny}, 1, {1, 2});
 }
 
 // A trained index over clustered data, more lists than clusters (as an
