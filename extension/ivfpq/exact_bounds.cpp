@@ -11,6 +11,9 @@ bool prunable(const gknn::ivfpq::Image& image) {
 std::shared_ptr<const gknn::ivfpq::ListBounds> ExactBoundsCache::get(const gknn::ivfpq::Image& image,
                                                                      std::uint64_t generation) {
   if (!prunable(image)) return nullptr;
+  // Made under the lock: the threads that find them missing all search this
+  // image at this generation, and would each make the same bounds (a pass
+  // over every vector, ~2.5 full scans) where they now wait for one.
   std::lock_guard<std::mutex> lock(mu_);
   // The offsets check as well: a generation that stayed while the entries
   // changed would be a bug elsewhere, and the search would refuse them.
