@@ -19,11 +19,16 @@ void invalid(const std::string& what) { throw Error(ErrorCode::InvalidArgument, 
 
 std::int64_t image_bytes(const gknn::ivfpq::Image& image) {
   const auto& q = image.quantizer;
+  // The exact search's bounds where it prunes (exact_bounds.h): made on
+  // first use, counted from the start so that the budget holds them.
+  const std::size_t bounds = prunable(image) ? (image.ids.size() + image.offsets.size()) * sizeof(double) +
+                                                   image.offsets.size() * sizeof(std::int64_t)
+                                             : 0;
   return static_cast<std::int64_t>(
       q.centroids.size() * sizeof(float) + q.codebooks.size() * sizeof(float) +
       image.offsets.size() * sizeof(std::int64_t) + image.codes.size() +
       image.ids.size() * sizeof(std::int64_t) + image.vectors.size() * sizeof(float) +
-      image.half_vectors.size() * sizeof(std::uint16_t) + image.bit_vectors.size());
+      image.half_vectors.size() * sizeof(std::uint16_t) + image.bit_vectors.size() + bounds);
 }
 
 ResidentImages::ResidentImages(std::vector<int> devices, std::int64_t budget)

@@ -236,7 +236,8 @@ void search_image_cpu(const gknn::ivfpq::Image& image, int mode, const float* qu
                       ExactBoundsCache* bounds, std::uint64_t generation);
 
 // Bytes an image takes where it is searched (GPU: the DeviceImage's own
-// count once made; this estimate decides the room made before).
+// count once made; this estimate decides the room made before), the CPU's
+// exact-search bounds included where they apply.
 std::int64_t image_bytes(const gknn::ivfpq::Image& image);
 
 }  // namespace gknn_service
