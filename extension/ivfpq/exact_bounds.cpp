@@ -3,14 +3,13 @@
 
 namespace gknn_service {
 
-bool prunable(const gknn::ivfpq::Image& image) {
-  return image.quantizer.params.metric == gknn::Metric::L2 && !image.vectors.empty() &&
-         gknn::ivfpq::vector_element(image) == gknn::ivfpq::VectorElement::Float32;
+bool exact_prunable(const gknn::ivfpq::Image& image) {
+  return !image.vectors.empty() && gknn::ivfpq::prunable(image);
 }
 
 std::shared_ptr<const gknn::ivfpq::ListBounds> ExactBoundsCache::get(const gknn::ivfpq::Image& image,
                                                                      std::uint64_t generation) {
-  if (!prunable(image)) return nullptr;
+  if (!exact_prunable(image)) return nullptr;
   // Made under the lock: the threads that find them missing all search this
   // image at this generation, and would each make the same bounds (a pass
   // over every vector, ~2.5 full scans) where they now wait for one.

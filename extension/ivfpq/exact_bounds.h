@@ -28,7 +28,8 @@ class ExactBoundsCache {
   std::shared_ptr<const gknn::ivfpq::ListBounds> bounds_;
 };
 
-// Whether an image's exact search can use list bounds.
-bool prunable(const gknn::ivfpq::Image& image);
+// Whether an image's exact search can use list bounds: gknn::ivfpq's
+// prunable, with its vectors stored.
+bool exact_prunable(const gknn::ivfpq::Image& image);
 
 }  // namespace gknn_service

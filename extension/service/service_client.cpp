@@ -32,6 +32,9 @@ constexpr long kStartWaitMs = 30000;    // longest wait for a starting service
 
 bool exit_callback_registered = false;
 
+// Whether a slot in `state` holds its reply.
+bool answered(uint32 state) { return state == kDone || state == kFailed; }
+
 // Experiment (to measure, then remove): GKNN_SERVICE_CLIENT_SPIN_US=N in the
 // server's environment makes a backend whose request went to a GPU service
 // poll its slot for up to N microseconds before it sleeps on its latch. The
@@ -77,7 +80,7 @@ bool finished(RequestSlot* s) {
   SpinLockAcquire(&s->mutex);
   const uint32 state = s->state;
   SpinLockRelease(&s->mutex);
-  return state == kDone || state == kFailed;
+  return answered(state);
 }
 
 // Polls `s` until its reply is in (true), `us` pass or an interrupt is
@@ -101,7 +104,7 @@ void abandon(RequestSlot* s) {
     s->state = kFree;
   else if (s->state == kRunning)
     s->state = kAbandoned;
-  else if (s->state == kDone || s->state == kFailed)
+  else if (answered(s->state))
     s->state = kFree;
   SpinLockRelease(&s->mutex);
 }
@@ -167,7 +170,7 @@ void acquire_slot(RequestSlot* s) {
   }
   for (;;) {
     SpinLockAcquire(&s->mutex);
-    if (s->state == kDone || s->state == kFailed) s->state = kFree;
+    if (answered(s->state)) s->state = kFree;
     bool free = s->state == kFree;
     SpinLockRelease(&s->mutex);
     if (free) return;
@@ -200,9 +203,9 @@ ReplyCode await_reply(RequestSlot* s, WaitHook hook, void* arg) {
   for (;;) {
     SpinLockAcquire(&s->mutex);
     uint32 state = s->state;
-    if (state == kDone || state == kFailed) s->state = kFree;
+    if (answered(state)) s->state = kFree;
     SpinLockRelease(&s->mutex);
-    if (state == kDone || state == kFailed) {
+    if (answered(state)) {
       note_wait(s);
       return static_cast<ReplyCode>(s->reply);
     }

@@ -21,9 +21,10 @@ std::int64_t image_bytes(const gknn::ivfpq::Image& image) {
   const auto& q = image.quantizer;
   // The exact search's bounds where it prunes (exact_bounds.h): made on
   // first use, counted from the start so that the budget holds them.
-  const std::size_t bounds = prunable(image) ? (image.ids.size() + image.offsets.size()) * sizeof(double) +
-                                                   image.offsets.size() * sizeof(std::int64_t)
-                                             : 0;
+  const std::size_t bounds = exact_prunable(image)
+                                 ? (image.ids.size() + image.offsets.size()) * sizeof(double) +
+                                       image.offsets.size() * sizeof(std::int64_t)
+                                 : 0;
   return static_cast<std::int64_t>(
       q.centroids.size() * sizeof(float) + q.codebooks.size() * sizeof(float) +
       image.offsets.size() * sizeof(std::int64_t) + image.codes.size() +

@@ -54,7 +54,7 @@ double precise_l2(const float* a, const float* b, int dim) {
 
 void require_prunable(const Image& image) {
   require_vectors(image);
-  if (image.quantizer.params.metric != Metric::L2 || vector_element(image) != VectorElement::Float32)
+  if (!prunable(image))
     throw Error(ErrorCode::InvalidArgument, "ivfpq: list bounds need an L2 image of float vectors");
 }
 
@@ -80,6 +80,10 @@ class KthBest {
 };
 
 }  // namespace
+
+bool prunable(const Image& image) {
+  return image.quantizer.params.metric == Metric::L2 && vector_element(image) == VectorElement::Float32;
+}
 
 ListBounds list_bounds(const Image& image) {
   check_image(image);
@@ -121,16 +125,9 @@ std::int64_t search_exact_pruned_cpu(const Image& image, const ListBounds& bound
     const float* query = queries + q * p.dim;
     for (int l = 0; l < p.lists; ++l) {
       centre[l] = precise_l2(query, image.quantizer.centroids.data() + std::size_t(l) * p.dim, p.dim);
-      bound[l] = centre[l] - bounds.radius[l] - dd * (centre[l] + bounds.radius[l]);
+      bound[l] = list_bound(centre[l], bounds.radius[l], dd);
     }
-    std::iota(order.begin(), order.end(), 0);
-    // NaN bounds first (always read), then ascending; ties by list.
-    std::sort(order.begin(), order.end(), [&](int a, int b) {
-      const bool na = std::isnan(bound[a]), nb = std::isnan(bound[b]);
-      if (na != nb) return na;
-      if (!na && bound[a] != bound[b]) return bound[a] < bound[b];
-      return a < b;
-    });
+    order_lists(bound.data(), order);
     KthBest kth(k);
     keys.clear();
     payloads.clear();

@@ -1,9 +1,12 @@
 // The margins of the pruned exact search (exact_pruned_cpu.cpp says why
-// each is needed), shared by its CPU reference and its GPU version. Not a
-// public header.
+// each is needed) and its list order, shared by its CPU reference and its
+// GPU version. Not a public header.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 namespace gknn::ivfpq {
 
@@ -19,5 +22,23 @@ inline double underflow_floor(int dim) { return std::sqrt(double(dim)) * std::ld
 
 // A lower bound of |a - b| from doubles a and b, each rounded (double_error).
 inline double separation(double a, double b, double dd) { return std::abs(a - b) - dd * (a + b); }
+
+// A lower bound of a list's nearest entry from the query's distance to its
+// centroid and its radius (doubles, each rounded: double_error).
+inline double list_bound(double centre, double radius, double dd) {
+  return centre - radius - dd * (centre + radius);
+}
+
+// The lists in the order they are read: NaN bounds first (always read),
+// then ascending; ties by list.
+inline void order_lists(const double* bound, std::vector<int>& order) {
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const bool na = std::isnan(bound[a]), nb = std::isnan(bound[b]);
+    if (na != nb) return na;
+    if (!na && bound[a] != bound[b]) return bound[a] < bound[b];
+    return a < b;
+  });
+}
 
 }  // namespace gknn::ivfpq

@@ -162,6 +162,9 @@ void search_exact_cpu(const Image& image, const float* queries, std::int64_t nq,
 // an element is NaN), for an L2 image with float vectors (else
 // Error(InvalidArgument)), and the list sizes they were made for. They
 // describe the image as it is: made again after any change to it.
+// Whether an image's metric and elements admit list bounds (L2, float
+// vectors); list_bounds needs the vectors too.
+bool prunable(const Image& image);
 struct ListBounds {
   std::vector<double> centre_distance;  // entries
   std::vector<double> radius;           // lists
