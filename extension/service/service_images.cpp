@@ -307,7 +307,7 @@ void ResidentImages::search(const Resident& r, int mode, const float* queries, s
   } else if (mode == 1) {
     r.gpu->search_refined(queries, nq, sp, ids, distances);
   } else if (mode == 2) {
-    r.gpu->search_exact(queries, nq, sp.k, ids, distances);
+    r.gpu->search_exact_pruned(queries, nq, sp.k, ids, distances);
   } else {
     std::vector<float> pq(static_cast<std::size_t>(nq) * sp.k);
     r.gpu->search(queries, nq, sp, ids, pq.data());

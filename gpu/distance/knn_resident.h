@@ -47,8 +47,27 @@ void exact_knn_resident_gemm(const KnnRequest& req, int device, std::int64_t* id
                              const GemmBase* prepared = nullptr, const std::int64_t* row_ids = nullptr);
 void exact_knn_resident_fused(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
                               const std::int64_t* row_ids = nullptr);
+// A caller's own keys for the scan's passes, for L2 only: query q's key of
+// a row is the float sum of squares as distance() sums it (the bits of
+// group_l2_squared), or +inf for a row the caller has shown to be farther
+// than the query's k-th best (so that at least k rows keep a finite key
+// wherever any row is ruled out). prepare() runs once for each group of up
+// to kSharedConstants queries (device copies) before that group's passes;
+// keys() fills a pass's matrix: rows [first, first + rows) of the base,
+// query q's key of row first + p at matrix[q * rows + p]. Both queue work on
+// `s` only. (ivfpq's pruned exact search: exact_pruned_cuda.cu.)
+class ScanKeys {
+ public:
+  virtual ~ScanKeys() = default;
+  virtual void prepare(const float* queries, std::int64_t nq, cudaStream_t s) = 0;
+  virtual void keys(const float* queries, std::int64_t nq, std::int64_t first, std::int64_t rows,
+                    float* matrix, cudaStream_t s) = 0;
+};
+
+// With `keys` (req.metric L2, else Error(InvalidArgument)) the passes'
+// matrices are the caller's instead of the scan kernel's.
 void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
-                             const std::int64_t* row_ids = nullptr);
+                             const std::int64_t* row_ids = nullptr, ScanKeys* keys = nullptr);
 void exact_knn_resident_bruteforce(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
                                    const std::int64_t* row_ids = nullptr);
 

@@ -151,19 +151,24 @@ template <int METRIC>
 void queue_pass(const KnnRequest& req, const float* d_queries, std::int64_t first, std::int64_t rows, int kk,
                 std::int64_t pass, std::int64_t passes, const std::int64_t* row_ids, ScanKey<METRIC>* matrix,
                 ScanKey<METRIC>* sel_keys, std::uint32_t* sel_cols, double* dist, std::int64_t* ids,
-                StageTrace& trace, cudaStream_t s) {
+                ScanKeys* keys, StageTrace& trace, cudaStream_t s) {
   constexpr int kRows = kDistanceThreads / kDistanceLanes;
-  const PassRows<METRIC> pr{req.base + first * req.dim, rows, req.dim, matrix};
-  with_queries_per_thread(int(req.nq), req.dim, [&](auto qt) {
-    constexpr int QT = decltype(qt)::value;
-    const std::size_t smem = constants_smem<QT>(req.dim);
-    const std::int64_t groups = (rows + kRows * rows_per_thread(QT) - 1) / (kRows * rows_per_thread(QT));
-    if constexpr (METRIC != int(Metric::Cosine)) {
-      if (req.dim <= kShortRow)
-        return launch_scan<METRIC, QT, true>(pr, d_queries, int(req.nq), groups, smem, s);
-    }
-    launch_scan<METRIC, QT, false>(pr, d_queries, int(req.nq), groups, smem, s);
-  });
+  if constexpr (METRIC == int(Metric::L2)) {
+    if (keys) keys->keys(d_queries, req.nq, first, rows, matrix, s);
+  }
+  if (!keys) {
+    const PassRows<METRIC> pr{req.base + first * req.dim, rows, req.dim, matrix};
+    with_queries_per_thread(int(req.nq), req.dim, [&](auto qt) {
+      constexpr int QT = decltype(qt)::value;
+      const std::size_t smem = constants_smem<QT>(req.dim);
+      const std::int64_t groups = (rows + kRows * rows_per_thread(QT) - 1) / (kRows * rows_per_thread(QT));
+      if constexpr (METRIC != int(Metric::Cosine)) {
+        if (req.dim <= kShortRow)
+          return launch_scan<METRIC, QT, true>(pr, d_queries, int(req.nq), groups, smem, s);
+      }
+      launch_scan<METRIC, QT, false>(pr, d_queries, int(req.nq), groups, smem, s);
+    });
+  }
   GKNN_CUDA(cudaGetLastError());
   trace.mark("distances");
   select_rows_async(matrix, req.nq, rows, rows, kk, SelectOrder::Smallest, sel_keys, sel_cols, s);
@@ -209,11 +214,13 @@ void exact_knn_gpu_scan(const KnnRequest& req, int device, std::int64_t* ids, do
 // time (the kernel reads the base once per that many anyway), which bounds
 // the matrix and the passes' lists whatever nq is.
 void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* ids, double* distances,
-                             const std::int64_t* row_ids) {
+                             const std::int64_t* row_ids, ScanKeys* keys) {
   validate(req);
   if (!exact_knn_gpu_scan_fits(req.dim, req.k))
     throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_scan: k above " + std::to_string(kMaxRowK) +
                                                 " or dimension above " + std::to_string(kScanMaxDim));
+  if (keys && req.metric != Metric::L2)
+    throw Error(ErrorCode::InvalidArgument, "exact_knn_gpu_scan: a caller's keys are L2 sums");
   pad_results(ids, distances, req.nq * req.k);
   const int kk = static_cast<int>(std::min<std::int64_t>(req.k, req.n));
   if (kk == 0 || req.nq == 0) return;
@@ -252,10 +259,11 @@ void exact_knn_resident_scan(const KnnRequest& req, int device, std::int64_t* id
       KnnRequest part = req;
       part.nq = std::min(group, req.nq - q0);
       const float* part_queries = d_queries + q0 * req.dim;
+      if (keys) keys->prepare(part_queries, part.nq, s);
       for (std::int64_t p = 0; p < passes; ++p) {
         const std::int64_t first = p * pass_rows, rows = std::min(pass_rows, req.n - first);
         queue_pass<M>(part, part_queries, first, rows, kk, p, passes, row_ids, matrix, sel_keys, sel_cols,
-                      d_dist, d_ids, trace, s);
+                      d_dist, d_ids, keys, trace, s);
       }
       // Both arrays whole, one copy: a shorter last part reads only its
       // first lists (the rest still hold the part before's, never garbage:

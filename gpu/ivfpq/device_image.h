@@ -38,6 +38,20 @@ struct ScanArgs {
 struct CopyRun;
 struct DeltaPlan;
 
+// The pruned exact search's bounds (exact_pruned_cuda.cu; list_bounds'
+// quantities, on the device and by rank): each stored vector's list and its
+// distance (double) to that list's centroid, and each list's radius.
+struct PruneBase {
+  PruneBase(const float* vectors, const float* centroids, const std::int64_t* d_offsets,
+            const std::int64_t* rank, std::int64_t entries, int lists, int dim, cudaStream_t s);
+  std::size_t bytes() const {
+    return sizeof(std::int32_t) * row_list.size() + sizeof(double) * (row_centre.size() + radius.size());
+  }
+  DeviceBuffer<std::int32_t> row_list;  // rank -> list
+  DeviceBuffer<double> row_centre;      // rank -> distance to its list's centroid
+  DeviceBuffer<double> radius;          // list -> largest of its entries' (NaN: one is NaN; 0: empty)
+};
+
 struct DeviceImage::Impl {
   Impl(const Image& image, int dev);
   void upload_vectors(const Image& image);
@@ -112,6 +126,10 @@ struct DeviceImage::Impl {
   const GemmBase* gemm_base() const;
   mutable std::mutex gemm_mu;
   mutable std::unique_ptr<GemmBase> gemm;
+  // The same for the pruned exact search's bounds (float vectors only).
+  const PruneBase* prune_base(cudaStream_t s) const;
+  mutable std::mutex prune_mu;
+  mutable std::unique_ptr<PruneBase> prune;
 };
 
 // The k best columns of each row (len keys at stride len), (key, column)

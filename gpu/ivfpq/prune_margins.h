@@ -1,12 +1,15 @@
 // The margins of the pruned exact search (exact_pruned_cpu.cpp says why
 // each is needed) and its list order, shared by its CPU reference and its
-// GPU version. Not a public header.
+// GPU version (exact_pruned_cuda.cu: the bounds' tests run in its kernels,
+// hence GKNN_HD). Not a public header.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
+
+#include "gknn/distance.h"  // GKNN_HD
 
 namespace gknn::ivfpq {
 
@@ -21,11 +24,11 @@ inline double double_error(int dim) { return (dim + 4) * std::ldexp(1.0, -52); }
 inline double underflow_floor(int dim) { return std::sqrt(double(dim)) * std::ldexp(1.0, -74); }
 
 // A lower bound of |a - b| from doubles a and b, each rounded (double_error).
-inline double separation(double a, double b, double dd) { return std::abs(a - b) - dd * (a + b); }
+GKNN_HD double separation(double a, double b, double dd) { return fabs(a - b) - dd * (a + b); }
 
 // A lower bound of a list's nearest entry from the query's distance to its
 // centroid and its radius (doubles, each rounded: double_error).
-inline double list_bound(double centre, double radius, double dd) {
+GKNN_HD double list_bound(double centre, double radius, double dd) {
   return centre - radius - dd * (centre + radius);
 }
 

@@ -389,16 +389,20 @@ void DeviceImage::search(const float* queries, std::int64_t nq, const SearchPara
 std::size_t DeviceImage::device_bytes() const {
   if (!impl_) return 0;
   const Impl& im = *impl_;
-  std::size_t gemm = 0;
+  std::size_t lazy = 0;  // what the first exact searches made
   {
     std::lock_guard<std::mutex> lock(im.gemm_mu);
-    if (im.gemm) gemm = im.gemm->bytes();
+    if (im.gemm) lazy = im.gemm->bytes();
+  }
+  {
+    std::lock_guard<std::mutex> lock(im.prune_mu);
+    if (im.prune) lazy += im.prune->bytes();
   }
   return sizeof(float) * (im.centroids.size() + im.codebooks.size() + im.vectors.size()) + im.packed.size() +
          im.codes.size() +
          sizeof(std::int64_t) *
              (im.ids.size() + im.d_offsets.size() + im.rank.size() + im.ranked_ids.size()) +
-         gemm;
+         lazy;
 }
 
 bool DeviceImage::fp16_lut() const { return impl_ && impl_->fp16; }

@@ -217,6 +217,18 @@ class DeviceImage {
   // precision changes the speed, never the results).
   void search_exact(const float* queries, std::int64_t nq, int k, std::int64_t* ids, double* distances,
                     GemmPrecision precision = GemmPrecision::Fp32) const;
+  // search_exact's results (so search_exact_cpu's, bit for bit), computing
+  // only the distances that search_exact_pruned_cpu's bounds leave: per
+  // query a first k-th best from the entries of its nearest lists, then
+  // every entry whose list bound or ring bound (with the same margins) does
+  // not exceed it, in the exact scan's passes (the rest keep an infinite
+  // key). On prunable images (L2, float vectors) with k up to kMaxRowK;
+  // elsewhere it is search_exact. The bounds are made on the device by the
+  // first call and kept (device_bytes counts them). With `computed`, the
+  // distances computed (over all queries) are counted and returned there
+  // (one more wait for the device; search_exact's path counts every entry).
+  void search_exact_pruned(const float* queries, std::int64_t nq, int k, std::int64_t* ids, double* distances,
+                           std::int64_t* computed = nullptr) const;
   // A new DeviceImage of this one's image after `delta` (gknn/ivfpq_delta.h),
   // on the same device: the arrays are gathered on the GPU from this
   // image's plus the delta's new entries, so only those cross the bus. This

@@ -1,0 +1,349 @@
+// DeviceImage::search_exact_pruned: search_exact_pruned_cpu's pruning on the
+// GPU, inside the exact scan (knn_scan.cu), so that the answers are the
+// scan's (ties by row, rows in id order) and no step waits for the host.
+// Per group of up to 16 queries, all on the call's stream:
+//   1. each query's precise (double) distance to every centroid;
+//   2. a first k-th best per query (a block each): the entries of its
+//      nearest lists (at least max(2k, kFirstEntries), at most kFirstCap),
+//      their float sums sorted in the block, the k-th one's distance. It is
+//      the distance of a real entry, so at least k entries are that near:
+//      an upper bound of the query's true k-th best;
+//   3. the scan's passes with this file's keys: for each (row, query), the
+//      row's list bound and ring bound (prune_margins.h, the CPU's margins)
+//      against that k-th best; where either exceeds it the key is +inf, and
+//      the row is strictly farther than k rows: never among the k best, not
+//      even by a tie. Elsewhere the key is the row's float sum, as the scan
+//      kernel computes it (group_l2_squared: distance()'s bits).
+// Reading far fewer rows is the gain: the pruned rows' vectors are never
+// loaded, and their arithmetic is skipped (the full scan's cost at a few
+// queries: bench/results/knn-resident-scan-H200-2026-11-28.md).
+#include <cub/block/block_radix_sort.cuh>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+
+#include "distance/distances_many.cuh"
+#include "distance/group_distance.cuh"
+#include "distance/knn_resident.h"
+#include "gknn/error.h"
+#include "gknn/ivfpq.h"
+#include "gknn/select.h"
+#include "ivfpq/common.h"
+#include "ivfpq/device_image.h"
+#include "ivfpq/prune_margins.h"
+#include "runtime/cuda_check.h"
+#include "runtime/stream_tools.h"
+
+namespace gknn::ivfpq {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+// Step 2's entries: the block sorts kFirstItems a thread.
+constexpr int kFirstItems = 16;
+constexpr int kFirstCap = kThreads * kFirstItems;
+constexpr int kFirstEntries = 256;
+constexpr int kFirstLists = 64;  // lists taken at most (empty lists count)
+static_assert(2 * kMaxRowK <= kFirstCap, "2k entries fit the block's sort");
+
+__device__ double precise_l2(const float* a, const float* b, int dim) {
+  double s = 0;
+  for (int i = 0; i < dim; ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    s += d * d;
+  }
+  return sqrt(s);
+}
+
+// A block per list: its entries' lists and centre distances, by rank, and
+// its radius (list_bounds' rule: NaN where any is NaN, 0 when empty).
+__global__ void __launch_bounds__(kThreads)
+    make_bounds(const float* vectors, const float* centroids, const std::int64_t* offsets,
+                const std::int64_t* rank, int dim, std::int32_t* row_list, double* row_centre,
+                double* radius) {
+  __shared__ double warp_most[kWarps];
+  const int l = blockIdx.x;
+  const float* c = centroids + std::int64_t(l) * dim;
+  double most = 0;
+  bool nan = false;
+  for (std::int64_t e = offsets[l] + threadIdx.x; e < offsets[l + 1]; e += blockDim.x) {
+    const std::int64_t r = rank[e];
+    const double d = precise_l2(vectors + r * dim, c, dim);
+    row_list[r] = l;
+    row_centre[r] = d;
+    if (isnan(d))
+      nan = true;
+    else
+      most = fmax(most, d);
+  }
+  for (int off = 16; off > 0; off /= 2) most = fmax(most, __shfl_down_sync(~0u, most, off));
+  if (threadIdx.x % 32 == 0) warp_most[threadIdx.x / 32] = most;
+  const bool any_nan = __syncthreads_or(nan);  // also orders warp_most's writes
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kWarps; ++w) most = fmax(most, warp_most[w]);
+    radius[l] = any_nan ? __longlong_as_double(0x7ff8000000000000LL) : most;
+  }
+}
+
+// Each query's distance to each centroid, as list_bounds' and
+// search_exact_pruned_cpu's (double sums; the margins cover any order).
+__global__ void centre_distances(const float* queries, std::int64_t nq, const float* centroids, int lists,
+                                 int dim, double* out) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nq * lists;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] = precise_l2(queries + (i / lists) * dim, centroids + (i % lists) * std::int64_t(dim), dim);
+}
+
+// (centre distance, list) order, NaN last.
+__device__ __forceinline__ bool nearer(double a, int la, double b, int lb) {
+  if (isnan(a) != isnan(b)) return isnan(b);
+  return a < b || (!(b < a) && la < lb);
+}
+
+// The block's nearest list after (after_c, after_l) in nearer's order, or
+// -1; every thread gets it.
+__device__ int next_list(const double* cq, int lists, double after_c, int after_l, double* best_c,
+                         double* warp_c, int* warp_l) {
+  double bc = __longlong_as_double(0x7ff8000000000000LL);
+  int bl = -1;
+  for (int l = threadIdx.x; l < lists; l += blockDim.x) {
+    const double c = cq[l];
+    if ((after_l < 0 || nearer(after_c, after_l, c, l)) && (bl < 0 || nearer(c, l, bc, bl))) bc = c, bl = l;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const double oc = __shfl_down_sync(~0u, bc, off);
+    const int ol = __shfl_down_sync(~0u, bl, off);
+    if (ol >= 0 && (bl < 0 || nearer(oc, ol, bc, bl))) bc = oc, bl = ol;
+  }
+  if (threadIdx.x % 32 == 0) warp_c[threadIdx.x / 32] = bc, warp_l[threadIdx.x / 32] = bl;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kWarps; ++w)
+      if (warp_l[w] >= 0 && (bl < 0 || nearer(warp_c[w], warp_l[w], bc, bl))) bc = warp_c[w], bl = warp_l[w];
+    warp_l[0] = bl;
+    *best_c = bc;
+  }
+  __syncthreads();
+  const int found = warp_l[0];
+  __syncthreads();  // warp_l is written again by the next call
+  return found;
+}
+
+// Step 2, a block per query: tau[q] = the distance of the k-th best of the
+// entries of the query's nearest lists, or +inf (no pruning) where fewer
+// than k of them have a number (NaN sums count as +inf).
+__global__ void __launch_bounds__(kThreads)
+    first_kth(const double* centre, int lists, const std::int64_t* offsets, const std::int64_t* rank,
+              const float* vectors, const float* queries, int dim, int k, double* tau) {
+  using Sort = cub::BlockRadixSort<float, kThreads, kFirstItems>;
+  __shared__ union {
+    float sums[kFirstCap];
+    typename Sort::TempStorage sort;
+  } sh;
+  __shared__ int chosen[kFirstLists];
+  __shared__ std::int64_t ends[kFirstLists];  // entries taken up to and including chosen[i]
+  __shared__ double warp_c[kWarps], best_c;
+  __shared__ int warp_l[kWarps];
+  const int q = blockIdx.x;
+  const double* cq = centre + std::int64_t(q) * lists;
+  const float* query = queries + std::int64_t(q) * dim;
+  const std::int64_t want = min(kFirstCap, max(2 * k, kFirstEntries));
+
+  // The nearest lists, until `want` entries (block-uniform loop).
+  int n = 0, last = -1;
+  double last_c = 0;
+  std::int64_t taken = 0;
+  while (n < kFirstLists && taken < want) {
+    const int l = next_list(cq, lists, last_c, last, &best_c, warp_c, warp_l);
+    if (l < 0) break;
+    last = l;
+    last_c = best_c;
+    taken += offsets[l + 1] - offsets[l];
+    if (threadIdx.x == 0) chosen[n] = l, ends[n] = taken;
+    ++n;
+  }
+  __syncthreads();
+  const int m = int(taken < kFirstCap ? taken : kFirstCap);
+
+  // Their float sums, eight threads an entry.
+  const int lane = threadIdx.x % kGroupLanes;
+  for (int j = threadIdx.x / kGroupLanes; j < m; j += kThreads / kGroupLanes) {
+    int i = 0;
+    while (ends[i] <= j) ++i;
+    const std::int64_t e = offsets[chosen[i]] + (j - (i ? ends[i - 1] : 0));
+    const float s = group_l2_squared(vectors + rank[e] * dim, query, dim, lane);
+    if (lane == 0) sh.sums[j] = isnan(s) ? INFINITY : s;
+  }
+  __syncthreads();
+  float items[kFirstItems];
+  for (int i = 0; i < kFirstItems; ++i) {
+    const int j = threadIdx.x * kFirstItems + i;
+    items[i] = j < m ? sh.sums[j] : INFINITY;
+  }
+  __syncthreads();  // the sort's storage is the sums'
+  Sort(sh.sort).Sort(items);
+  if (m < k) {
+    if (threadIdx.x == 0) tau[q] = INFINITY;
+  } else if (threadIdx.x == (k - 1) / kFirstItems) {
+    tau[q] = sqrt(double(items[(k - 1) % kFirstItems]));
+  }
+}
+
+// Step 3: one pass's keys, eight threads a row; counts the rows' distances
+// computed into *computed when given (one atomic a block).
+__global__ void __launch_bounds__(kThreads)
+    pruned_keys(const std::int32_t* row_list, const double* row_centre, const double* radius,
+                const double* centre, int lists, const double* tau, const float* vectors,
+                const float* queries, int nq, int dim, std::int64_t first, std::int64_t rows, double keep,
+                double dd, double slack, float* matrix, unsigned long long* computed) {
+  __shared__ double limit[kSharedConstants];
+  __shared__ unsigned warp_count[kWarps];
+  if (threadIdx.x < nq) limit[threadIdx.x] = tau[threadIdx.x] + slack;
+  __syncthreads();
+  const int lane = threadIdx.x % kGroupLanes;
+  const std::int64_t groups = std::int64_t(gridDim.x) * (kThreads / kGroupLanes);
+  unsigned count = 0;
+  for (std::int64_t p = (std::int64_t(blockIdx.x) * kThreads + threadIdx.x) / kGroupLanes; p < rows;
+       p += groups) {
+    const std::int64_t r = first + p;
+    const int l = row_list[r];
+    const double ec = row_centre[r], rl = radius[l];
+    for (int q = 0; q < nq; ++q) {
+      // NaN bounds compare false: read, as on the CPU.
+      const double c = centre[std::int64_t(q) * lists + l], t = limit[q];
+      float s = INFINITY;
+      if (!(list_bound(c, rl, dd) * keep > t) && !(separation(c, ec, dd) * keep > t)) {
+        s = group_l2_squared(vectors + r * dim, queries + std::int64_t(q) * dim, dim, lane);
+        ++count;
+      }
+      if (lane == 0) matrix[q * rows + p] = s;
+    }
+  }
+  if (!computed) return;
+  count = lane == 0 ? count : 0;
+  for (int off = 16; off > 0; off /= 2) count += __shfl_down_sync(~0u, count, off);
+  if (threadIdx.x % 32 == 0) warp_count[threadIdx.x / 32] = count;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long total = 0;
+    for (int w = 0; w < kWarps; ++w) total += warp_count[w];
+    atomicAdd(computed, total);
+  }
+}
+
+// What the keys read of a resident image (device pointers).
+struct PruneImage {
+  const float *vectors, *centroids;
+  const std::int64_t *offsets, *rank;
+  int lists, dim;
+};
+
+// The scan's keys for one call: the centre distances and first k-th bests
+// of the current group of queries, in one allocation on the call's stream.
+class PrunedKeys final : public ScanKeys {
+ public:
+  PrunedKeys(const PruneImage& im, const PruneBase& pb, int k, bool count, cudaStream_t s)
+      : im_(im), pb_(pb), k_(k), block_(bytes(im.lists, count), s) {
+    centre_ = in_block<double>(block_, 0);
+    tau_ = in_block<double>(block_, at_tau(im.lists));
+    if (count) {
+      computed_ = in_block<unsigned long long>(block_, at_tau(im.lists) + kTauBytes);
+      GKNN_CUDA(cudaMemsetAsync(computed_, 0, sizeof(unsigned long long), s));
+    }
+    keep_ = 1.0 - relative_margin(im.dim), dd_ = double_error(im.dim), slack_ = underflow_floor(im.dim);
+  }
+  void prepare(const float* queries, std::int64_t nq, cudaStream_t s) override {
+    centre_distances<<<grid_for(nq * im_.lists, kThreads), kThreads, 0, s>>>(queries, nq, im_.centroids,
+                                                                             im_.lists, im_.dim, centre_);
+    GKNN_CUDA(cudaGetLastError());
+    first_kth<<<unsigned(nq), kThreads, 0, s>>>(centre_, im_.lists, im_.offsets, im_.rank, im_.vectors,
+                                                queries, im_.dim, k_, tau_);
+    GKNN_CUDA(cudaGetLastError());
+  }
+  void keys(const float* queries, std::int64_t nq, std::int64_t first, std::int64_t rows, float* matrix,
+            cudaStream_t s) override {
+    const std::int64_t blocks =
+        std::min<std::int64_t>(grid_for(rows * kGroupLanes, kThreads), distance_blocks<pruned_keys>(0));
+    pruned_keys<<<unsigned(blocks), kThreads, 0, s>>>(
+        pb_.row_list.get(), pb_.row_centre.get(), pb_.radius.get(), centre_, im_.lists, tau_, im_.vectors,
+        queries, int(nq), im_.dim, first, rows, keep_, dd_, slack_, matrix, computed_);
+    GKNN_CUDA(cudaGetLastError());
+  }
+  // The distances computed so far (waits for the stream).
+  std::int64_t computed(cudaStream_t s) const {
+    unsigned long long n = 0;
+    GKNN_CUDA(cudaMemcpyAsync(&n, computed_, sizeof n, cudaMemcpyDeviceToHost, s));
+    GKNN_CUDA(cudaStreamSynchronize(s));
+    return std::int64_t(n);
+  }
+
+ private:
+  static constexpr std::size_t kTauBytes = 256;  // kSharedConstants doubles, aligned
+  static std::size_t at_tau(int lists) {
+    return (sizeof(double) * kSharedConstants * lists + 255) / 256 * 256;
+  }
+  static std::size_t bytes(int lists, bool count) { return at_tau(lists) + kTauBytes + (count ? 256 : 0); }
+
+  PruneImage im_;
+  const PruneBase& pb_;
+  int k_;
+  AsyncBuffer<unsigned char> block_;
+  double *centre_ = nullptr, *tau_ = nullptr;
+  unsigned long long* computed_ = nullptr;
+  double keep_, dd_, slack_;
+};
+static_assert(kSharedConstants * sizeof(double) <= 256, "a group's k-th bests fit kTauBytes");
+
+}  // namespace
+
+PruneBase::PruneBase(const float* vectors, const float* centroids, const std::int64_t* d_offsets,
+                     const std::int64_t* rank, std::int64_t entries, int lists, int dim, cudaStream_t s)
+    : row_list(entries), row_centre(entries), radius(lists) {
+  make_bounds<<<unsigned(lists), kThreads, 0, s>>>(vectors, centroids, d_offsets, rank, dim, row_list.get(),
+                                                   row_centre.get(), radius.get());
+  GKNN_CUDA(cudaGetLastError());
+  GKNN_CUDA(cudaStreamSynchronize(s));  // complete before another thread's search sees it
+}
+
+const PruneBase* DeviceImage::Impl::prune_base(cudaStream_t s) const {
+  std::lock_guard<std::mutex> lock(prune_mu);
+  if (!prune)
+    prune = std::make_unique<PruneBase>(vectors.get(), centroids.get(), d_offsets.get(), rank.get(), entries,
+                                        params.lists, params.dim, s);
+  return prune.get();
+}
+
+void DeviceImage::search_exact_pruned(const float* queries, std::int64_t nq, int k, std::int64_t* ids,
+                                      double* distances, std::int64_t* computed) const {
+  check_exact(queries, nq, k, ids, distances);
+  if (!impl_) throw Error(ErrorCode::InvalidArgument, "ivfpq: search on a moved-from DeviceImage");
+  const Impl& im = *impl_;
+  if (computed) *computed = 0;
+  const bool prunable = im.with_vectors && im.element == VectorElement::Float32 &&
+                        im.params.metric == Metric::L2 && exact_knn_gpu_scan_fits(im.params.dim, k);
+  if (!prunable || nq == 0 || k == 0 || im.entries == 0) {
+    search_exact(queries, nq, k, ids, distances);
+    if (computed && k > 0) *computed = nq * im.entries;
+    return;
+  }
+  GKNN_CUDA(cudaSetDevice(im.device));
+  const cudaStream_t s = thread_stream(im.device);
+  const PruneBase* pb = im.prune_base(s);
+  const PruneImage pi{im.vectors.get(), im.centroids.get(), im.d_offsets.get(),
+                      im.rank.get(),    im.params.lists,    im.params.dim};
+  PrunedKeys keys(pi, *pb, int(std::min<std::int64_t>(k, im.entries)), computed != nullptr, s);
+  KnnRequest r;
+  r.base = im.vectors.get();
+  r.n = im.entries;
+  r.queries = queries;
+  r.nq = nq;
+  r.dim = im.params.dim;
+  r.k = k;
+  r.metric = Metric::L2;
+  exact_knn_resident_scan(r, im.device, ids, distances, im.ranked_ids.get(), &keys);
+  if (computed) *computed = keys.computed(s);
+}
+
+}  // namespace gknn::ivfpq
