@@ -1,5 +1,5 @@
 // The exact search of a resident gpu_ivfpq image, whole (search_exact) and
-// pruned by list bounds (search_exact_pruned), side by side per call of 1 to
+// pruned by list bounds (search_exact_pruned, Pruning::Always), side by side per call of 1 to
 // 32 queries, k 10: milliseconds per call, the pruned call's share of the
 // distances, and whether the two agree (they must, bit for bit).
 //
@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
   std::vector<double> dist(32 * k), dist2(32 * k);
   std::int64_t computed = 0;
   t = Clock::now();
-  img.search_exact_pruned(queries.data(), 1, k, ids.data(), dist.data());
+  img.search_exact_pruned(queries.data(), 1, k, ids.data(), dist.data(), nullptr,
+                          gknn::ivfpq::Pruning::Always);
   std::printf("first pruned call (makes the bounds): %.2f ms\n", ms_since(t));
   std::printf("| queries a call | whole ms | pruned ms | whole / pruned | distances computed | equal |\n");
   std::printf("| ---: | ---: | ---: | ---: | ---: | --- |\n");
@@ -125,7 +126,7 @@ int main(int argc, char** argv) {
     for (std::int64_t q0 = 0; q0 + b <= nq_all; q0 += b, ++calls) {
       const float* q = queries.data() + q0 * dim;
       img.search_exact(q, b, k, ids.data(), dist.data());
-      img.search_exact_pruned(q, b, k, ids2.data(), dist2.data(), &computed);
+      img.search_exact_pruned(q, b, k, ids2.data(), dist2.data(), &computed, gknn::ivfpq::Pruning::Always);
       counted += computed;
       equal = equal && std::equal(ids.begin(), ids.begin() + b * k, ids2.begin()) &&
               std::memcmp(dist.data(), dist2.data(), sizeof(double) * b * k) == 0;
@@ -142,7 +143,8 @@ int main(int argc, char** argv) {
           if (which == 0)
             img.search_exact(q, b, k, ids.data(), dist.data());
           else
-            img.search_exact_pruned(q, b, k, ids2.data(), dist2.data());
+            img.search_exact_pruned(q, b, k, ids2.data(), dist2.data(), nullptr,
+                                    gknn::ivfpq::Pruning::Always);
           ++c;
         }
         (which == 0 ? whole : pruned) += ms_since(t);

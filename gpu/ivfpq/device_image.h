@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -130,6 +131,12 @@ struct DeviceImage::Impl {
   const PruneBase* prune_base(cudaStream_t s) const;
   mutable std::mutex prune_mu;
   mutable std::unique_ptr<PruneBase> prune;
+  // The share of the distances its recent pruned calls computed, and
+  // whether the next call prunes (exact_pruned_cuda.cu).
+  bool prune_now(Pruning pruning) const;
+  void note_pruned(std::int64_t computed, std::int64_t possible) const;
+  mutable std::atomic<float> prune_share{0.0f};
+  mutable std::atomic<std::uint32_t> prune_skips{0};
 };
 
 // The k best columns of each row (len keys at stride len), (key, column)

@@ -18,10 +18,12 @@
 // loaded, and their arithmetic is skipped (the full scan's cost at a few
 // queries: bench/results/knn-resident-scan-H200-2026-11-28.md).
 #include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
 
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 
 #include "distance/distances_many.cuh"
@@ -191,45 +193,60 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Step 3: one pass's keys, eight threads a row; counts the rows' distances
-// computed into *computed when given (one atomic a block).
+// Step 3a, a thread per row of the pass: for each query, the row's list
+// and ring bounds against its first k-th best. Ruled out: the key +inf.
+// Left: the pair (p, q) appended to `pairs` (as p * kSharedConstants + q;
+// one atomic a block).
 __global__ void __launch_bounds__(kThreads)
-    pruned_keys(const std::int32_t* row_list, const double* row_centre, const double* radius,
-                const double* centre, int lists, const double* tau, const float* vectors,
-                const float* queries, int nq, int dim, std::int64_t first, std::int64_t rows, double keep,
-                double dd, double slack, float* matrix, unsigned long long* computed) {
+    test_rows(const std::int32_t* row_list, const double* row_centre, const double* radius,
+              const double* centre, int lists, const double* tau, int nq, std::int64_t first,
+              std::int64_t rows, double keep, double dd, double slack, float* matrix, std::uint32_t* pairs,
+              unsigned* pair_count) {
+  using Scan = cub::BlockScan<unsigned, kThreads>;
+  __shared__ typename Scan::TempStorage scan;
   __shared__ double limit[kSharedConstants];
-  __shared__ unsigned warp_count[kWarps];
+  __shared__ unsigned base;
   if (threadIdx.x < nq) limit[threadIdx.x] = tau[threadIdx.x] + slack;
   __syncthreads();
-  const int lane = threadIdx.x % kGroupLanes;
-  const std::int64_t groups = std::int64_t(gridDim.x) * (kThreads / kGroupLanes);
-  unsigned count = 0;
-  for (std::int64_t p = (std::int64_t(blockIdx.x) * kThreads + threadIdx.x) / kGroupLanes; p < rows;
-       p += groups) {
+  const std::int64_t p = std::int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  unsigned left = 0;  // bit q: query q computes this row
+  if (p < rows) {
     const std::int64_t r = first + p;
     const int l = row_list[r];
     const double ec = row_centre[r], rl = radius[l];
     for (int q = 0; q < nq; ++q) {
       // NaN bounds compare false: read, as on the CPU.
       const double c = centre[std::int64_t(q) * lists + l], t = limit[q];
-      float s = INFINITY;
-      if (!(list_bound(c, rl, dd) * keep > t) && !(separation(c, ec, dd) * keep > t)) {
-        s = group_l2_squared(vectors + r * dim, queries + std::int64_t(q) * dim, dim, lane);
-        ++count;
-      }
-      if (lane == 0) matrix[q * rows + p] = s;
+      if (!(list_bound(c, rl, dd) * keep > t) && !(separation(c, ec, dd) * keep > t))
+        left |= 1u << q;
+      else
+        matrix[q * rows + p] = INFINITY;
     }
   }
-  if (!computed) return;
-  count = lane == 0 ? count : 0;
-  for (int off = 16; off > 0; off /= 2) count += __shfl_down_sync(~0u, count, off);
-  if (threadIdx.x % 32 == 0) warp_count[threadIdx.x / 32] = count;
+  unsigned at = 0, total = 0;
+  Scan(scan).ExclusiveSum(unsigned(__popc(left)), at, total);
+  if (threadIdx.x == 0 && total) base = atomicAdd(pair_count, total);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long total = 0;
-    for (int w = 0; w < kWarps; ++w) total += warp_count[w];
-    atomicAdd(computed, total);
+  for (; left; left &= left - 1) pairs[base + at++] = std::uint32_t(p) * kSharedConstants + (__ffs(left) - 1);
+}
+
+// Step 3b: the pairs' float sums (distance()'s bits), eight threads a pair;
+// adds the pass's pairs to *computed.
+__global__ void __launch_bounds__(kThreads)
+    pair_sums(const std::uint32_t* pairs, const unsigned* pair_count, const float* vectors,
+              const float* queries, int dim, std::int64_t first, std::int64_t rows, float* matrix,
+              unsigned long long* computed) {
+  const unsigned n = *pair_count;
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(computed, (unsigned long long)n);
+  const int lane = threadIdx.x % kGroupLanes;
+  const std::int64_t groups = std::int64_t(gridDim.x) * (kThreads / kGroupLanes);
+  for (std::int64_t i = (std::int64_t(blockIdx.x) * kThreads + threadIdx.x) / kGroupLanes; i < n;
+       i += groups) {
+    const std::uint32_t pq = pairs[i];
+    const std::int64_t p = pq / kSharedConstants;
+    const int q = int(pq % kSharedConstants);
+    const float s = group_l2_squared(vectors + (first + p) * dim, queries + std::int64_t(q) * dim, dim, lane);
+    if (lane == 0) matrix[q * rows + p] = s;
   }
 }
 
@@ -241,17 +258,20 @@ struct PruneImage {
 };
 
 // The scan's keys for one call: the centre distances and first k-th bests
-// of the current group of queries, in one allocation on the call's stream.
+// of the current group of queries and the counters in one allocation, the
+// pairs' list in another (made by the first pass, the largest), all on the
+// call's stream. The distances computed come back to pinned memory after
+// each pass: read once the scan has waited for its results.
 class PrunedKeys final : public ScanKeys {
  public:
-  PrunedKeys(const PruneImage& im, const PruneBase& pb, int k, bool count, cudaStream_t s)
-      : im_(im), pb_(pb), k_(k), block_(bytes(im.lists, count), s) {
+  PrunedKeys(const PruneImage& im, const PruneBase& pb, int k, cudaStream_t s)
+      : im_(im), pb_(pb), k_(k), block_(at_counts(im.lists) + 256, s), pinned_(sizeof(unsigned long long)) {
     centre_ = in_block<double>(block_, 0);
     tau_ = in_block<double>(block_, at_tau(im.lists));
-    if (count) {
-      computed_ = in_block<unsigned long long>(block_, at_tau(im.lists) + kTauBytes);
-      GKNN_CUDA(cudaMemsetAsync(computed_, 0, sizeof(unsigned long long), s));
-    }
+    computed_ = in_block<unsigned long long>(block_, at_counts(im.lists));
+    pair_count_ = reinterpret_cast<unsigned*>(computed_ + 1);
+    GKNN_CUDA(cudaMemsetAsync(computed_, 0, sizeof(unsigned long long), s));
+    *pinned_as<unsigned long long>(pinned_) = 0;
     keep_ = 1.0 - relative_margin(im.dim), dd_ = double_error(im.dim), slack_ = underflow_floor(im.dim);
   }
   void prepare(const float* queries, std::int64_t nq, cudaStream_t s) override {
@@ -264,37 +284,39 @@ class PrunedKeys final : public ScanKeys {
   }
   void keys(const float* queries, std::int64_t nq, std::int64_t first, std::int64_t rows, float* matrix,
             cudaStream_t s) override {
-    const std::int64_t blocks =
-        std::min<std::int64_t>(grid_for(rows * kGroupLanes, kThreads), distance_blocks<pruned_keys>(0));
-    pruned_keys<<<unsigned(blocks), kThreads, 0, s>>>(
-        pb_.row_list.get(), pb_.row_centre.get(), pb_.radius.get(), centre_, im_.lists, tau_, im_.vectors,
-        queries, int(nq), im_.dim, first, rows, keep_, dd_, slack_, matrix, computed_);
+    if (!pairs_) pairs_ = std::make_unique<AsyncBuffer<std::uint32_t>>(std::size_t(nq * rows), s);
+    GKNN_CUDA(cudaMemsetAsync(pair_count_, 0, sizeof(unsigned), s));
+    test_rows<<<unsigned((rows + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+        pb_.row_list.get(), pb_.row_centre.get(), pb_.radius.get(), centre_, im_.lists, tau_, int(nq), first,
+        rows, keep_, dd_, slack_, matrix, pairs_->get(), pair_count_);
     GKNN_CUDA(cudaGetLastError());
+    pair_sums<<<unsigned(distance_blocks<pair_sums>(0)), kThreads, 0, s>>>(
+        pairs_->get(), pair_count_, im_.vectors, queries, im_.dim, first, rows, matrix, computed_);
+    GKNN_CUDA(cudaGetLastError());
+    GKNN_CUDA(
+        cudaMemcpyAsync(pinned_.data(), computed_, sizeof(unsigned long long), cudaMemcpyDeviceToHost, s));
   }
-  // The distances computed so far (waits for the stream).
-  std::int64_t computed(cudaStream_t s) const {
-    unsigned long long n = 0;
-    GKNN_CUDA(cudaMemcpyAsync(&n, computed_, sizeof n, cudaMemcpyDeviceToHost, s));
-    GKNN_CUDA(cudaStreamSynchronize(s));
-    return std::int64_t(n);
-  }
+  // The distances computed: valid once the stream has run the last pass.
+  std::int64_t computed() const { return std::int64_t(*pinned_as<unsigned long long>(pinned_)); }
 
  private:
-  static constexpr std::size_t kTauBytes = 256;  // kSharedConstants doubles, aligned
   static std::size_t at_tau(int lists) {
     return (sizeof(double) * kSharedConstants * lists + 255) / 256 * 256;
   }
-  static std::size_t bytes(int lists, bool count) { return at_tau(lists) + kTauBytes + (count ? 256 : 0); }
+  static std::size_t at_counts(int lists) { return at_tau(lists) + 256; }
 
   PruneImage im_;
   const PruneBase& pb_;
   int k_;
   AsyncBuffer<unsigned char> block_;
+  PinnedBlock pinned_;
+  std::unique_ptr<AsyncBuffer<std::uint32_t>> pairs_;
   double *centre_ = nullptr, *tau_ = nullptr;
   unsigned long long* computed_ = nullptr;
+  unsigned* pair_count_ = nullptr;
   double keep_, dd_, slack_;
 };
-static_assert(kSharedConstants * sizeof(double) <= 256, "a group's k-th bests fit kTauBytes");
+static_assert(kSharedConstants * sizeof(double) <= 256, "a group's k-th bests fit before the counters");
 
 }  // namespace
 
@@ -315,17 +337,36 @@ const PruneBase* DeviceImage::Impl::prune_base(cudaStream_t s) const {
   return prune.get();
 }
 
+// Whether this call prunes: on an image whose recent calls computed more
+// than kPruneShareMax of the distances the pruned scan costs more than the
+// whole one (bench/results/exact-pruned-gpu-H200-2026-11-28.md), so there
+// the whole scan runs, and one call in kPruneRetry prunes to follow the
+// queries.
+constexpr float kPruneShareMax = 0.25f;
+constexpr std::uint32_t kPruneRetry = 16;
+bool DeviceImage::Impl::prune_now(Pruning pruning) const {
+  if (pruning == Pruning::Always || prune_share.load(std::memory_order_relaxed) <= kPruneShareMax)
+    return true;
+  return prune_skips.fetch_add(1, std::memory_order_relaxed) % kPruneRetry == kPruneRetry - 1;
+}
+
+void DeviceImage::Impl::note_pruned(std::int64_t computed, std::int64_t possible) const {
+  const float share = float(double(computed) / double(possible));
+  float old = prune_share.load(std::memory_order_relaxed);
+  // A moving average over about four calls; a lost race loses one call's note.
+  prune_share.compare_exchange_strong(old, old + (share - old) / 4, std::memory_order_relaxed);
+}
+
 void DeviceImage::search_exact_pruned(const float* queries, std::int64_t nq, int k, std::int64_t* ids,
-                                      double* distances, std::int64_t* computed) const {
+                                      double* distances, std::int64_t* computed, Pruning pruning) const {
   check_exact(queries, nq, k, ids, distances);
   if (!impl_) throw Error(ErrorCode::InvalidArgument, "ivfpq: search on a moved-from DeviceImage");
   const Impl& im = *impl_;
-  if (computed) *computed = 0;
   const bool prunable = im.with_vectors && im.element == VectorElement::Float32 &&
                         im.params.metric == Metric::L2 && exact_knn_gpu_scan_fits(im.params.dim, k);
-  if (!prunable || nq == 0 || k == 0 || im.entries == 0) {
+  if (!prunable || nq == 0 || k == 0 || im.entries == 0 || !im.prune_now(pruning)) {
     search_exact(queries, nq, k, ids, distances);
-    if (computed && k > 0) *computed = nq * im.entries;
+    if (computed) *computed = k > 0 ? nq * im.entries : 0;
     return;
   }
   GKNN_CUDA(cudaSetDevice(im.device));
@@ -333,7 +374,7 @@ void DeviceImage::search_exact_pruned(const float* queries, std::int64_t nq, int
   const PruneBase* pb = im.prune_base(s);
   const PruneImage pi{im.vectors.get(), im.centroids.get(), im.d_offsets.get(),
                       im.rank.get(),    im.params.lists,    im.params.dim};
-  PrunedKeys keys(pi, *pb, int(std::min<std::int64_t>(k, im.entries)), computed != nullptr, s);
+  PrunedKeys keys(pi, *pb, int(std::min<std::int64_t>(k, im.entries)), s);
   KnnRequest r;
   r.base = im.vectors.get();
   r.n = im.entries;
@@ -342,8 +383,9 @@ void DeviceImage::search_exact_pruned(const float* queries, std::int64_t nq, int
   r.dim = im.params.dim;
   r.k = k;
   r.metric = Metric::L2;
-  exact_knn_resident_scan(r, im.device, ids, distances, im.ranked_ids.get(), &keys);
-  if (computed) *computed = keys.computed(s);
+  exact_knn_resident_scan(r, im.device, ids, distances, im.ranked_ids.get(), &keys);  // waits
+  im.note_pruned(keys.computed(), nq * im.entries);
+  if (computed) *computed = keys.computed();
 }
 
 }  // namespace gknn::ivfpq

@@ -28,12 +28,13 @@ using gknn::test::AwkwardImage;
 // Pruned on the GPU against the CPU's full scan, for nq queries and each k;
 // returns the distances computed at the last k.
 std::int64_t expect_full_scans(const Image& im, const DeviceImage& dev, const std::vector<float>& queries,
-                               std::int64_t nq, std::vector<int> ks) {
+                               std::int64_t nq, std::vector<int> ks,
+                               gknn::ivfpq::Pruning pruning = gknn::ivfpq::Pruning::Always) {
   std::int64_t computed = -1;
   for (int k : ks) {
     std::vector<std::int64_t> ids(nq * k, -7), want_ids(nq * k, -9);
     std::vector<double> dist(nq * k), want_dist(nq * k);
-    dev.search_exact_pruned(queries.data(), nq, k, ids.data(), dist.data(), &computed);
+    dev.search_exact_pruned(queries.data(), nq, k, ids.data(), dist.data(), &computed, pruning);
     gknn::ivfpq::search_exact_cpu(im, queries.data(), nq, k, want_ids.data(), want_dist.data());
     EXPECT_EQ(ids, want_ids) << "nq " << nq << " k " << k;
     EXPECT_TRUE(gknn::test::same_canonical(want_dist, dist)) << "nq " << nq << " k " << k;
@@ -149,6 +150,37 @@ TEST(IvfpqExactPrunedGpu, SeveralPassesGiveTheFullScansAnswers) {
   for (auto& v : queries) v = 10.0f * gauss(rng);
   const std::int64_t computed = expect_full_scans(im, queries, nq, {10, 100});
   EXPECT_LT(computed, n * nq / 4);
+}
+
+// Adaptive: where pruning computes a large share of the distances (two
+// far apart lists of uniform data, the queries in one: each query reads
+// its list whole, half the entries), the whole scan after the first calls,
+// pruned again one call in sixteen; the answers the same throughout.
+TEST(IvfpqExactPrunedGpu, AdaptiveScansWholeWherePruningReadsMuch) {
+  GKNN_NEED_GPU();
+  const int dim = 32, nq = 8;
+  const std::int64_t n = 4000;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> vectors(std::size_t(n) * dim), queries(std::size_t(nq) * dim), centroids(2 * dim);
+  for (int d = 0; d < dim; ++d) centroids[d] = 10.0f, centroids[dim + d] = -10.0f;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int d = 0; d < dim; ++d) vectors[i * dim + d] = u(rng) + (i < n / 2 ? 10.0f : -10.0f);
+  for (auto& v : queries) v = u(rng) + 10.0f;
+  std::vector<std::int64_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 0);
+  const Image im = gknn::test::hand_made(dim, centroids, {0, n / 2, n}, ids, vectors);
+  const DeviceImage dev(im, 0);
+  int whole = 0, pruned = 0;
+  for (int call = 0; call < 40; ++call) {
+    const std::int64_t computed =
+        expect_full_scans(im, dev, queries, nq, {10}, gknn::ivfpq::Pruning::Adaptive);
+    whole += computed == nq * n;
+    pruned += computed == nq * n / 2;
+  }
+  EXPECT_EQ(whole + pruned, 40);
+  EXPECT_GE(pruned, 4);  // the first three, and retries
+  EXPECT_LE(pruned, 8);
 }
 
 // Other metrics and elements: search_exact's answers, every entry counted.

@@ -189,6 +189,10 @@ std::int64_t search_exact_pruned_cpu(const Image& image, const ListBounds& bound
 
 struct ImageDelta;  // gknn/ivfpq_delta.h
 
+// Whether DeviceImage::search_exact_pruned prunes every call or only where
+// its recent calls show pruning pays.
+enum class Pruning { Adaptive, Always };
+
 // A GPU-resident copy of an Image (centroids, codebooks, list codes and ids,
 // and the vectors where the image has them, kept in id order so that the
 // exact kNN code's ties by row are ties by id), made once and searched many
@@ -224,11 +228,13 @@ class DeviceImage {
   // not exceed it, in the exact scan's passes (the rest keep an infinite
   // key). On prunable images (L2, float vectors) with k up to kMaxRowK;
   // elsewhere it is search_exact. The bounds are made on the device by the
-  // first call and kept (device_bytes counts them). With `computed`, the
-  // distances computed (over all queries) are counted and returned there
-  // (one more wait for the device; search_exact's path counts every entry).
+  // first call and kept (device_bytes counts them). Adaptive: where the
+  // image's recent calls computed a large share of the distances (lists
+  // that span clusters), the whole scan, which is then faster, with a
+  // pruned call now and then; Always: pruned wherever the bounds apply.
+  // `computed`: the distances computed (nq x entries for a whole scan).
   void search_exact_pruned(const float* queries, std::int64_t nq, int k, std::int64_t* ids, double* distances,
-                           std::int64_t* computed = nullptr) const;
+                           std::int64_t* computed = nullptr, Pruning pruning = Pruning::Adaptive) const;
   // A new DeviceImage of this one's image after `delta` (gknn/ivfpq_delta.h),
   // on the same device: the arrays are gathered on the GPU from this
   // image's plus the delta's new entries, so only those cross the bus. This
