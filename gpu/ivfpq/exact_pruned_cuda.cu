@@ -43,9 +43,12 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-// Step 2's entries: the block sorts kFirstItems a thread.
-constexpr int kFirstItems = 16;
-constexpr int kFirstCap = kThreads * kFirstItems;
+// Step 2's block: kFirstThreads threads (each of its 128 groups of eight
+// computes a few of the entries' sums: latency-bound, so the more groups
+// the sooner), sorting kFirstItems a thread.
+constexpr int kFirstThreads = 1024;
+constexpr int kFirstItems = 4;
+constexpr int kFirstCap = kFirstThreads * kFirstItems;
 constexpr int kFirstEntries = 256;
 constexpr int kFirstLists = 64;  // lists taken at most (empty lists count)
 static_assert(2 * kMaxRowK <= kFirstCap, "2k entries fit the block's sort");
@@ -90,12 +93,25 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Each query's distance to each centroid, as list_bounds' and
-// search_exact_pruned_cpu's (double sums; the margins cover any order).
+// search_exact_pruned_cpu's (double sums; the margins cover any order): a
+// warp a pair, its lanes striding the dimensions (a thread a pair, reading
+// a centroid alone, took tens of microseconds).
 __global__ void centre_distances(const float* queries, std::int64_t nq, const float* centroids, int lists,
                                  int dim, double* out) {
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nq * lists;
-       i += std::int64_t(gridDim.x) * blockDim.x)
-    out[i] = precise_l2(queries + (i / lists) * dim, centroids + (i % lists) * std::int64_t(dim), dim);
+  const int lane = threadIdx.x % 32;
+  const std::int64_t warps = std::int64_t(gridDim.x) * blockDim.x / 32;
+  for (std::int64_t i = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < nq * lists;
+       i += warps) {
+    const float* a = queries + (i / lists) * dim;
+    const float* b = centroids + (i % lists) * std::int64_t(dim);
+    double sum = 0;
+    for (int d = lane; d < dim; d += 32) {
+      const double x = double(a[d]) - double(b[d]);
+      sum += x * x;
+    }
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(~0u, sum, off);
+    if (lane == 0) out[i] = sqrt(sum);
+  }
 }
 
 // (centre distance, list) order, NaN last.
@@ -122,7 +138,7 @@ __device__ int next_list(const double* cq, int lists, double after_c, int after_
   if (threadIdx.x % 32 == 0) warp_c[threadIdx.x / 32] = bc, warp_l[threadIdx.x / 32] = bl;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kWarps; ++w)
+    for (int w = 1; w < int(blockDim.x / 32); ++w)
       if (warp_l[w] >= 0 && (bl < 0 || nearer(warp_c[w], warp_l[w], bc, bl))) bc = warp_c[w], bl = warp_l[w];
     warp_l[0] = bl;
     *best_c = bc;
@@ -136,18 +152,18 @@ __device__ int next_list(const double* cq, int lists, double after_c, int after_
 // Step 2, a block per query: tau[q] = the distance of the k-th best of the
 // entries of the query's nearest lists, or +inf (no pruning) where fewer
 // than k of them have a number (NaN sums count as +inf).
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kFirstThreads)
     first_kth(const double* centre, int lists, const std::int64_t* offsets, const std::int64_t* rank,
               const float* vectors, const float* queries, int dim, int k, double* tau) {
-  using Sort = cub::BlockRadixSort<float, kThreads, kFirstItems>;
+  using Sort = cub::BlockRadixSort<float, kFirstThreads, kFirstItems>;
   __shared__ union {
     float sums[kFirstCap];
     typename Sort::TempStorage sort;
   } sh;
   __shared__ int chosen[kFirstLists];
   __shared__ std::int64_t ends[kFirstLists];  // entries taken up to and including chosen[i]
-  __shared__ double warp_c[kWarps], best_c;
-  __shared__ int warp_l[kWarps];
+  __shared__ double warp_c[kFirstThreads / 32], best_c;
+  __shared__ int warp_l[kFirstThreads / 32];
   const int q = blockIdx.x;
   const double* cq = centre + std::int64_t(q) * lists;
   const float* query = queries + std::int64_t(q) * dim;
@@ -171,7 +187,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // Their float sums, eight threads an entry.
   const int lane = threadIdx.x % kGroupLanes;
-  for (int j = threadIdx.x / kGroupLanes; j < m; j += kThreads / kGroupLanes) {
+  for (int j = threadIdx.x / kGroupLanes; j < m; j += kFirstThreads / kGroupLanes) {
     int i = 0;
     while (ends[i] <= j) ++i;
     const std::int64_t e = offsets[chosen[i]] + (j - (i ? ends[i - 1] : 0));
@@ -275,11 +291,11 @@ class PrunedKeys final : public ScanKeys {
     keep_ = 1.0 - relative_margin(im.dim), dd_ = double_error(im.dim), slack_ = underflow_floor(im.dim);
   }
   void prepare(const float* queries, std::int64_t nq, cudaStream_t s) override {
-    centre_distances<<<grid_for(nq * im_.lists, kThreads), kThreads, 0, s>>>(queries, nq, im_.centroids,
-                                                                             im_.lists, im_.dim, centre_);
+    centre_distances<<<grid_for(nq * im_.lists * 32, kThreads), kThreads, 0, s>>>(
+        queries, nq, im_.centroids, im_.lists, im_.dim, centre_);
     GKNN_CUDA(cudaGetLastError());
-    first_kth<<<unsigned(nq), kThreads, 0, s>>>(centre_, im_.lists, im_.offsets, im_.rank, im_.vectors,
-                                                queries, im_.dim, k_, tau_);
+    first_kth<<<unsigned(nq), kFirstThreads, 0, s>>>(centre_, im_.lists, im_.offsets, im_.rank, im_.vectors,
+                                                     queries, im_.dim, k_, tau_);
     GKNN_CUDA(cudaGetLastError());
   }
   void keys(const float* queries, std::int64_t nq, std::int64_t first, std::int64_t rows, float* matrix,
