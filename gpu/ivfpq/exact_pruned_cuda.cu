@@ -5,7 +5,7 @@
 //   1. each query's precise (double) distance to every centroid;
 //   2. a first k-th best per query (a block each): the entries of its
 //      nearest lists (at least max(2k, kFirstEntries), at most kFirstCap),
-//      their float sums sorted in the block, the k-th one's distance. It is
+//      their float sums, the k-th smallest by a radix select, its distance. It is
 //      the distance of a real entry, so at least k entries are that near:
 //      an upper bound of the query's true k-th best;
 //   3. the scan's passes with this file's keys: for each (row, query), the
@@ -17,7 +17,6 @@
 // Reading far fewer rows is the gain: the pruned rows' vectors are never
 // loaded, and their arithmetic is skipped (the full scan's cost at a few
 // queries: bench/results/knn-resident-scan-H200-2026-11-28.md).
-#include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include <climits>
@@ -43,12 +42,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-// Step 2's block: kFirstThreads threads (each of its 128 groups of eight
-// computes a few of the entries' sums: latency-bound, so the more groups
-// the sooner), sorting kFirstItems a thread.
+// Step 2's block, and the entries it takes at most.
 constexpr int kFirstThreads = 1024;
-constexpr int kFirstItems = 4;
-constexpr int kFirstCap = kFirstThreads * kFirstItems;
+constexpr int kFirstCap = 4096;
 constexpr int kFirstEntries = 256;
 constexpr int kFirstLists = 64;  // lists taken at most (empty lists count)
 static_assert(2 * kMaxRowK <= kFirstCap, "2k entries fit the block's sort");
@@ -155,11 +151,8 @@ __device__ int next_list(const double* cq, int lists, double after_c, int after_
 __global__ void __launch_bounds__(kFirstThreads)
     first_kth(const double* centre, int lists, const std::int64_t* offsets, const std::int64_t* rank,
               const float* vectors, const float* queries, int dim, int k, double* tau) {
-  using Sort = cub::BlockRadixSort<float, kFirstThreads, kFirstItems>;
-  __shared__ union {
-    float sums[kFirstCap];
-    typename Sort::TempStorage sort;
-  } sh;
+  __shared__ float sums[kFirstCap];
+  __shared__ unsigned hist[256], pick_digit, pick_left;
   __shared__ int chosen[kFirstLists];
   __shared__ std::int64_t ends[kFirstLists];  // entries taken up to and including chosen[i]
   __shared__ double warp_c[kFirstThreads / 32], best_c;
@@ -184,29 +177,58 @@ __global__ void __launch_bounds__(kFirstThreads)
   }
   __syncthreads();
   const int m = int(taken < kFirstCap ? taken : kFirstCap);
+  if (m < k) {  // block-uniform
+    if (threadIdx.x == 0) tau[q] = INFINITY;
+    return;
+  }
 
-  // Their float sums, eight threads an entry.
-  const int lane = threadIdx.x % kGroupLanes;
-  for (int j = threadIdx.x / kGroupLanes; j < m; j += kFirstThreads / kGroupLanes) {
+  // Their float sums, a thread an entry (distance()'s own loop, so its
+  // bits; a row's loads go out together, where eight threads an entry
+  // waited for one round trip after another).
+  for (int j = threadIdx.x; j < m; j += kFirstThreads) {
     int i = 0;
     while (ends[i] <= j) ++i;
     const std::int64_t e = offsets[chosen[i]] + (j - (i ? ends[i - 1] : 0));
-    const float s = group_l2_squared(vectors + rank[e] * dim, query, dim, lane);
-    if (lane == 0) sh.sums[j] = isnan(s) ? INFINITY : s;
+    const float s = l2_squared_distance(vectors + rank[e] * dim, query, dim);
+    sums[j] = isnan(s) ? INFINITY : s;
   }
-  __syncthreads();
-  float items[kFirstItems];
-  for (int i = 0; i < kFirstItems; ++i) {
-    const int j = threadIdx.x * kFirstItems + i;
-    items[i] = j < m ? sh.sums[j] : INFINITY;
+
+  // The k-th smallest, a byte of its bits at a time (sums are >= +0 or
+  // +inf: they order as their bits): a histogram of the next byte among
+  // the sums that share the bytes found so far, and the bin where the
+  // k-th falls.
+  unsigned prefix = 0, mask = 0, left = unsigned(k);
+  const int lane = threadIdx.x % 32;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += kFirstThreads) hist[i] = 0;
+    __syncthreads();  // also: the sums are written
+    for (int j = threadIdx.x; j < m; j += kFirstThreads) {
+      const unsigned u = __float_as_uint(sums[j]);
+      if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      unsigned own = 0;
+      for (int b = 0; b < 8; ++b) own += hist[lane * 8 + b];
+      unsigned upto = own;
+      for (int off = 1; off < 32; off *= 2) {
+        const unsigned t = __shfl_up_sync(~0u, upto, off);
+        if (lane >= off) upto += t;
+      }
+      unsigned before = upto - own;
+      if (before < left && left <= upto) {
+        int b = lane * 8;
+        while (before + hist[b] < left) before += hist[b++];
+        pick_digit = unsigned(b);
+        pick_left = left - before;
+      }
+    }
+    __syncthreads();
+    prefix |= pick_digit << shift;
+    mask |= 255u << shift;
+    left = pick_left;
   }
-  __syncthreads();  // the sort's storage is the sums'
-  Sort(sh.sort).Sort(items);
-  if (m < k) {
-    if (threadIdx.x == 0) tau[q] = INFINITY;
-  } else if (threadIdx.x == (k - 1) / kFirstItems) {
-    tau[q] = sqrt(double(items[(k - 1) % kFirstItems]));
-  }
+  if (threadIdx.x == 0) tau[q] = sqrt(double(__uint_as_float(prefix)));
 }
 
 // Step 3a, a thread per row of the pass: for each query, the row's list
