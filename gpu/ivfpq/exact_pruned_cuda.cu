@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(kFirstThreads)
     first_kth(const double* centre, int lists, const std::int64_t* offsets, const std::int64_t* rank,
               const float* vectors, const float* queries, int dim, int k, double* tau) {
   __shared__ float sums[kFirstCap];
+  __shared__ std::uint32_t rows[kFirstCap];
   __shared__ unsigned hist[256], pick_digit, pick_left;
   __shared__ int chosen[kFirstLists];
   __shared__ std::int64_t ends[kFirstLists];  // entries taken up to and including chosen[i]
@@ -182,15 +183,19 @@ __global__ void __launch_bounds__(kFirstThreads)
     return;
   }
 
-  // Their float sums, a thread an entry (distance()'s own loop, so its
-  // bits; a row's loads go out together, where eight threads an entry
-  // waited for one round trip after another).
+  // Their rows (ranks), then their float sums, eight threads an entry (the
+  // bits of distance(); a thread an entry, each reading its own row, took
+  // twice as long).
   for (int j = threadIdx.x; j < m; j += kFirstThreads) {
     int i = 0;
     while (ends[i] <= j) ++i;
-    const std::int64_t e = offsets[chosen[i]] + (j - (i ? ends[i - 1] : 0));
-    const float s = l2_squared_distance(vectors + rank[e] * dim, query, dim);
-    sums[j] = isnan(s) ? INFINITY : s;
+    rows[j] = std::uint32_t(rank[offsets[chosen[i]] + (j - (i ? ends[i - 1] : 0))]);
+  }
+  __syncthreads();
+  const int g_lane = threadIdx.x % kGroupLanes;
+  for (int j = threadIdx.x / kGroupLanes; j < m; j += kFirstThreads / kGroupLanes) {
+    const float s = group_l2_squared(vectors + std::int64_t(rows[j]) * dim, query, dim, g_lane);
+    if (g_lane == 0) sums[j] = isnan(s) ? INFINITY : s;
   }
 
   // The k-th smallest, a byte of its bits at a time (sums are >= +0 or
@@ -401,7 +406,9 @@ void DeviceImage::search_exact_pruned(const float* queries, std::int64_t nq, int
   if (!impl_) throw Error(ErrorCode::InvalidArgument, "ivfpq: search on a moved-from DeviceImage");
   const Impl& im = *impl_;
   const bool prunable = im.with_vectors && im.element == VectorElement::Float32 &&
-                        im.params.metric == Metric::L2 && exact_knn_gpu_scan_fits(im.params.dim, k);
+                        im.params.metric == Metric::L2 && exact_knn_gpu_scan_fits(im.params.dim, k) &&
+                        im.entries <= std::int64_t(UINT32_MAX);  // first_kth's rows
+
   if (!prunable || nq == 0 || k == 0 || im.entries == 0 || !im.prune_now(pruning)) {
     search_exact(queries, nq, k, ids, distances);
     if (computed) *computed = k > 0 ? nq * im.entries : 0;
