@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 
 #include "device.h"
@@ -35,28 +34,27 @@ bool exit_callback_registered = false;
 // Whether a slot in `state` holds its reply.
 bool answered(uint32 state) { return state == kDone || state == kFailed; }
 
-// Experiment (to measure, then remove): GKNN_SERVICE_CLIENT_SPIN_US=N in the
-// server's environment makes a backend whose request went to a GPU service
-// poll its slot for up to N microseconds before it sleeps on its latch. The
-// executor's SetLatch then finds no sleeper (no signal) and the backend
-// starts without a wake-up, the last one on a search's path (tens of
-// microseconds against a small batch's ~0.12 ms). Only while the service
-// has at most as many open requests as the host has CPUs: ungated, 300 us
-// gave gpu_graph +3 to +10 % at 16 clients on the H200 and cost 1-9 % at
-// 64 (the host's idle time fell from ~50 % to ~5 %;
-// service-ab-GKNN_SERVICE_CLIENT_SPIN_US-300-H200-2026-11-28.md); gated,
-// one A B round: gpu_graph +7 / +15 % at 16 clients, 0 / -3 % at 64,
-// gpu_ivfpq and exact -2 to -6 % (their batches take 0.17-0.45 ms: a
-// 300 us poll often ends unanswered). Also only while this backend's
-// recent replies came within the poll (recent_wait_us).
-int64 client_spin_us() {
-  static const int64 us = [] {
-    const char* v = getenv("GKNN_SERVICE_CLIENT_SPIN_US");
-    const long n = v ? strtol(v, nullptr, 10) : 0;
-    return static_cast<int64>(n < 0 ? 0 : n > 100000 ? 100000 : n);
-  }();
-  return us;
-}
+// A backend whose request went to a GPU service polls its slot for up to
+// kClientSpinUs before it sleeps on its latch: the executor's SetLatch then
+// finds no sleeper (no signal) and the backend goes on without a wake-up,
+// the last one on a search's path (tens of microseconds against a small
+// batch's ~0.1 ms). Only while the service has at most as many open
+// requests as the host has CPUs (the pollers leave CPUs to the service),
+// and only while this backend's recent replies came within the poll
+// (recent_wait_us). Measured on the H200 as an experiment switch before it
+// became this constant: ungated, gpu_graph +3 to +10 % at 16 clients and
+// -1 to -9 % at 64 (the host's idle time ~50 % -> ~5 %;
+// service-ab-GKNN_SERVICE_CLIENT_SPIN_US-300-H200-2026-11-28.md); with the
+// first gate gpu_graph +7 / +15 % at 16 clients, gpu_ivfpq and exact -2 to
+// -6 % (their longer batches outlast the poll: the second gate's reason;
+// ...-300-gated-H200-2026-11-28.md); with both, one run each way of
+// fashion-mnist-targets minutes apart on one host
+// (fashion-mnist-targets-H200-2026-11-28-a069187{,-spin300}.md): at 16
+// clients gpu_graph +15 to +25 %, gpu_ivfpq +42 to +53 %, exact +5 %; at 64
+// +9 to +21 %, +54 to +67 %, +10 %; one client's p50 lower for every
+// engine (gpu_ivfpq 0.56 -> 0.26 ms); pgvector's hnsw +2 to +4 % between
+// the two runs.
+constexpr int64 kClientSpinUs = 300;
 
 // This backend's recent waits for a reply (submit to reply seen), a moving
 // average: a poll is tried only where it would have been answered.
@@ -197,9 +195,8 @@ bool submit(RequestSlot* s) {
 
 ReplyCode await_reply(RequestSlot* s, WaitHook hook, void* arg) {
   const uint64 incarnation = s->incarnation;
-  if (const int64 spin = client_spin_us();
-      spin > 0 && recent_wait_us <= spin && view().device >= 0 && few_open(shared()))
-    (void)spin_for_reply(s, spin);
+  if (recent_wait_us <= kClientSpinUs && view().device >= 0 && few_open(shared()))
+    (void)spin_for_reply(s, kClientSpinUs);
   for (;;) {
     SpinLockAcquire(&s->mutex);
     uint32 state = s->state;
