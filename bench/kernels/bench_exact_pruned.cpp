@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_image.h"
 #include "gknn/ivfpq.h"
 #include "gknn/runtime.h"
 
@@ -58,32 +59,6 @@ std::vector<float> read_fvecs(const std::string& path, std::int64_t max_rows, in
   return x;
 }
 
-gknn::ivfpq::Image make_image(const std::vector<float>& base, int dim, int lists) {
-  const std::int64_t n = std::int64_t(base.size()) / dim;
-  gknn::ivfpq::Params p;
-  p.dim = dim, p.lists = lists, p.m = dim % 32 == 0 ? 32 : dim % 16 == 0 ? 16 : 1, p.nbits = 8;
-  gknn::ivfpq::Image image;
-  image.quantizer = gknn::ivfpq::train(p, base.data(), std::min<std::int64_t>(n, 100000), 0);
-  std::vector<std::int32_t> list_of(n);
-  const int cs = gknn::ivfpq::code_size(p);
-  std::vector<std::uint8_t> codes(std::size_t(n) * cs);
-  gknn::ivfpq::encode(image.quantizer, base.data(), n, 0, list_of.data(), codes.data());
-  image.offsets.assign(lists + 1, 0);
-  for (std::int32_t l : list_of) image.offsets[l + 1]++;
-  for (int l = 0; l < lists; ++l) image.offsets[l + 1] += image.offsets[l];
-  std::vector<std::int64_t> fill(image.offsets.begin(), image.offsets.end() - 1);
-  image.codes.resize(codes.size());
-  image.ids.resize(n);
-  image.vectors.resize(base.size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t at = fill[list_of[i]]++;
-    std::copy_n(&codes[i * cs], cs, &image.codes[at * cs]);
-    image.ids[at] = i;
-    std::copy_n(&base[i * dim], dim, &image.vectors[at * dim]);
-  }
-  return image;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,7 +80,9 @@ int main(int argc, char** argv) {
   }
   const std::int64_t nq_all = std::int64_t(queries.size()) / dim;
   auto t = Clock::now();
-  const gknn::ivfpq::Image image = make_image(base, dim, lists);
+  gknn::ivfpq::Params p;
+  p.dim = dim, p.lists = lists, p.m = dim % 32 == 0 ? 32 : dim % 16 == 0 ? 16 : 1, p.nbits = 8;
+  const gknn::ivfpq::Image image = bench_image(base, p, 100000);
   const gknn::ivfpq::DeviceImage img(image, 0);
   std::printf("image %lld x %d, %d lists: built in %.1f s (%s)\n", (long long)n, dim, lists,
               ms_since(t) / 1e3, argc > 5 ? argv[4] : "Gaussian mixture, 1000 clusters");

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_image.h"
 #include "gknn/ivfpq.h"
 #include "gknn/runtime.h"
 
@@ -92,26 +93,7 @@ int main(int argc, char** argv) {
   gknn::ivfpq::Params p;
   p.dim = dim, p.lists = lists, p.m = m, p.nbits = 8;
   auto t = Clock::now();
-  gknn::ivfpq::Image image;
-  image.quantizer = gknn::ivfpq::train(p, base.data(), std::min<std::int64_t>(n, 50000), 0);
-  std::vector<std::int32_t> list_of(n);
-  std::vector<std::uint8_t> codes(std::size_t(n) * gknn::ivfpq::code_size(p));
-  gknn::ivfpq::encode(image.quantizer, base.data(), n, 0, list_of.data(), codes.data());
-  // Lay the entries out list by list (ids = row numbers), vectors alongside.
-  image.offsets.assign(lists + 1, 0);
-  for (std::int32_t l : list_of) image.offsets[l + 1]++;
-  for (int l = 0; l < lists; ++l) image.offsets[l + 1] += image.offsets[l];
-  std::vector<std::int64_t> fill(image.offsets.begin(), image.offsets.end() - 1);
-  const int cs = gknn::ivfpq::code_size(p);
-  image.codes.resize(codes.size());
-  image.ids.resize(n);
-  image.vectors.resize(base.size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t at = fill[list_of[i]]++;
-    std::copy_n(&codes[i * cs], cs, &image.codes[at * cs]);
-    image.ids[at] = i;
-    std::copy_n(&base[i * dim], dim, &image.vectors[at * dim]);
-  }
+  const gknn::ivfpq::Image image = bench_image(base, p, 50000);
   const gknn::ivfpq::DeviceImage img(image, 0);
   std::printf("image %lld x %d, %d lists, m %d: built in %.1f s\n", (long long)n, dim, lists, m,
               seconds_since(t));

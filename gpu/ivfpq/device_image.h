@@ -125,6 +125,8 @@ struct DeviceImage::Impl {
   // search that takes the GEMM path (search_exact is const and may run on
   // several threads at once: the mutex guards the making).
   const GemmBase* gemm_base() const;
+  // An exact kNN request over the float vectors (exact_cuda.cu).
+  KnnRequest exact_request(const float* queries, std::int64_t nq, int k) const;
   mutable std::mutex gemm_mu;
   mutable std::unique_ptr<GemmBase> gemm;
   // The same for the pruned exact search's bounds (float vectors only).

@@ -22,6 +22,18 @@ const GemmBase* DeviceImage::Impl::gemm_base() const {
   return gemm.get();
 }
 
+KnnRequest DeviceImage::Impl::exact_request(const float* queries, std::int64_t nq, int k) const {
+  KnnRequest r;
+  r.base = vectors.get();
+  r.n = entries;
+  r.queries = queries;
+  r.nq = nq;
+  r.dim = params.dim;
+  r.k = k;
+  r.metric = params.metric;
+  return r;
+}
+
 void DeviceImage::search_exact(const float* queries, std::int64_t nq, int k, std::int64_t* ids,
                                double* distances, GemmPrecision precision) const {
   check_exact(queries, nq, k, ids, distances);
@@ -35,14 +47,7 @@ void DeviceImage::search_exact(const float* queries, std::int64_t nq, int k, std
   if (im.element != VectorElement::Float32)  // binary16 or bit rows (exact_rows.h)
     return packed_exact_search(im.element, im.packed.get(), im.entries, im.params.dim, im.params.metric,
                                im.ranked_ids.get(), queries, nq, k, ids, distances, thread_stream(im.device));
-  KnnRequest r;
-  r.base = im.vectors.get();
-  r.n = im.entries;
-  r.queries = queries;
-  r.nq = nq;
-  r.dim = im.params.dim;
-  r.k = k;
-  r.metric = im.params.metric;
+  KnnRequest r = im.exact_request(queries, nq, k);
   r.precision = precision;
   // Rows are in id order: the kNN code's rows map to ids on the device.
   exact_knn_resident(

@@ -308,7 +308,12 @@ struct PruneImage {
 class PrunedKeys final : public ScanKeys {
  public:
   PrunedKeys(const PruneImage& im, const PruneBase& pb, int k, cudaStream_t s)
-      : im_(im), pb_(pb), k_(k), block_(at_counts(im.lists) + 256, s), pinned_(sizeof(unsigned long long)) {
+      : im_(im),
+        pb_(pb),
+        k_(k),
+        stream_(s),
+        block_(at_counts(im.lists) + 256, s),
+        pinned_(sizeof(unsigned long long)) {
     centre_ = in_block<double>(block_, 0);
     tau_ = in_block<double>(block_, at_tau(im.lists));
     computed_ = in_block<unsigned long long>(block_, at_counts(im.lists));
@@ -317,6 +322,13 @@ class PrunedKeys final : public ScanKeys {
     *pinned_as<unsigned long long>(pinned_) = 0;
     keep_ = 1.0 - relative_margin(im.dim), dd_ = double_error(im.dim), slack_ = underflow_floor(im.dim);
   }
+  // The pinned block goes back to a process-wide free list: where the scan
+  // threw before its final wait, a copy into it may still be queued
+  // (found by review). After that wait this costs nothing.
+  ~PrunedKeys() override { cudaStreamSynchronize(stream_); }
+  PrunedKeys(const PrunedKeys&) = delete;
+  PrunedKeys& operator=(const PrunedKeys&) = delete;
+
   void prepare(const float* queries, std::int64_t nq, cudaStream_t s) override {
     centre_distances<<<grid_for(nq * im_.lists * 32, kThreads), kThreads, 0, s>>>(
         queries, nq, im_.centroids, im_.lists, im_.dim, centre_);
@@ -327,6 +339,10 @@ class PrunedKeys final : public ScanKeys {
   }
   void keys(const float* queries, std::int64_t nq, std::int64_t first, std::int64_t rows, float* matrix,
             cudaStream_t s) override {
+    // A pair is row * kSharedConstants + query in 32 bits: the scan's
+    // passes are far shorter (at most 2^24 rows).
+    if (rows > (std::int64_t(1) << 28))
+      throw Error(ErrorCode::InvalidArgument, "ivfpq: a pruned scan's pass of more than 2^28 rows");
     if (!pairs_) pairs_ = std::make_unique<AsyncBuffer<std::uint32_t>>(std::size_t(nq * rows), s);
     GKNN_CUDA(cudaMemsetAsync(pair_count_, 0, sizeof(unsigned), s));
     test_rows<<<unsigned((rows + kThreads - 1) / kThreads), kThreads, 0, s>>>(
@@ -351,6 +367,7 @@ class PrunedKeys final : public ScanKeys {
   PruneImage im_;
   const PruneBase& pb_;
   int k_;
+  cudaStream_t stream_;
   AsyncBuffer<unsigned char> block_;
   PinnedBlock pinned_;
   std::unique_ptr<AsyncBuffer<std::uint32_t>> pairs_;
@@ -420,14 +437,7 @@ void DeviceImage::search_exact_pruned(const float* queries, std::int64_t nq, int
   const PruneImage pi{im.vectors.get(), im.centroids.get(), im.d_offsets.get(),
                       im.rank.get(),    im.params.lists,    im.params.dim};
   PrunedKeys keys(pi, *pb, int(std::min<std::int64_t>(k, im.entries)), s);
-  KnnRequest r;
-  r.base = im.vectors.get();
-  r.n = im.entries;
-  r.queries = queries;
-  r.nq = nq;
-  r.dim = im.params.dim;
-  r.k = k;
-  r.metric = Metric::L2;
+  const KnnRequest r = im.exact_request(queries, nq, k);                              // L2, float vectors
   exact_knn_resident_scan(r, im.device, ids, distances, im.ranked_ids.get(), &keys);  // waits
   im.note_pruned(keys.computed(), nq * im.entries);
   if (computed) *computed = keys.computed();

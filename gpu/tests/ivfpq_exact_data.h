@@ -18,6 +18,7 @@
 #include "gknn/distance.h"
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
+#include "ivfpq_data.h"
 
 namespace gknn::test {
 
@@ -251,6 +252,32 @@ inline ivfpq::Image hand_made(int dim, std::vector<float> centroids, std::vector
   im.ids = std::move(ids);
   im.vectors = std::move(vectors);
   return im;
+}
+
+// The pruned exact search's clustered case: 20,000 x 32 vectors in 100
+// tight clusters, an index of 128 lists trained on the CPU (more lists than
+// clusters, as an index is sized for its data), its vectors stored; and
+// 100 queries from the same clusters.
+struct ClusteredImage {
+  ivfpq::Image image;
+  std::vector<float> queries;
+  static constexpr std::int64_t kEntries = 20000, kQueries = 100;
+  static constexpr int kDim = 32, kLists = 128;
+};
+inline ClusteredImage clustered_image() {
+  const int dim = ClusteredImage::kDim;
+  const std::int64_t n = ClusteredImage::kEntries, nq = ClusteredImage::kQueries;
+  std::vector<float> x = clustered(n + nq, dim, 100, 0.3f, 41);
+  ClusteredImage c;
+  c.queries.assign(x.end() - nq * dim, x.end());
+  x.resize(std::size_t(n) * dim);
+  ivfpq::Params p;
+  p.dim = dim, p.lists = ClusteredImage::kLists, p.m = 8, p.nbits = 8, p.metric = Metric::L2;
+  c.image = build_index(p, x, 5000, ivfpq::kCpu);
+  c.image.vectors.resize(x.size());
+  for (std::size_t e = 0; e < c.image.ids.size(); ++e)
+    std::copy_n(x.begin() + c.image.ids[e] * dim, dim, c.image.vectors.begin() + e * dim);
+  return c;
 }
 
 }  // namespace gknn::test

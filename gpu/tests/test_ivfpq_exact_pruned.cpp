@@ -137,20 +137,12 @@ TEST(IvfpqExactPruned, UnderflowTiesAreRead) {
 // part of the distances (1.5 % here; 3.4 % when lists were read whole, 31.7 %
 // with 200 clusters in the 128 lists, whose radii then span clusters).
 TEST(IvfpqExactPruned, ClusteredDataReadsFewLists) {
-  const int dim = 32, nq = 100;
-  const std::int64_t n = 20000;
-  std::vector<float> x = gknn::test::clustered(n + nq, dim, 100, 0.3f, 41);
-  const std::vector<float> queries(x.end() - nq * dim, x.end());
-  x.resize(std::size_t(n) * dim);
-  gknn::ivfpq::Params p;
-  p.dim = dim, p.lists = 128, p.m = 8, p.nbits = 8, p.metric = Metric::L2;
-  Image im = gknn::test::build_index(p, x, 5000, gknn::ivfpq::kCpu);
-  im.vectors.resize(x.size());
-  for (std::size_t e = 0; e < im.ids.size(); ++e)
-    std::copy_n(x.begin() + im.ids[e] * dim, dim, im.vectors.begin() + e * dim);
-  const std::int64_t read = expect_full_scans(im, queries, nq, {10});
-  std::printf("pruned exact, %lld x %d in %d lists, k 10: %.1f %% of the entries read\n", (long long)n, dim,
-              p.lists, 100.0 * double(read) / double(n * nq));
+  using gknn::test::ClusteredImage;
+  const ClusteredImage c = gknn::test::clustered_image();
+  const std::int64_t n = ClusteredImage::kEntries, nq = ClusteredImage::kQueries;
+  const std::int64_t read = expect_full_scans(c.image, c.queries, nq, {10});
+  std::printf("pruned exact, %lld x %d in %d lists, k 10: %.1f %% of the entries read\n", (long long)n,
+              ClusteredImage::kDim, ClusteredImage::kLists, 100.0 * double(read) / double(n * nq));
   EXPECT_LT(read, n * nq / 10);
   EXPECT_GE(read, 10 * nq);
 }

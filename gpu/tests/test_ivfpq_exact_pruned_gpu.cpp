@@ -97,27 +97,20 @@ TEST(IvfpqExactPrunedGpu, BoundaryCasesGiveTheFullScansAnswers) {
 // small part of the distances; its bounds counted in device_bytes once made.
 TEST(IvfpqExactPrunedGpu, ClusteredDataComputesFewDistances) {
   GKNN_NEED_GPU();
-  const int dim = 32, nq = 100;
-  const std::int64_t n = 20000;
-  std::vector<float> x = gknn::test::clustered(n + nq, dim, 100, 0.3f, 41);
-  const std::vector<float> queries(x.end() - nq * dim, x.end());
-  x.resize(std::size_t(n) * dim);
-  gknn::ivfpq::Params p;
-  p.dim = dim, p.lists = 128, p.m = 8, p.nbits = 8, p.metric = Metric::L2;
-  Image im = gknn::test::build_index(p, x, 5000, gknn::ivfpq::kCpu);
-  im.vectors.resize(x.size());
-  for (std::size_t e = 0; e < im.ids.size(); ++e)
-    std::copy_n(x.begin() + im.ids[e] * dim, dim, im.vectors.begin() + e * dim);
-  const DeviceImage dev(im, 0);
+  using gknn::test::ClusteredImage;
+  const ClusteredImage c = gknn::test::clustered_image();
+  const std::int64_t n = ClusteredImage::kEntries;
+  const DeviceImage dev(c.image, 0);
   const std::size_t before = dev.device_bytes();
   for (std::int64_t q : {1, 16, 100}) {
-    const std::int64_t computed = expect_full_scans(im, dev, queries, q, {10});
+    const std::int64_t computed = expect_full_scans(c.image, dev, c.queries, q, {10});
     std::printf("pruned exact (GPU), %lld x %d in %d lists, %lld queries, k 10: %.1f %% of the distances\n",
-                (long long)n, dim, p.lists, (long long)q, 100.0 * double(computed) / double(n * q));
+                (long long)n, ClusteredImage::kDim, ClusteredImage::kLists, (long long)q,
+                100.0 * double(computed) / double(n * q));
     EXPECT_LT(computed, n * q / 10);
     EXPECT_GE(computed, 10 * q);
   }
-  EXPECT_EQ(dev.device_bytes() - before, std::size_t(n) * (4 + 8) + std::size_t(p.lists) * 8);
+  EXPECT_EQ(dev.device_bytes() - before, std::size_t(n) * (4 + 8) + std::size_t(ClusteredImage::kLists) * 8);
 }
 
 // More rows than one pass of the scan holds for 16 queries (its matrix of
@@ -150,6 +143,33 @@ TEST(IvfpqExactPrunedGpu, SeveralPassesGiveTheFullScansAnswers) {
   for (auto& v : queries) v = 10.0f * gauss(rng);
   const std::int64_t computed = expect_full_scans(im, queries, nq, {10, 100});
   EXPECT_LT(computed, n * nq / 4);
+}
+
+// Many small lists (more than the 64 a first k-th best takes) and a k
+// those lists cannot fill (no first k-th best: nothing pruned), 40 queries
+// (three groups) over two passes: the full scan's answers throughout.
+TEST(IvfpqExactPrunedGpu, SmallListsAndLargeKGiveTheFullScansAnswers) {
+  GKNN_NEED_GPU();
+  const int dim = 2, lists = 200, nq = 40;
+  const std::int64_t n = 1100000;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::vector<float> centroids(lists * dim), vectors;
+  for (auto& v : centroids) v = 30.0f * gauss(rng);
+  std::vector<std::int64_t> offsets{0}, ids;
+  for (int l = 0; l < lists; ++l) {
+    // List sizes 1 to 11 but for the last, which holds the rest.
+    const std::int64_t size = l + 1 < lists ? 1 + l % 11 : n - offsets.back();
+    for (std::int64_t i = 0; i < size; ++i) {
+      ids.push_back(std::int64_t(ids.size()) * 7 % n);
+      for (int d = 0; d < dim; ++d) vectors.push_back(centroids[l * dim + d] + gauss(rng));
+    }
+    offsets.push_back(std::int64_t(ids.size()));
+  }
+  const Image im = gknn::test::hand_made(dim, centroids, offsets, ids, vectors);
+  std::vector<float> queries(std::size_t(nq) * dim);
+  for (auto& v : queries) v = 30.0f * gauss(rng);
+  expect_full_scans(im, queries, nq, {10, 700});
 }
 
 // Adaptive: where pruning computes a large share of the distances (two
