@@ -23,4 +23,27 @@ std::shared_ptr<const gknn::ivfpq::ListBounds> ExactBoundsCache::get(const gknn:
   return bounds_;
 }
 
+void ExactBoundsCache::advance(ExactBoundsCache& from, std::uint64_t before,
+                               const gknn::ivfpq::ImageDelta& delta, const gknn::ivfpq::Image& after,
+                               std::uint64_t generation) noexcept {
+  try {
+    std::shared_ptr<const gknn::ivfpq::ListBounds> old;
+    {
+      std::lock_guard<std::mutex> lock(from.mu_);
+      if (from.generation_ == before) old = from.bounds_;
+    }
+    std::shared_ptr<const gknn::ivfpq::ListBounds> next;
+    if (old && exact_prunable(after))
+      next =
+          std::make_shared<const gknn::ivfpq::ListBounds>(gknn::ivfpq::list_bounds_after(*old, delta, after));
+    std::lock_guard<std::mutex> lock(mu_);
+    bounds_ = std::move(next);
+    generation_ = generation;
+  } catch (...) {
+    // Out of memory, or bounds that were not the image's: made again on use.
+    std::lock_guard<std::mutex> lock(mu_);
+    bounds_.reset();
+  }
+}
+
 }  // namespace gknn_service

@@ -232,6 +232,7 @@ bool apply_to_host(const IvfpqMeta& meta, const IvfpqDelta& d, ImageSlot* s) {
       const gknn::ivfpq::ImageDelta delta =
           ivfpq_plan_changes(*pages, d, code_size, vector_dim, element, read_ids, &next);
       gknn::ivfpq::apply_delta_in_place(*host, delta);
+      if (s->bounds) s->bounds->advance(*s->bounds, d.base, delta, *host, d.generation);
       *pages = std::move(next);
     } catch (const gknn::Error& e) {
       if (e.code() != gknn::ErrorCode::InvalidArgument) throw;

@@ -168,6 +168,9 @@ bool ResidentImages::finish_delta(int requester, std::int64_t now_us) {
     } else {
       r = updated(*base, delta, staged.key, now_us);
     }
+    // The exact search's bounds, carried over rather than made again.
+    if (r->host)
+      r->exact_bounds->advance(*base->exact_bounds, staged.base, delta, *r->host, staged.key.generation);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::InvalidArgument) throw;
     // The pages do not fit the image held (never expected): it is not the

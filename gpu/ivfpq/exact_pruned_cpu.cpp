@@ -36,6 +36,8 @@
 
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
+#include "gknn/ivfpq_delta.h"
+#include "ivfpq/delta_plan.h"
 #include "ivfpq/common.h"
 #include "ivfpq/prune_margins.h"
 
@@ -79,6 +81,19 @@ class KthBest {
   std::priority_queue<double> heap_;
 };
 
+// Each list's radius from its entries' centre distances (list_bounds' rule).
+void set_radii(ListBounds& r, int lists) {
+  r.radius.assign(std::size_t(lists), 0.0);
+  for (int l = 0; l < lists; ++l) {
+    double most = 0;
+    for (std::int64_t e = r.offsets[l]; e < r.offsets[l + 1]; ++e) {
+      const double d = r.centre_distance[e];
+      most = std::isnan(most) || std::isnan(d) ? NAN : std::max(most, d);
+    }
+    r.radius[l] = most;
+  }
+}
+
 }  // namespace
 
 bool prunable(const Image& image) {
@@ -91,18 +106,43 @@ ListBounds list_bounds(const Image& image) {
   const Params& p = image.quantizer.params;
   ListBounds r;
   r.offsets = image.offsets;
-  r.radius.assign(std::size_t(p.lists), 0.0);
   r.centre_distance.resize(image.ids.size());
   for (int l = 0; l < p.lists; ++l) {
     const float* c = image.quantizer.centroids.data() + std::size_t(l) * p.dim;
-    double most = 0;
-    for (std::int64_t e = image.offsets[l]; e < image.offsets[l + 1]; ++e) {
-      const double d = precise_l2(image.vectors.data() + e * p.dim, c, p.dim);
-      r.centre_distance[e] = d;
-      most = std::isnan(most) || std::isnan(d) ? NAN : std::max(most, d);
-    }
-    r.radius[l] = most;
+    for (std::int64_t e = image.offsets[l]; e < image.offsets[l + 1]; ++e)
+      r.centre_distance[e] = precise_l2(image.vectors.data() + e * p.dim, c, p.dim);
   }
+  set_radii(r, p.lists);
+  return r;
+}
+
+ListBounds list_bounds_after(const ListBounds& before, const ImageDelta& delta, const Image& after) {
+  check_image(after);
+  require_prunable(after);
+  const Params& p = after.quantizer.params;
+  if (before.radius.size() != std::size_t(p.lists) || before.offsets.size() != std::size_t(p.lists) + 1 ||
+      before.centre_distance.size() != std::size_t(before.offsets.back()))
+    throw Error(ErrorCode::InvalidArgument, "ivfpq: list bounds made for another image");
+  const DeltaPlan plan = plan_delta(p, before.offsets, true, VectorElement::Float32, delta);
+  if (plan.offsets != after.offsets)
+    throw Error(ErrorCode::InvalidArgument, "ivfpq: list bounds made for another image");
+  ListBounds r;
+  r.offsets = after.offsets;
+  r.centre_distance.resize(after.ids.size());
+  int l = 0;  // the list of entry dst (runs go by dst)
+  for (const CopyRun& run : plan.runs) {
+    for (std::int64_t i = 0; i < run.len; ++i) {
+      const std::int64_t e = run.dst + i;
+      if (!run.fresh) {  // the same entry, vector and list: the same distance
+        r.centre_distance[e] = before.centre_distance[run.src + i];
+        continue;
+      }
+      while (after.offsets[l + 1] <= e) ++l;
+      r.centre_distance[e] = precise_l2(after.vectors.data() + e * p.dim,
+                                        after.quantizer.centroids.data() + std::size_t(l) * p.dim, p.dim);
+    }
+  }
+  set_radii(r, p.lists);
   return r;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -13,7 +14,9 @@
 
 #include "gknn/error.h"
 #include "gknn/ivfpq.h"
+#include "gknn/ivfpq_delta.h"
 #include "ivfpq_data.h"
+#include "ivfpq_delta_data.h"
 #include "ivfpq_exact_data.h"
 
 namespace {
@@ -145,6 +148,50 @@ TEST(IvfpqExactPruned, ClusteredDataReadsFewLists) {
               ClusteredImage::kDim, ClusteredImage::kLists, 100.0 * double(read) / double(n * nq));
   EXPECT_LT(read, n * nq / 10);
   EXPECT_GE(read, 10 * nq);
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(double) * a.size()) == 0;
+}
+
+// Bounds carried across deltas (list_bounds_after) are the edited image's
+// list_bounds bit for bit, through removals, insertions, replacements and
+// ids reused with other vectors; the pruned search over them gives the
+// full scan's answers; bounds of another image are refused.
+TEST(IvfpqExactPruned, BoundsCarriedAcrossDeltasEqualBoundsMadeAgain) {
+  Image im = gknn::test::awkward_image({3, 1, 4, 9, 400, Metric::L2, 31});
+  gknn::ivfpq::ListBounds bounds = gknn::ivfpq::list_bounds(im);
+  std::int64_t next_id = std::int64_t(1) << 40;
+  const std::vector<float> queries = gknn::test::grid_queries(6, 3, 33);
+  for (int step = 0; step < 16; ++step) {
+    gknn::test::Lists lists;
+    const gknn::ivfpq::ImageDelta delta =
+        gknn::test::random_delta(im, 8, 100 + step, &next_id, step % 2 == 1, &lists);
+    const Image next = gknn::ivfpq::apply_delta(im, delta);
+    const gknn::ivfpq::ListBounds carried = gknn::ivfpq::list_bounds_after(bounds, delta, next);
+    const gknn::ivfpq::ListBounds made = gknn::ivfpq::list_bounds(next);
+    EXPECT_EQ(carried.offsets, made.offsets) << "step " << step;
+    EXPECT_TRUE(same_bits(carried.centre_distance, made.centre_distance)) << "step " << step;
+    EXPECT_TRUE(same_bits(carried.radius, made.radius)) << "step " << step;
+    for (int k : {1, 7}) {
+      std::vector<std::int64_t> ids(6 * k), want_ids(6 * k);
+      std::vector<double> dist(6 * k), want_dist(6 * k);
+      gknn::ivfpq::search_exact_pruned_cpu(next, carried, queries.data(), 6, k, ids.data(), dist.data());
+      gknn::ivfpq::search_exact_cpu(next, queries.data(), 6, k, want_ids.data(), want_dist.data());
+      EXPECT_EQ(ids, want_ids) << "step " << step << " k " << k;
+      EXPECT_TRUE(gknn::test::same_canonical(want_dist, dist)) << "step " << step << " k " << k;
+    }
+    if (step == 15) {
+      // Bounds of another image: refused (by the size check, the delta's
+      // plan, or the lists it makes).
+      const gknn::ivfpq::ListBounds other =
+          gknn::ivfpq::list_bounds(gknn::test::awkward_image({3, 1, 4, 9, 399, Metric::L2, 31}));
+      gknn::test::expect_invalid([&] { gknn::ivfpq::list_bounds_after(other, delta, next); }, "ivfpq");
+      gknn::test::expect_invalid([&] { gknn::ivfpq::list_bounds_after(carried, delta, next); }, "ivfpq");
+    }
+    im = next;
+    bounds = carried;
+  }
 }
 
 TEST(IvfpqExactPruned, RejectsOtherImagesAndMetrics) {

@@ -171,6 +171,14 @@ struct ListBounds {
   std::vector<std::int64_t> offsets;    // the image's offsets when made
 };
 ListBounds list_bounds(const Image& image);
+struct ImageDelta;  // gknn/ivfpq_delta.h
+// The bounds of `after` = apply_delta(image, delta) from `before`, the
+// bounds of `image`: the entries the delta keeps keep their distances (the
+// same entry, vector and list), its new entries' are computed; the radii
+// follow. Equal to list_bounds(after), at the cost of the new entries only.
+// Throws Error(InvalidArgument) where `before` was not made for the image
+// the delta applies to, or `after` is not what it makes.
+ListBounds list_bounds_after(const ListBounds& before, const ImageDelta& delta, const Image& after);
 
 // search_exact_cpu's results, reading only the lists, and the entries of
 // them, that may hold one: the lists in order of their lower bound (the
@@ -186,8 +194,6 @@ ListBounds list_bounds(const Image& image);
 // lists (offsets differ).
 std::int64_t search_exact_pruned_cpu(const Image& image, const ListBounds& bounds, const float* queries,
                                      std::int64_t nq, int k, std::int64_t* ids, double* distances);
-
-struct ImageDelta;  // gknn/ivfpq_delta.h
 
 // Whether DeviceImage::search_exact_pruned prunes every call or only where
 // its recent calls show pruning pays.
