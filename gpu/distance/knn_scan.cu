@@ -20,6 +20,8 @@
 //
 // The base goes in passes of rows whose matrix fits kScanScratchBytes; each
 // pass keeps its k best per query and the host merges the passes' lists.
+// A caller may fill the passes' matrices itself (ScanKeys, knn_resident.h:
+// ivfpq's pruned exact search puts +inf where its bounds rule a row out).
 #include <algorithm>
 #include <string>
 #include <cmath>
