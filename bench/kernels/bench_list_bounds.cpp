@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_image.h"
 #include "gknn/ivfpq.h"
 #include "gknn/ivfpq_delta.h"
 
@@ -34,26 +35,7 @@ gknn::ivfpq::Image mixture_image(std::int64_t n, int dim, int lists, std::mt1993
   }
   gknn::ivfpq::Params p;
   p.dim = dim, p.lists = lists, p.m = dim % 32 == 0 ? 32 : 1, p.nbits = 8;
-  gknn::ivfpq::Image im;
-  im.quantizer = gknn::ivfpq::train(p, x.data(), std::min<std::int64_t>(n, 64 * lists), gknn::ivfpq::kCpu);
-  const int cs = gknn::ivfpq::code_size(p);
-  std::vector<std::int32_t> list_of(n);
-  std::vector<std::uint8_t> codes(std::size_t(n) * cs);
-  gknn::ivfpq::encode(im.quantizer, x.data(), n, gknn::ivfpq::kCpu, list_of.data(), codes.data());
-  im.offsets.assign(lists + 1, 0);
-  for (std::int32_t l : list_of) ++im.offsets[l + 1];
-  for (int l = 0; l < lists; ++l) im.offsets[l + 1] += im.offsets[l];
-  std::vector<std::int64_t> fill(im.offsets.begin(), im.offsets.end() - 1);
-  im.codes.resize(codes.size());
-  im.ids.resize(n);
-  im.vectors.resize(x.size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t at = fill[list_of[i]]++;
-    std::copy_n(&codes[i * cs], cs, &im.codes[at * cs]);
-    im.ids[at] = i;
-    std::copy_n(&x[i * dim], dim, &im.vectors[at * dim]);
-  }
-  return im;
+  return bench_image(x, p, 64 * std::int64_t(lists), gknn::ivfpq::kCpu);
 }
 
 }  // namespace
