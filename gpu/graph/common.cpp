@@ -103,7 +103,10 @@ void check_progress(const Progress& progress, const char* phase, std::int64_t do
 }
 
 int entry_samples(std::int64_t n) {
-  const auto s = std::int64_t(2.0 * std::sqrt(double(std::max<std::int64_t>(n, 0))));
+  // sqrt(n): on the H200, 2 sqrt(n) (489 at 60,000 x 784, 2,000 at 1M x
+  // 128) gave the same recall at every ef, one query 4-13 us slower and
+  // batches of 1,000 25-40 % slower (bench/results/graph-kernel-phases-H200-2026-11-28.md).
+  const auto s = std::int64_t(std::sqrt(double(std::max<std::int64_t>(n, 0))));
   return int(std::min<std::int64_t>(n, std::clamp<std::int64_t>(s, 256, 4096)));
 }
 

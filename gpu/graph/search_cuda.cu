@@ -5,17 +5,24 @@
 // flags), their rows' unvisited nodes scored by groups of eight threads with
 // group_distance's lanes and combining tree (the query in shared memory; the
 // library is built without FMA contraction, so the distances equal the CPU's
-// bit for bit), then merged into the list. The entry sample (the same nodes
-// for every query of a seed) is scored first by entry_scores_kernel, many
-// CTAs per query, and handed to the search as given scores. A call of a
-// few queries gives each a thread block cluster (sm_90, see Team): its
-// other CTAs score shares of every step's rows for the leader.
+// bit for bit), then merged into the list. A call of a few queries gives
+// each a thread block cluster (sm_90, see Team): its other CTAs score
+// shares of the entry sample's and every step's rows for the leader. Calls
+// of up to kWideUpTo queries without clusters have the entry sample (the
+// same nodes for every query of a seed) scored first by
+// entry_scores_kernel, many CTAs per query, and handed to the search as
+// given scores.
 // A step's rows reach shared memory by asynchronous copies, the CTA's
 // threads sharing them (one round trip for a step), before each group sums
 // its row there (each lane's own staging area where the rows do not fit).
-// The merge drops the candidates that cannot enter a full list, sorts a
-// large rest, and places every element by its rank (its index plus how many
-// of the other side precede it), so one pass of the CTA merges any batch.
+// The merge drops the candidates that cannot enter the list (after a full
+// list's last entry, or after a bound from the batch itself), sorts a large
+// rest, and places every element by its rank (its index plus how many of
+// the other side precede it), so one pass of the CTA merges any batch.
+// Where a lone query's time went (H200, 60,000 x 784, ef 16, clock64 per
+// phase; bench/results/graph-kernel-phases-H200-2026-11-28.md): ~6 steps of
+// ~8 us (scoring with its two cluster barriers 4, the merge 2.5, picking,
+// the edge rows and the visited set 0.6 each) after an entry phase of ~20.
 // The visited set is a hash in shared memory; when half full it is cleared
 // and refilled with the list's ids (as CAGRA does): a node outside the list
 // may then be scored again, never listed twice.
@@ -58,16 +65,19 @@ struct Shared {
   Lists list[2];  // current and next (the merge writes the other)
   double bd[kMaxThreads];
   std::uint32_t bid[kMaxThreads];
+  double wd[kMaxThreads / 32];  // drop_hopeless: each warp's j-th least candidate
+  std::uint32_t wid[kMaxThreads / 32];
   std::uint32_t hash[kHashSlots];
   int hash_count;
-  int size;                         // list entries in use
-  int cur;                          // which list is current
-  int npick;                        // entries picked this step
-  std::uint32_t pick[kMaxWidth];    // their ids
-  std::uint32_t rows[kMaxThreads];  // the ids of the rows offered next
-  int batch;                        // new candidates in bd/bid
-  int reset;                        // the hash is half full: clear it before the next batch
-  int published;                    // a cluster's leader: rows in bid to score (-1: the search ended)
+  int size;                           // list entries in use
+  int cur;                            // which list is current
+  int npick;                          // entries picked this step
+  std::uint32_t pick[kMaxWidth];      // their ids
+  std::uint32_t rows[kMaxThreads];    // the ids of the rows offered next
+  std::uint32_t staged[kMaxThreads];  // the ids of the rows staged (stage_rows)
+  int batch;                          // new candidates in bd/bid
+  int reset;                          // the hash is half full: clear it before the next batch
+  int published;                      // a cluster's leader: rows in bid to score (-1: the search ended)
   // The query follows (dim floats, dynamic shared memory).
 };
 
@@ -123,42 +133,101 @@ __device__ __forceinline__ std::uint32_t hash_slot(std::uint32_t id) {
   return (id * 2654435761u) & (kHashSlots - 1);
 }
 
-// Inserts id; true when it was not there. Threads of the CTA may race.
+// Inserts id; true when it was not there (the caller counts it in
+// hash_count). Threads of the CTA may race.
 __device__ bool hash_insert(Shared& sh, std::uint32_t id) {
   for (std::uint32_t h = hash_slot(id);; h = (h + 1) & (kHashSlots - 1)) {
     const std::uint32_t prev = atomicCAS(&sh.hash[h], kNoNode, id);
-    if (prev == kNoNode) {
-      atomicAdd(&sh.hash_count, 1);
-      return true;
-    }
+    if (prev == kNoNode) return true;
     if (prev == id) return false;
   }
 }
 
-// Clears the hash and puts the list's ids back (call with the CTA).
+// Clears the hash and puts the list's ids (distinct) back. Call with the CTA.
 __device__ void hash_reset(Shared& sh) {
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
-  if (threadIdx.x == 0) sh.hash_count = 0;
   __syncthreads();
   const Lists& l = sh.list[sh.cur];
   for (int i = threadIdx.x; i < sh.size; i += blockDim.x) hash_insert(sh, l.id[i]);
+  if (threadIdx.x == 0) sh.hash_count = sh.size;
   __syncthreads();
 }
 
-// Keeps, of the sh.batch candidates in bd/bid, those that can enter a full
-// list (better than its last entry: any other would be placed at ef or
-// beyond and dropped), compacted in any order. Call with the CTA.
+// One compare-exchange of a bitonic network over thread-held elements: the
+// partner's (pd, pid) replaces (d, id) where it belongs at this thread's
+// place (t, the element's index; k, the run length; j, the partner's distance).
+__device__ __forceinline__ void bitonic_step(double& d, std::uint32_t& id, double pd, std::uint32_t pid,
+                                             int t, int k, int j) {
+  // The lower index of a pair keeps the lesser in an ascending run.
+  const bool keep_less = ((t & j) == 0) == ((t & k) == 0);
+  if (keep_less ? less(pd, pid, d, id) : less(d, id, pd, pid)) d = pd, id = pid;
+}
+
+// The j-th least (d, id) of the warp's lanes (1 <= j <= 32), in every lane.
+__device__ __forceinline__ void warp_jth(double& d, std::uint32_t& id, int j) {
+  const int t = threadIdx.x & 31;
+  if (j == 1) {
+    for (int m = 16; m > 0; m >>= 1) {
+      const double pd = __shfl_xor_sync(0xffffffffu, d, m);
+      const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, id, m);
+      if (less(pd, pid, d, id)) d = pd, id = pid;
+    }
+    return;
+  }
+  for (int k = 2; k <= 32; k <<= 1)
+    for (int m = k >> 1; m > 0; m >>= 1)
+      bitonic_step(d, id, __shfl_xor_sync(0xffffffffu, d, m), __shfl_xor_sync(0xffffffffu, id, m), t, k, m);
+  d = __shfl_sync(0xffffffffu, d, j - 1);
+  id = __shfl_sync(0xffffffffu, id, j - 1);
+}
+
+// Keeps, of the sh.batch candidates in bd/bid, those that can enter the
+// list's ef best, compacted in any order. Call with the CTA. Two bounds:
+// a full list's last entry (a candidate after it would be placed at ef or
+// beyond), and while the list is not full, for a large batch (the entry
+// sample, which a lone query's search sorted whole: 9 of its 67 us) one of
+// its own: if each of c warps has j candidates at or below T and c j >= ef,
+// nothing after T can enter. Each warp's j-th least, with j = ceil(ef /
+// warps), and T their greatest, keeps about a tenth of the entry sample at
+// ef <= warps. (Once the list is full its bound is the tighter: the
+// batch's own there cost a warp sort a step for nothing.)
 __device__ void drop_hopeless(Shared& sh, int ef) {
   const int nb = sh.batch;
   const Lists& in = sh.list[sh.cur];
-  if (sh.size < ef || nb == 0) return;
-  const double wd = in.d[sh.size - 1];
-  const std::uint32_t wid = in.id[sh.size - 1];
+  const bool full = sh.size >= ef;
+  const int warps = int(blockDim.x) / 32;
+  const int j = (ef + warps - 1) / warps;
+  const bool own = !full && nb > kSortAbove && nb >= ef && j <= 32;  // the same in every thread
+  if (nb == 0 || (!full && !own)) return;
   const int i = threadIdx.x;
-  double d = 0.0;
+  double d = __longlong_as_double(0x7ff8000000000000LL);  // NaN, kNoNode: after everything
   std::uint32_t id = kNoNode;
-  const bool keep = i < nb && (d = sh.bd[i], id = sh.bid[i], less(d, id, wd, wid));
-  __syncthreads();  // everyone has read bd/bid and sh.batch
+  if (i < nb) d = sh.bd[i], id = sh.bid[i];
+  double td = __longlong_as_double(0x7ff8000000000000LL);
+  std::uint32_t tid = kNoNode;
+  if (full) td = in.d[sh.size - 1], tid = in.id[sh.size - 1];
+  if (own) {
+    double wd = d;
+    std::uint32_t wid = id;
+    warp_jth(wd, wid, j);
+    if ((i & 31) == 0) sh.wd[i >> 5] = wd, sh.wid[i >> 5] = wid;
+    __syncthreads();
+    // The greatest of the warps with j candidates (lanes below nb are the
+    // batch's), lane w holding warp w's, by a warp's butterfly.
+    const int lane = i & 31, covering = min(warps, (nb - j) / 32 + 1);
+    double md = -__longlong_as_double(0x7ff0000000000000LL);  // -inf: below every candidate
+    std::uint32_t mid = 0;
+    if (lane < covering) md = sh.wd[lane], mid = sh.wid[lane];
+    for (int m = 16; m > 0; m >>= 1) {
+      const double pd = __shfl_xor_sync(0xffffffffu, md, m);
+      const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, mid, m);
+      if (less(md, mid, pd, pid)) md = pd, mid = pid;
+    }
+    if (covering * j >= ef && less(md, mid, td, tid)) td = md, tid = mid;
+  }
+  // At or before the bound (a list entry is never a candidate: distinct ids).
+  const bool keep = i < nb && !less(td, tid, d, id);
+  __syncthreads();  // everyone has read bd/bid, sh.batch and sh.wd
   if (threadIdx.x == 0) sh.batch = 0;
   __syncthreads();
   // Warp-aggregated slots: one shared atomic per warp.
@@ -174,26 +243,44 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
   __syncthreads();
 }
 
-// Sorts bd/bid[0..nb) by score_less, padded to a power of two with entries
-// that sort last (NaN, kNoNode: no node has that id). Call with the CTA.
+// Sorts bd/bid[0..nb) by score_less, padded to a power of two n with
+// entries that sort last (NaN, kNoNode: no node has that id). Call with the
+// CTA (n <= blockDim.x). A bitonic network with thread t holding element t:
+// partners less than a warp apart are exchanged by shuffles, farther ones
+// through shared memory (bd/bid and the next list's arrays, unused until
+// the merge places into them, by turns: one barrier a stage): 12 barriers for 512 elements instead of 45 (the
+// entry sample's merge took 11 us of a lone query's 67, H200).
 __device__ void sort_batch(Shared& sh, int nb) {
   int n = 1;
   while (n < nb) n <<= 1;
-  for (int i = nb + int(threadIdx.x); i < n; i += blockDim.x)
-    sh.bd[i] = __longlong_as_double(0x7ff8000000000000LL), sh.bid[i] = kNoNode;
-  __syncthreads();
+  const int t = threadIdx.x;
+  double d = __longlong_as_double(0x7ff8000000000000LL);
+  std::uint32_t id = kNoNode;
+  if (t < nb) d = sh.bd[t], id = sh.bid[t];
+  Lists& spare = sh.list[sh.cur ^ 1];
+  static_assert(kMaxEf >= kMaxThreads, "sort_batch exchanges through the next list");
+  int turn = 0;
   for (int k = 2; k <= n; k <<= 1)
     for (int j = k >> 1; j > 0; j >>= 1) {
-      for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int p = i ^ j;
-        if (p <= i) continue;
-        const bool up = (i & k) == 0;
-        const double di = sh.bd[i], dp = sh.bd[p];
-        const std::uint32_t ii = sh.bid[i], ip = sh.bid[p];
-        if (less(dp, ip, di, ii) == up) sh.bd[i] = dp, sh.bd[p] = di, sh.bid[i] = ip, sh.bid[p] = ii;
+      double pd = d;
+      std::uint32_t pid = id;
+      if (j >= 32) {
+        double* xd = turn ? spare.d : sh.bd;
+        std::uint32_t* xid = turn ? spare.id : sh.bid;
+        turn ^= 1;
+        if (t < n) xd[t] = d, xid[t] = id;
+        __syncthreads();
+        if (t < n) pd = xd[t ^ j], pid = xid[t ^ j];
+      } else {
+        // Whole warps take part (t >= n too: their partners are >= n).
+        pd = __shfl_xor_sync(0xffffffffu, d, j);
+        pid = __shfl_xor_sync(0xffffffffu, id, j);
       }
-      __syncthreads();
+      if (t < n) bitonic_step(d, id, pd, pid, t, k, j);
     }
+  __syncthreads();  // every read of bd/bid is done
+  if (t < n) sh.bd[t] = d, sh.bid[t] = id;
+  __syncthreads();
 }
 
 // Merges the sh.batch candidates in bd/bid (unsorted, distinct, not in the
@@ -395,9 +482,18 @@ __device__ __forceinline__ void copy16_async(float* to, const float* from) {
 
 // Copies the rows of ids[0..nr) into `stage` (`stride` floats apart), every
 // thread of the CTA taking a share of the copies (16 bytes each when rows
-// are 16-byte aligned), then waits for them. Call with the CTA.
+// are 16-byte aligned), then waits for them. Call with the CTA. Given
+// `local` (this CTA's shared memory, nr <= blockDim.x), the ids are copied
+// there first: a cluster follower's are in its leader's, and a thread's
+// copies would each wait on a remote load of their row's id (asm volatile
+// keeps them in order; the entry sample's 62 rows a CTA took 11.5 us).
 __device__ void stage_rows(float* stage, int stride, const float* vectors, int dim, const std::uint32_t* ids,
-                           int nr) {
+                           std::uint32_t* local, int nr) {
+  if (local) {
+    if (int(threadIdx.x) < nr) local[threadIdx.x] = ids[threadIdx.x];
+    __syncthreads();
+    ids = local;
+  }
   const bool wide = (dim & 3) == 0;
   const int per_row = wide ? dim >> 2 : dim;
   const int total = nr * per_row;
@@ -428,21 +524,23 @@ struct Staging {
   float* rows;
   int stride;
   int nrows;
+  std::uint32_t* ids;  // room for a follower's copy of its rows' ids (stage_rows)
   float* lane;
   int per_round;
 };
 
 // Scores rows bid[first, end) into bd (generic pointers: the leader's
-// shared memory, this CTA's or another's of the cluster). Call with the CTA.
+// shared memory, this CTA's or, when `remote`, another's of the cluster).
+// Call with the CTA.
 __device__ void score_rows(const float* q, const Staging& st, const float* vectors, int dim, Metric metric,
-                           const std::uint32_t* bid, double* bd, int first, int end) {
+                           const std::uint32_t* bid, double* bd, int first, int end, bool remote) {
   const int lane = threadIdx.x % kGroupLanes;
   if (st.rows) {
     // A chunk of rows at a time: copied by the CTA (one round trip), then
     // a group sums each.
     for (int c0 = first; c0 < end; c0 += st.nrows) {
       const int nr = min(st.nrows, end - c0);
-      stage_rows(st.rows, st.stride, vectors, dim, bid + c0, nr);
+      stage_rows(st.rows, st.stride, vectors, dim, bid + c0, remote ? st.ids : nullptr, nr);
       for (int i = threadIdx.x / kGroupLanes; i < nr; i += blockDim.x / kGroupLanes) {
         const double d =
             canonical_score(shared_row_distance(metric, st.rows + std::size_t(i) * st.stride, q, dim, lane));
@@ -476,15 +574,27 @@ __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const 
                             const float* vectors, int dim, Metric metric, const std::uint32_t* edges,
                             int degree, const std::uint8_t* skip, const std::uint32_t* ids,
                             const double* given, int count, int ef) {
+  std::uint32_t id = kNoNode;
+  bool fresh = false;
   if (int(threadIdx.x) < count) {
-    const std::uint32_t id = ids[threadIdx.x];
+    id = ids[threadIdx.x];
     // A deleted node (skipped, empty row) takes no place: see search_cpu.
     const bool dead = id == kNoNode || (skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
-    if (!dead && hash_insert(sh, id)) {
-      const int at = atomicAdd(&sh.batch, 1);
-      sh.bid[at] = id;
-      if (given) sh.bd[at] = given[threadIdx.x];
-    }
+    fresh = !dead && hash_insert(sh, id);
+  }
+  // Slots in the batch a warp at a time: one shared atomic per warp (a
+  // thread each, 2,000 entries took 6 us of a lone query on 1M x 128).
+  const unsigned mine = __ballot_sync(0xffffffffu, fresh);
+  int base = 0;
+  if ((threadIdx.x & 31) == 0 && mine) {
+    base = atomicAdd(&sh.batch, __popc(mine));
+    atomicAdd(&sh.hash_count, __popc(mine));
+  }
+  base = __shfl_sync(0xffffffffu, base, 0);
+  if (fresh) {
+    const int at = base + __popc(mine & ((1u << (threadIdx.x & 31)) - 1));
+    sh.bid[at] = id;
+    if (given) sh.bd[at] = given[threadIdx.x];
   }
   __syncthreads();
   if (!given) {
@@ -494,7 +604,7 @@ __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const 
       cluster_sync();  // the followers read the batch
       share_of(team, sh.batch, &first, &end);
     }
-    score_rows(q, st, vectors, dim, metric, sh.bid, sh.bd, first, end);
+    score_rows(q, st, vectors, dim, metric, sh.bid, sh.bd, first, end, false);
     if (team.size > 1) cluster_sync();  // every share's distances are in
   }
   merge_batch(sh, ef);
@@ -511,16 +621,17 @@ __device__ void follow(Shared& sh, const Team& team, const float* q, const Stagi
     if (batch < 0) break;
     int first, end;
     share_of(team, batch, &first, &end);
-    score_rows(q, st, vectors, dim, metric, lead->bid, lead->bd, first, end);
+    score_rows(q, st, vectors, dim, metric, lead->bid, lead->bd, first, end, true);
     cluster_sync();
   }
 }
 
 // The entry sample's scores for every query of a call (the same sample for
 // all: it depends on the seed alone), scores[q * n_entries + e]: a group per
-// entry, many CTAs per query, so that a lone query's sample (~2 sqrt(n)
-// rows, 1.5 MB at 60,000 x 784) is read by many SMs instead of its search
-// CTA's one. Through staging areas (per_round floats per thread) when given.
+// entry, many CTAs per query, so that a batch's sample (~sqrt(n) rows, 0.8
+// MB at 60,000 x 784) is read by many SMs instead of each search CTA's one
+// (calls of up to kWideUpTo queries without clusters). Through staging areas (per_round floats per thread)
+// when given.
 __global__ void __launch_bounds__(kEntryThreads)
     entry_scores_kernel(const float* __restrict__ vectors, int dim, Metric metric,
                         const float* __restrict__ queries, const std::uint32_t* __restrict__ entries,
@@ -562,8 +673,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       (reinterpret_cast<std::uintptr_t>(reinterpret_cast<float*>(&sh + 1) + (query_in_shared ? dim : 0)) +
        15) &
       ~std::uintptr_t(15));
-  Staging st{stage_rows ? area : nullptr, row_stride, stage_rows,
-             !stage_rows && per_round ? area + std::size_t(threadIdx.x) * per_round : nullptr, per_round};
+  Staging st{stage_rows ? area : nullptr,
+             row_stride,
+             stage_rows,
+             sh.staged,
+             !stage_rows && per_round ? area + std::size_t(threadIdx.x) * per_round : nullptr,
+             per_round};
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
   if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0, sh.reset = 0;
   __syncthreads();
@@ -856,7 +971,12 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   std::unique_ptr<AsyncBuffer<std::uint32_t>> upload;
   std::vector<std::uint32_t> host_entries;  // kept alive until the wait below
   const auto [entries, n_entries] = im.entries(sp, s, upload, host_entries);
-  const bool entry_kernel = nq <= kWideUpTo && n_entries > 0;
+  // A small call's queries take clusters of CTAs (H200, 60,000 x 784, one
+  // query: ef 20 0.118 -> 0.108 ms with 8; bench/results/graph-cluster-H200-2026-11-28.md),
+  // which score the entry sample themselves, a share each (a separate
+  // kernel before the search: one more launch and ~10 us on its few SMs).
+  const int cl = im.team_size(nq);
+  const bool entry_kernel = cl == 1 && nq <= kWideUpTo && n_entries > 0;
   // One allocation and one copy each way for a call's own buffers (a small
   // call is mostly such host work, and the service's executors make it from
   // four threads at once): the queries, the entry scores, then the ids and
@@ -886,17 +1006,16 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   // (bench/results/graph-staging-H200-2026-11-27.md).
   // Rows staged by the CTA together in as much shared memory as the lanes'
   // areas would take (the same CTAs per SM), when at least 4 rows fit.
+  // A cluster's CTAs take all the room there is (a small call leaves SMs
+  // idle: no other CTA would share theirs).
   int per_round = Impl::staging_floats(im.dim, im.stage_room, threads);
-  const std::size_t stage_bytes = Impl::staging_bytes(per_round, threads);
+  const std::size_t stage_bytes = cl > 1 ? im.stage_room : Impl::staging_bytes(per_round, threads);
   int stage_rows =
       int(std::min<std::size_t>(stage_bytes / (std::size_t(im.row_stride) * sizeof(float)), threads));
   if (stage_rows < 4) stage_rows = 0;
   if (stage_rows) per_round = 0;
   const std::size_t smem =
       im.smem + 16 + (stage_rows ? std::size_t(stage_rows) * im.row_stride * sizeof(float) : stage_bytes);
-  // A small call's queries take clusters of CTAs (H200, 60,000 x 784, one
-  // query: ef 20 0.118 -> 0.108 ms with 8; bench/results/graph-cluster-H200-2026-11-28.md).
-  const int cl = im.team_size(nq);
   for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {  // entry_kernel: one launch (nq <= kWideUpTo)
     const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
     const dim3 egrid(unsigned((n_entries + kEntryThreads / kGroupLanes - 1) / (kEntryThreads / kGroupLanes)),

@@ -130,7 +130,7 @@ constexpr int kMaxWidth = 16;
 // entries, then nodes picked from the seed until entry_samples(n) nodes in
 // all (deleted ones, skipped with an empty row, passed over), are scored
 // against the query and the ef best form the first candidate list (HNSW's
-// upper layers play this part; a sample of ~2 sqrt(n) nodes finds a
+// upper layers play this part; a sample of ~sqrt(n) nodes finds a
 // query's region when the graph is one piece, and the entries add one node
 // of every separate part, so a query's cluster is never left out).
 int entry_samples(std::int64_t n);
