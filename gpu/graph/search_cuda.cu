@@ -28,6 +28,7 @@
 // may then be scored again, never listed twice.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -900,6 +901,40 @@ struct DeviceGraph::Impl {
     return std::size_t(per_round) * threads * sizeof(float);
   }
 
+  // DeviceGraph::search's call through the calling thread's pinned scratch
+  // (slots 0 and 1), read and written by the kernel in place: false, with
+  // nothing queued, where the scratch is too small or not mapped (the
+  // caller then copies as usual). The query is read once per CTA, into its
+  // shared memory (query_in_shared); the answers are written once.
+  bool search_mapped(const float* queries, std::int64_t nq, const SearchParams& sp, int ef, int cl,
+                     int threads, std::size_t smem, int per_round, int stage_rows,
+                     const std::uint32_t* entries, int n_entries, const std::uint8_t* skip, cudaStream_t s,
+                     std::int64_t* ids, double* distances) const {
+    const std::size_t answers = std::size_t(nq) * sp.k;
+    const std::size_t q_bytes = std::size_t(nq) * dim * sizeof(float);
+    const std::size_t id_bytes = answers * sizeof(std::int64_t);
+    const std::size_t d_at = span_offset(id_bytes);
+    auto* hq = static_cast<float*>(pinned_scratch_bytes(0, q_bytes));
+    auto* hr = static_cast<unsigned char*>(pinned_scratch_bytes(1, d_at + answers * sizeof(double)));
+    void *dq = nullptr, *dr = nullptr;
+    if (!hq || !hr || cudaHostGetDevicePointer(&dq, hq, 0) != cudaSuccess ||
+        cudaHostGetDevicePointer(&dr, hr, 0) != cudaSuccess) {
+      (void)cudaGetLastError();  // a refusal is an answer here, not an error for a later check
+      return false;
+    }
+    std::memcpy(hq, queries, q_bytes);
+    auto* rids = static_cast<std::int64_t*>(dr);
+    auto* rd = reinterpret_cast<double*>(static_cast<unsigned char*>(dr) + d_at);
+    launch_search(cl, unsigned(nq), threads, smem, s, vectors.get(), edges.get(), host.n, host.degree, dim,
+                  metric, static_cast<const float*>(dq), entries, static_cast<const double*>(nullptr),
+                  n_entries, skip, ef, sp.k, sp.width, true, per_round, row_stride, stage_rows, rids, rd);
+    GKNN_CUDA(cudaGetLastError());
+    GKNN_CUDA(cudaStreamSynchronize(s));
+    std::memcpy(ids, hr, id_bytes);
+    std::memcpy(distances, hr + d_at, answers * sizeof(double));
+    return true;
+  }
+
   // The device copy of the entry list for sp (cached when sp has no skip
   // flags), its length; `upload` holds a per-call copy otherwise.
   std::pair<const std::uint32_t*, int> entries(const SearchParams& sp, cudaStream_t s,
@@ -977,25 +1012,6 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   // kernel before the search: one more launch and ~10 us on its few SMs).
   const int cl = im.team_size(nq);
   const bool entry_kernel = cl == 1 && nq <= kWideUpTo && n_entries > 0;
-  // One allocation and one copy each way for a call's own buffers (a small
-  // call is mostly such host work, and the service's executors make it from
-  // four threads at once): the queries, the entry scores, then the ids and
-  // distances side by side (downloaded by one copy).
-  const std::size_t answers = std::size_t(nq) * sp.k;
-  const std::size_t q_bytes = std::size_t(nq) * im.dim * sizeof(float);
-  const std::size_t id_bytes = answers * sizeof(std::int64_t);
-  BlockLayout layout;
-  const std::size_t q_at = layout.add<float>(std::size_t(nq) * im.dim),
-                    e_at = layout.add<double>(entry_kernel ? std::size_t(nq) * n_entries : 0),
-                    a_at = layout.add_span(id_bytes, answers * sizeof(double));
-  AsyncBuffer<unsigned char> block(layout.bytes, s);
-  const auto* dq = in_block<float>(block, q_at);
-  auto* escores = in_block<double>(block, e_at);
-  auto* dids = in_block<std::int64_t>(block, a_at);
-  auto* dd = in_block<double>(block, a_at + span_offset(id_bytes));
-  upload_async(block.get() + q_at, queries, q_bytes, 0, s);
-  if (sp.skip)
-    GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
   const int threads = nq <= kWidestUpTo ? kMaxThreads : nq <= kWideUpTo ? kMaxThreads / 2 : kMaxThreads / 4;
   // Staged rows for every call; the entry kernel for calls of up to
@@ -1016,6 +1032,33 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   if (stage_rows) per_round = 0;
   const std::size_t smem =
       im.smem + 16 + (stage_rows ? std::size_t(stage_rows) * im.row_stride * sizeof(float) : stage_bytes);
+  const std::size_t answers = std::size_t(nq) * sp.k;
+  const std::size_t q_bytes = std::size_t(nq) * im.dim * sizeof(float);
+  const std::size_t id_bytes = answers * sizeof(std::int64_t);
+  if (sp.skip)
+    GKNN_CUDA(cudaMemcpyAsync(dskip.get(), sp.skip, std::size_t(im.host.n), cudaMemcpyHostToDevice, s));
+  // A call that takes clusters (a few queries, no entry kernel) with its
+  // query in shared memory reads its queries from, and writes its answers
+  // into, the thread's pinned memory itself (mapped: unified addressing):
+  // no copy either way and no allocation, only the launch and the wait.
+  if (cl > 1 && im.query_in_shared &&
+      im.search_mapped(queries, nq, sp, ef, cl, threads, smem, per_round, stage_rows, entries, n_entries,
+                       sp.skip ? dskip.get() : nullptr, s, ids, distances))
+    return;
+  // One allocation and one copy each way for a call's own buffers (a small
+  // call is mostly such host work, and the service's executors make it from
+  // four threads at once): the queries, the entry scores, then the ids and
+  // distances side by side (downloaded by one copy).
+  BlockLayout layout;
+  const std::size_t q_at = layout.add<float>(std::size_t(nq) * im.dim),
+                    e_at = layout.add<double>(entry_kernel ? std::size_t(nq) * n_entries : 0),
+                    a_at = layout.add_span(id_bytes, answers * sizeof(double));
+  AsyncBuffer<unsigned char> block(layout.bytes, s);
+  const auto* dq = in_block<float>(block, q_at);
+  auto* escores = in_block<double>(block, e_at);
+  auto* dids = in_block<std::int64_t>(block, a_at);
+  auto* dd = in_block<double>(block, a_at + span_offset(id_bytes));
+  upload_async(block.get() + q_at, queries, q_bytes, 0, s);
   for (std::int64_t q0 = 0; q0 < nq; q0 += 1 << 30) {  // entry_kernel: one launch (nq <= kWideUpTo)
     const std::int64_t rows = std::min<std::int64_t>(nq - q0, 1 << 30);
     const dim3 egrid(unsigned((n_entries + kEntryThreads / kGroupLanes - 1) / (kEntryThreads / kGroupLanes)),
