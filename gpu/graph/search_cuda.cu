@@ -70,15 +70,14 @@ struct Shared {
   std::uint32_t wid[kMaxThreads / 32];
   std::uint32_t hash[kHashSlots];
   int hash_count;
-  int size;                           // list entries in use
-  int cur;                            // which list is current
-  int npick;                          // entries picked this step
-  std::uint32_t pick[kMaxWidth];      // their ids
-  std::uint32_t rows[kMaxThreads];    // the ids of the rows offered next
-  std::uint32_t staged[kMaxThreads];  // the ids of the rows staged (stage_rows)
-  int batch;                          // new candidates in bd/bid
-  int reset;                          // the hash is half full: clear it before the next batch
-  int published;                      // a cluster's leader: rows in bid to score (-1: the search ended)
+  int size;                         // list entries in use
+  int cur;                          // which list is current
+  int npick;                        // entries picked this step
+  std::uint32_t pick[kMaxWidth];    // their ids
+  std::uint32_t rows[kMaxThreads];  // the ids of the rows offered next (a follower's: those it stages)
+  int batch;                        // new candidates in bd/bid
+  int reset;                        // the hash is half full: clear it before the next batch
+  int published;                    // a cluster's leader: rows in bid to score (-1: the search ended)
   // The query follows (dim floats, dynamic shared memory).
 };
 
@@ -189,15 +188,17 @@ __device__ __forceinline__ void warp_jth(double& d, std::uint32_t& id, int j) {
 // sample, which a lone query's search sorted whole: 9 of its 67 us) one of
 // its own: if each of c warps has j candidates at or below T and c j >= ef,
 // nothing after T can enter. Each warp's j-th least, with j = ceil(ef /
-// warps), and T their greatest, keeps about a tenth of the entry sample at
-// ef <= warps. (Once the list is full its bound is the tighter: the
+// warps full of candidates), and T their greatest, keeps about a tenth of
+// the entry sample where j is 1. (Once the list is full its bound is the tighter: the
 // batch's own there cost a warp sort a step for nothing.)
 __device__ void drop_hopeless(Shared& sh, int ef) {
   const int nb = sh.batch;
   const Lists& in = sh.list[sh.cur];
   const bool full = sh.size >= ef;
-  const int warps = int(blockDim.x) / 32;
-  const int j = (ef + warps - 1) / warps;
+  // Warps that hold a full 32 candidates: a 256-entry sample fills 8 of a
+  // 512-thread CTA's 16, and j from all 16 left the bound unused at ef 16.
+  const int warps = int(blockDim.x) / 32, filled = max(1, min(warps, nb / 32));
+  const int j = (ef + filled - 1) / filled;
   const bool own = !full && nb > kSortAbove && nb >= ef && j <= 32;  // the same in every thread
   if (nb == 0 || (!full && !own)) return;
   const int i = threadIdx.x;
@@ -677,7 +678,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   Staging st{stage_rows ? area : nullptr,
              row_stride,
              stage_rows,
-             sh.staged,
+             sh.rows,
              !stage_rows && per_round ? area + std::size_t(threadIdx.x) * per_round : nullptr,
              per_round};
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
@@ -928,7 +929,9 @@ struct DeviceGraph::Impl {
     launch_search(cl, unsigned(nq), threads, smem, s, vectors.get(), edges.get(), host.n, host.degree, dim,
                   metric, static_cast<const float*>(dq), entries, static_cast<const double*>(nullptr),
                   n_entries, skip, ef, sp.k, sp.width, true, per_round, row_stride, stage_rows, rids, rd);
-    GKNN_CUDA(cudaGetLastError());
+    // No error check between the launch (which reports its own) and the
+    // wait: a throw there would leave the kernel writing into this thread's
+    // pinned memory after the call.
     GKNN_CUDA(cudaStreamSynchronize(s));
     std::memcpy(ids, hr, id_bytes);
     std::memcpy(distances, hr + d_at, answers * sizeof(double));
