@@ -189,8 +189,8 @@ __device__ __forceinline__ void warp_jth(double& d, std::uint32_t& id, int j) {
 // its own: if each of c warps has j candidates at or below T and c j >= ef,
 // nothing after T can enter. Each warp's j-th least, with j = ceil(ef /
 // warps full of candidates), and T their greatest, keeps about a tenth of
-// the entry sample where j is 1. (Once the list is full its bound is the tighter: the
-// batch's own there cost a warp sort a step for nothing.)
+// the entry sample where j is 1. (Once the list is full its bound is the
+// tighter: the batch's own there cost a warp sort a step for nothing.)
 __device__ void drop_hopeless(Shared& sh, int ef) {
   const int nb = sh.batch;
   const Lists& in = sh.list[sh.cur];
@@ -250,8 +250,8 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
 // CTA (n <= blockDim.x). A bitonic network with thread t holding element t:
 // partners less than a warp apart are exchanged by shuffles, farther ones
 // through shared memory (bd/bid and the next list's arrays, unused until
-// the merge places into them, by turns: one barrier a stage): 12 barriers for 512 elements instead of 45 (the
-// entry sample's merge took 11 us of a lone query's 67, H200).
+// the merge places into them, by turns: one barrier a stage): 12 barriers
+// for 512 elements instead of 45.
 __device__ void sort_batch(Shared& sh, int nb) {
   int n = 1;
   while (n < nb) n <<= 1;
