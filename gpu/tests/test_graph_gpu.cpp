@@ -152,6 +152,48 @@ TEST(GraphGpu, SmallCallsEqualCpuSearch) {
   }
 }
 
+// Ties and NaN distances through every path of a call (clusters and the
+// mapped queries and answers for small calls, the entry kernel and one CTA
+// a query for 40): 300 copies of one row, 100 zero rows, a zero query (every
+// cosine distance NaN: rows by id) and a query equal to the copied row (300
+// distances tied at 0). The entry sample (256 of 3,000) goes through the
+// batch's own bound and the shuffle sort.
+TEST(GraphGpu, TiesAndNaNEqualCpuSearch) {
+  GKNN_NEED_GPU();
+  const std::int64_t n = 3000, nq = 40;
+  const int dim = 64;
+  Data d = make_data(n, nq, dim, 9);
+  for (int i = 1; i <= 300; ++i) std::copy_n(&d.base[0], dim, &d.base[std::size_t(i) * 7 * dim]);
+  for (int i = 0; i < 100; ++i) std::fill_n(&d.base[std::size_t(i * 7 + 3) * dim], dim, 0.0f);
+  std::fill_n(&d.queries[0], dim, 0.0f);
+  std::copy_n(&d.base[0], dim, &d.queries[dim]);
+  for (Metric m : {Metric::L2, Metric::Cosine}) {
+    BuildParams p = params(16, m);
+    p.dim = dim;
+    const Graph g = build_cpu(d.base.data(), n, p);
+    const DeviceGraph dg(g, d.base.data(), dim, m, 0);
+    for (int team : {0, 1, 8})
+      for (auto [first, count] :
+           {std::pair<std::int64_t, std::int64_t>{0, 1}, {1, 1}, {0, 2}, {0, 16}, {0, nq}})
+        for (int ef : {10, 40}) {
+          SCOPED_TRACE(::testing::Message() << "metric " << int(m) << " team " << team << " queries " << first
+                                            << "+" << count << " ef " << ef);
+          force_search_team_for_tests(team);
+          SearchParams sp;
+          sp.k = 10;
+          sp.ef = ef;
+          sp.seed = 5;
+          std::vector<std::int64_t> ci(count * 10), gi(count * 10);
+          std::vector<double> cd(ci.size()), gd(ci.size());
+          const float* q = d.queries.data() + first * dim;
+          search_cpu(g, d.base.data(), dim, m, q, count, sp, ci.data(), cd.data());
+          dg.search(q, count, sp, gi.data(), gd.data());
+          force_search_team_for_tests(0);
+          expect_same(ci, gi, cd, gd);
+        }
+  }
+}
+
 TEST(GraphGpu, SmallGraphsAndPadding) {
   GKNN_NEED_GPU();
   for (std::int64_t n : {1, 2, 7, 9}) {
