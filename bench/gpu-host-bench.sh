@@ -21,7 +21,8 @@
 #   fashion-mnist-targets, synthetic-1m-targets, glove-100-targets (the issues' target settings
 #                  only, 1/16/64 clients: one 10-minute call each), synthetic-1m-exact
 #                  (exact mode beside ivfflat only: about 3 minutes), synthetic-1m-build
-#                  (gpu_graph and hnsw built, one client: about 4 minutes),
+#                  (gpu_graph and hnsw built, one client: about 4 minutes), synthetic-1m-graph
+#                  (gpu_graph degree 32 and 64, ef 32-80, beside ivfflat, 1 and 16 clients),
 #   fashion-mnist-service-ab (gpu_graph, gpu_ivfpq and exact at 16 / 64
 #                  clients, no pgvector: about 1.5 minutes); bench/service-ab.sh
 #                  runs it A B A B with and without a service setting (an
@@ -104,7 +105,8 @@ step() {
   case $1 in
     server) server ;;
     fashion-mnist | glove-100 | synthetic-1m | synthetic-10m | fashion-mnist-targets | synthetic-1m-targets | \
-      glove-100-targets | fashion-mnist-topk | synthetic-1m-exact | synthetic-1m-build | fashion-mnist-service-ab)
+      glove-100-targets | fashion-mnist-topk | synthetic-1m-exact | synthetic-1m-build | synthetic-1m-graph | \
+      fashion-mnist-service-ab)
       experiment "$1" ;;
     ivfpq-1m) sql_bench ivfpq-1m 1000000 128 1024 32 ;;
     ivfpq-10m) NQ=100 sql_bench ivfpq-10m 10000000 96 4096 48 ;;
