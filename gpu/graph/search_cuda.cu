@@ -153,6 +153,17 @@ __device__ void hash_reset(Shared& sh) {
   __syncthreads();
 }
 
+// This thread's slot among the CTA's threads that take one (take), counted
+// in *count by one shared atomic per warp; meaningless where !take. Call
+// with whole warps.
+__device__ __forceinline__ int warp_slot(bool take, int* count) {
+  const unsigned takers = __ballot_sync(0xffffffffu, take);
+  int base = 0;
+  if ((threadIdx.x & 31) == 0 && takers) base = atomicAdd(count, __popc(takers));
+  base = __shfl_sync(0xffffffffu, base, 0);
+  return base + __popc(takers & ((1u << (threadIdx.x & 31)) - 1));
+}
+
 // One compare-exchange of a bitonic network over thread-held elements: the
 // partner's (pd, pid) replaces (d, id) where it belongs at this thread's
 // place (t, the element's index; k, the run length; j, the partner's distance).
@@ -232,13 +243,8 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
   __syncthreads();  // everyone has read bd/bid, sh.batch and sh.wd
   if (threadIdx.x == 0) sh.batch = 0;
   __syncthreads();
-  // Warp-aggregated slots: one shared atomic per warp.
-  const unsigned kept = __ballot_sync(0xffffffffu, keep);
-  int base = 0;
-  if ((threadIdx.x & 31) == 0 && kept) base = atomicAdd(&sh.batch, __popc(kept));
-  base = __shfl_sync(0xffffffffu, base, 0);
+  const int at = warp_slot(keep, &sh.batch);
   if (keep) {
-    const int at = base + __popc(kept & ((1u << (threadIdx.x & 31)) - 1));
     sh.bd[at] = d;
     sh.bid[at] = id;
   }
@@ -584,21 +590,16 @@ __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const 
     const bool dead = id == kNoNode || (skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
     fresh = !dead && hash_insert(sh, id);
   }
-  // Slots in the batch a warp at a time: one shared atomic per warp (a
-  // thread each, 2,000 entries took 6 us of a lone query on 1M x 128).
-  const unsigned mine = __ballot_sync(0xffffffffu, fresh);
-  int base = 0;
-  if ((threadIdx.x & 31) == 0 && mine) {
-    base = atomicAdd(&sh.batch, __popc(mine));
-    atomicAdd(&sh.hash_count, __popc(mine));
-  }
-  base = __shfl_sync(0xffffffffu, base, 0);
+  // Slots in the batch a warp at a time (a thread each, 2,000 entries took
+  // 6 us of a lone query on 1M x 128); the batch starts empty, so its size
+  // is also what the visited set gained.
+  const int at = warp_slot(fresh, &sh.batch);
   if (fresh) {
-    const int at = base + __popc(mine & ((1u << (threadIdx.x & 31)) - 1));
     sh.bid[at] = id;
     if (given) sh.bd[at] = given[threadIdx.x];
   }
   __syncthreads();
+  if (threadIdx.x == 0) sh.hash_count += sh.batch;
   if (!given) {
     int first = 0, end = sh.batch;
     if (team.size > 1) {
