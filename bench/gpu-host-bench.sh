@@ -22,7 +22,8 @@
 #                  only, 1/16/64 clients: one 10-minute call each), synthetic-1m-exact
 #                  (exact mode beside ivfflat only: about 3 minutes), synthetic-1m-build
 #                  (gpu_graph and hnsw built, one client: about 4 minutes), synthetic-1m-graph
-#                  (gpu_graph degree 32 and 64, ef 32-80, beside ivfflat, 1 and 16 clients),
+#                  (gpu_graph degree 64 at ef 16-32 and 32 at ef 48-64, beside ivfflat, 1 and 16
+#                  clients: about 3 minutes),
 #   fashion-mnist-service-ab (gpu_graph, gpu_ivfpq and exact at 16 / 64
 #                  clients, no pgvector: about 1.5 minutes); bench/service-ab.sh
 #                  runs it A B A B with and without a service setting (an
