@@ -48,6 +48,20 @@ def alone_text(a):
     return " / ".join(fmt(a.get(key), 3) for key in ("execution_ms", "queue_wait_ms", "service_ms"))
 
 
+def load_text(run):
+    """A run's service means under load (run_experiment.service_delta) for the table: the closed-loop round
+    trip, each search's queue wait and time in the service, the executors' time per batch. '-' for an engine
+    without the service; results written before the service counted waits show '-' for those."""
+    s = run.get("service")
+    if not s:
+        return "-"
+    trip = s.get("round_trip_ms")
+    if trip is None and run.get("qps"):
+        trip = 1000.0 * run["clients"] / run["qps"]
+    return " / ".join(fmt(x, 3) for x in (trip, s.get("wait_ms_per_search"), s.get("held_ms_per_search"),
+                                          s.get("busy_ms_per_batch")))
+
+
 def settings_text(run, engine_doc):
     sweep = engine_doc.get("sweep_names", [])
     shown = {n: v for n, v in run.get("settings", {}).items() if not sweep or n in sweep}
@@ -77,10 +91,14 @@ def markdown(doc):
              f"- each point: {doc['duration_s']} s after {doc['warmup_s']} s warm-up per client, "
              "query vectors cycled; latency is client-side (libpq round trip)", "",
              "- alone: one query after the load, EXPLAIN ANALYZE's Execution Time, and for a search through "
-             "gknn's GPU service its Queue Wait and Service Time (medians of 5 queries, ms)", "",
+             "gknn's GPU service its Queue Wait and Service Time (medians of 5 queries, ms)",
+             "- load: for a search through gknn's GPU service, means over the point from the service's counters "
+             "(warm-up included): the round trip (clients / QPS), each search's wait from submission to its "
+             "batch's start on an executor, its time from submission to answer (the rest of the round trip is "
+             "the backend, libpq, the client and wake-ups), the executors' time per batch (ms)", "",
              f"| engine | settings | clients | QPS | p50 ms | p95 ms | p99 ms | recall@{k} | errors | plan | alone: "
-             "execution / queue / service ms |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+             "execution / queue / service ms | load: round trip / queue wait / in service / executor per batch ms |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"]
     skipped = []
     for e in doc["engines"]:
         if e.get("skipped"):
@@ -92,7 +110,7 @@ def markdown(doc):
             lines.append(f"| {e['engine']} | {settings_text(r, e)} | {r['clients']} | {fmt(r.get('qps'))} | "
                          f"{fmt(lat.get('p50'), 2)} | {fmt(lat.get('p95'), 2)} | {fmt(lat.get('p99'), 2)} | "
                          f"{fmt(recall.get('mean'), 4)} | {r.get('errors', 0)} | {r.get('plan') or '-'} | "
-                         f"{alone_text(r.get('alone'))} |")
+                         f"{alone_text(r.get('alone'))} | {load_text(r)} |")
         if e.get("index"):
             skipped.append(f"- {e['engine']}: index `{e['index']['ddl']}` built in {e['index']['build_s']} s, "
                            f"{e['index']['size']}")

@@ -238,10 +238,20 @@ def run_engine(server, args, exp, engine, data, meta):
                 run.update(engine=engine["name"], settings=dict(settings), clients=clients, plan=plan)
                 service = service_delta(before, service_counters(server, db) if before else None)
                 if service:
+                    # Closed loop: each client has one query in flight, so a
+                    # round trip lasts clients / QPS; what the service did not
+                    # hold is the backend's, libpq's, the client's and wake-ups.
+                    if run.get("qps"):
+                        service["round_trip_ms"] = 1000.0 * clients / run["qps"]
+                        service["rest_ms"] = service["round_trip_ms"] - service["held_ms_per_search"]
                     run["service"] = service
                     log(f"{label}, {clients} clients: the service ran {service['searches']} searches in "
                         f"{service['batches']} batches (mean {service['mean_batch']:.2f}), its executors busy "
-                        f"{service['busy_ms_per_batch']:.3f} ms per batch (warm-up included)")
+                        f"{service['busy_ms_per_batch']:.3f} ms per batch; per search "
+                        f"{service['wait_ms_per_search']:.3f} ms queued, {service['held_ms_per_search']:.3f} ms "
+                        f"in the service (warm-up included); round trip "
+                        f"{report.fmt(service.get('round_trip_ms'), 3)} ms, of which "
+                        f"{report.fmt(service.get('rest_ms'), 3)} ms outside the service")
                 result["runs"].append(run)
             one = alone(server, db, table, op, exp["k"], settings, first_queries)
             for run in result["runs"]:
@@ -256,22 +266,25 @@ def run_engine(server, args, exp, engine, data, meta):
 
 
 def service_counters(server, db):
-    """gknn's service counters (index searches, their batches, executor busy ms), or None without a ready service."""
-    out = server.sql(db, "SELECT searches, batches, busy_ms FROM gknn_service_status() WHERE state = 'ready'",
-                     check=False)
+    """gknn's service counters (index searches, their batches, executor busy ms, the searches' queue wait and
+    time in the service, summed ms), or None without a ready service."""
+    out = server.sql(db, "SELECT searches, batches, busy_ms, queue_wait_ms, search_ms FROM gknn_service_status() "
+                     "WHERE state = 'ready'", check=False)
     if not out:
         return None
-    searches, batches, busy_ms = out.split("|")
-    return int(searches), int(batches), float(busy_ms)
+    searches, batches, busy_ms, wait_ms, held_ms = out.split("|")
+    return int(searches), int(batches), float(busy_ms), float(wait_ms), float(held_ms)
 
 
 def service_delta(before, after):
-    """What the service did for one run point (where a point's time went: batch sizes, GPU calls' time)."""
-    if not before or not after or after[1] <= before[1]:
+    """What the service did for one run point (where a point's time went: batch sizes, GPU calls' time, per search
+    the wait for an executor and the time from submission to answer)."""
+    if not before or not after or after[0] <= before[0] or after[1] <= before[1]:
         return None
-    searches, batches, busy_ms = (a - b for a, b in zip(after, before))
+    searches, batches, busy_ms, wait_ms, held_ms = (a - b for a, b in zip(after, before))
     return {"searches": searches, "batches": batches, "mean_batch": searches / batches, "busy_ms": busy_ms,
-            "busy_ms_per_batch": busy_ms / batches}
+            "busy_ms_per_batch": busy_ms / batches, "wait_ms_per_search": wait_ms / searches,
+            "held_ms_per_search": held_ms / searches}
 
 
 def median(values):

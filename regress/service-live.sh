@@ -6,7 +6,9 @@
 #     (three indexes, three metrics, several probes and LIMITs);
 #   sharing: one resident image per index, whatever the sessions;
 #   concurrency: 64 sessions at once, every answer checked against the CPU
-#     path inside the same transaction; requests were batched;
+#     path inside the same transaction; requests were batched; the service
+#     counted their queue wait and time in the service (queue_wait_ms,
+#     search_ms);
 #   EXPLAIN ANALYZE: the scan's search, its batch and waits under its node;
 #   forgetting: images of a dropped (DROP INDEX, DROP TABLE, DROP DATABASE),
 #     truncated or reindexed index leave the service at commit, not after a
@@ -271,11 +273,20 @@ SELECT check_one(:q, CASE :p WHEN 1 THEN 1 WHEN 2 THEN 4 ELSE 16 END);
 SQL
 before_batches=$(status batches)
 before_searches=$(status searches)
+before_wait=$(status queue_wait_ms)
+before_held=$(status search_ms)
 check "64 concurrent sessions: every answer equals the CPU's" pgbench_ok 64 8
 check "the 960 searches were batched (fewer batches than searches)" equal t "
   SELECT searches - $before_searches >= 960 AND batches - $before_batches < searches - $before_searches
   FROM gknn_service_status()"
+# Each search's time in the service includes its queue wait; both are
+# counted together when its batch completes, so the sums keep that order.
+check "their queue wait and time in the service were counted (search_ms grew at least as much)" equal t "
+  SELECT queue_wait_ms > $before_wait AND search_ms - $before_held >= queue_wait_ms - $before_wait
+    AND search_ms >= queue_wait_ms
+  FROM gknn_service_status()"
 echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_searches, round(mean_batch::numeric, 2) FROM gknn_service_status()")"
+echo "# per search, ms queued / in the service: $(sql -c "SELECT round(((queue_wait_ms - $before_wait) / nullif(searches - $before_searches, 0))::numeric, 3) || ' / ' || round(((search_ms - $before_held) / nullif(searches - $before_searches, 0))::numeric, 3) FROM gknn_service_status()")"
 
 # --- eviction under a small budget ----------------------------------------------
 # Room for one image of a (141 kB with its vectors) or c (134 kB), not for both.

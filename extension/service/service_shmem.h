@@ -318,6 +318,9 @@ struct ServiceShared {
   int64 deltas;       // deltas applied (an image brought to a new generation)
   int64 delta_bytes;  // bytes of deltas shipped
   int64 busy_us;      // time spent running batches
+  // Summed over the searches batches answered: submitted to the batch's
+  // start on an executor (queue wait), and submitted to answered.
+  int64 wait_us, held_us;
   // GpuTopK: sessions opened, batches ranked and their rows; rankings of
   // several sessions' one-shot cache hits at once and the hits in them.
   int64 topk_sessions, topk_batches, topk_rows, topk_shared_rankings, topk_shared_hits;

@@ -66,7 +66,7 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "gknn_service_status: return type must be a row type");
-  constexpr int kCols = 31;
+  constexpr int kCols = 33;
   Datum v[kCols];
   bool nulls[kCols];
   for (int i = 0; i < kCols; ++i) nulls[i] = true;
@@ -119,6 +119,8 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
     v[28] = Int64GetDatum(cache_evictions);
     v[29] = Int64GetDatum(c.topk_shared_rankings);
     v[30] = Int64GetDatum(c.topk_shared_hits);
+    v[31] = Float8GetDatum(c.wait_us / 1000.0);
+    v[32] = Float8GetDatum(c.held_us / 1000.0);
     for (int i = 0; i < kCols; ++i) nulls[i] = false;
     if (!running) nulls[1] = nulls[4] = true;
     if (c.reason[0] == '\0') nulls[3] = true;

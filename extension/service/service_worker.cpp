@@ -238,14 +238,17 @@ bool guarded(RequestSlot* s, Fn&& fn) {
 
 // Hands a written reply to its requester (any thread): Done or Failed by
 // its reply code; an abandoned request is simply freed. Wakes the requester
-// either way. The slot is the requester's again from here on.
-void deliver(RequestSlot* s) {
-  s->end_us = now_us();
+// either way. The slot is the requester's again from here on. Returns the
+// time it wrote as the answer's (end_us).
+int64 deliver(RequestSlot* s) {
+  const int64 end = now_us();
+  s->end_us = end;
   SpinLockAcquire(&s->mutex);
   s->state = s->state == kAbandoned ? kFree : (s->reply == kOk || s->reply == kNeedImage ? kDone : kFailed);
   Latch* wake = s->owner_latch;
   SpinLockRelease(&s->mutex);
   if (wake) SetLatch(wake);
+  return end;
 }
 
 void count_errors(ServiceShared* ctl, int64 n) {
@@ -364,6 +367,10 @@ struct SearchJob {
   std::vector<JobRequest> requests;
   uint64 batch_id = 0;
   int64 busy_us = 0;
+  // Summed over its requests: submitted to the batch's start on an
+  // executor (the queue, the main thread's round, a free executor), and
+  // submitted to answered.
+  int64 wait_us = 0, held_us = 0;
   int64 errors = 0;
   int* exact_count = nullptr;  // its count in exact_in_flight (an exact batch)
 };
@@ -401,6 +408,7 @@ bool exact_waits(const RequestSlot* s) {
 // slot and payload (mapped by the main thread until it counts the batch)
 // and delivers it.
 void run_search(SearchJob& job) {
+  const int64 started_us = now_us();
   const Resident& r = *job.image;
   RequestSlot* first = job.requests[0].s;
   const int dim = first->dim;
@@ -424,7 +432,7 @@ void run_search(SearchJob& job) {
   gknn::graph::SearchParams gp;
   gp.k = static_cast<int>(k);
   gp.ef = first->ef;
-  const auto start = std::chrono::steady_clock::now();  // not now_us(): a PostgreSQL function
+  const auto start = std::chrono::steady_clock::now();  // monotonic, for a duration
   bool ok = guarded(first, [&] {
     // The core reads each query as the image's dimension (the backend
     // checked it against the metapage; a mismatch would read past a query).
@@ -445,13 +453,22 @@ void run_search(SearchJob& job) {
   });
   job.busy_us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+  // Each request's waits, its submission read before deliver() (then the
+  // slot is its requester's, who may submit again). The wall clock may
+  // step back: clamped, so that held >= wait holds for each request.
+  auto deliver_timed = [&](RequestSlot* s, int64 submitted) {
+    const int64 wait = std::max<int64>(0, started_us - submitted);
+    job.wait_us += wait;
+    job.held_us += std::max(wait, deliver(s) - submitted);
+  };
   // The first request carries the group's error: delivered last.
   for (int64 q = nq - 1; q >= 0; --q) {
     RequestSlot* s = job.requests[q].s;
+    const int64 submitted = s->submit_us;
     if (!ok) {
       if (s != first) set_error(s, first->sqlstate, first->message);
       ++job.errors;
-      deliver(s);
+      deliver_timed(s, submitted);
       continue;
     }
     // Rows with fewer candidates than k are padded with id -1 by the core.
@@ -466,7 +483,7 @@ void run_search(SearchJob& job) {
     s->entries = r.entries;
     s->batch_id = job.batch_id;
     s->batch_size = static_cast<int32>(nq);
-    deliver(s);
+    deliver_timed(s, submitted);
   }
 }
 
@@ -543,6 +560,8 @@ void complete_job(ServiceShared* ctl, SearchJob& job) {
   ctl->batches++;
   ctl->batched_queries += static_cast<int64>(job.requests.size());
   ctl->busy_us += job.busy_us;
+  ctl->wait_us += job.wait_us;
+  ctl->held_us += job.held_us;
   SpinLockRelease(&ctl->mutex);
 }
 
@@ -729,7 +748,7 @@ void announce_start(ServiceShared* ctl) {
   ctl->latch = MyLatch;
   ctl->started_us = now_us();
   ctl->requests = ctl->searches = ctl->batches = ctl->batched_queries = 0;
-  ctl->loads = ctl->evictions = ctl->errors = ctl->busy_us = 0;
+  ctl->loads = ctl->evictions = ctl->errors = ctl->busy_us = ctl->wait_us = ctl->held_us = 0;
   ctl->load_bytes = ctl->deltas = ctl->delta_bytes = 0;
   ctl->topk_sessions = ctl->topk_batches = ctl->topk_rows = 0;
   ctl->topk_shared_rankings = ctl->topk_shared_hits = 0;
