@@ -22,7 +22,10 @@
 // "threads": the GPU service's shape (its executor threads each searching a
 // small batch at once): calls of 1, 2 and 4 queries at ef 16 and 20 from 1,
 // 2, 4 and 8 host threads together for 2 s each, total queries per second and
-// the mean time of one call (a before/after of a call's host work).
+// the mean time of one call (a before/after of a call's host work), with the
+// CTAs per query the device chooses and with clusters of 4 and 8 forced (a
+// cluster of 8 per query fills an H200's 132 SMs at 16 queries in flight,
+// whatever the number of calls they come in).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -152,7 +155,8 @@ int profile_single_queries(const gknn::graph::Graph& g, const float* base, const
 
 // Calls of `batch` queries from `threads` host threads at once for `secs`.
 void concurrent_calls(const gknn::graph::DeviceGraph& dg, const float* queries, std::int64_t nq, int dim,
-                      int k, int ef, int batch, int threads, double secs) {
+                      int k, int ef, int batch, int threads, double secs, int team = 0) {
+  gknn::graph::force_search_team_for_tests(team);
   std::atomic<std::int64_t> calls{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> pool;
@@ -179,17 +183,22 @@ void concurrent_calls(const gknn::graph::DeviceGraph& dg, const float* queries, 
   const double wall = since(t0), n = double(calls.load());
   double all = 0;
   for (double b : busy) all += b;
-  std::printf("| %d | %d | %d | %.0f | %.3f |\n", ef, batch, threads, n * batch / wall, all / n * 1e3);
+  std::printf("| %d | %d | %d | %d | %.0f | %.3f |\n", ef, batch, threads, team, n * batch / wall,
+              all / n * 1e3);
 }
 
 int threaded_calls(const gknn::graph::Graph& g, const float* base, const float* queries, std::int64_t nq,
                    int dim, int k) {
   const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
   concurrent_calls(dg, queries, nq, dim, k, 20, 1, 1, 0.5);  // warm-up
-  std::printf("\n| ef | batch | threads | queries/s | ms per call |\n|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "\n| ef | batch | threads | CTAs per query (0: the device's choice) | queries/s | ms per call |\n"
+      "|---:|---:|---:|---:|---:|---:|\n");
   for (int ef : {16, 20})
     for (int batch : {1, 2, 4})
-      for (int threads : {1, 2, 4, 8}) concurrent_calls(dg, queries, nq, dim, k, ef, batch, threads, 2.0);
+      for (int threads : {1, 2, 4, 8})
+        for (int team : {0, 4, 8}) concurrent_calls(dg, queries, nq, dim, k, ef, batch, threads, 1.0, team);
+  gknn::graph::force_search_team_for_tests(0);
   return 0;
 }
 
