@@ -243,12 +243,14 @@ def run_engine(server, args, exp, engine, data, meta):
                     # hold is the backend's, libpq's, the client's and wake-ups.
                     if run.get("qps"):
                         service["round_trip_ms"] = 1000.0 * clients / run["qps"]
-                        service["rest_ms"] = service["round_trip_ms"] - service["held_ms_per_search"]
+                        if "held_ms_per_search" in service:
+                            service["rest_ms"] = service["round_trip_ms"] - service["held_ms_per_search"]
                     run["service"] = service
                     log(f"{label}, {clients} clients: the service ran {service['searches']} searches in "
                         f"{service['batches']} batches (mean {service['mean_batch']:.2f}), its executors busy "
                         f"{service['busy_ms_per_batch']:.3f} ms per batch; per search "
-                        f"{service['wait_ms_per_search']:.3f} ms queued, {service['held_ms_per_search']:.3f} ms "
+                        f"{report.fmt(service.get('wait_ms_per_search'), 3)} ms queued, "
+                        f"{report.fmt(service.get('held_ms_per_search'), 3)} ms "
                         f"in the service (warm-up included); round trip "
                         f"{report.fmt(service.get('round_trip_ms'), 3)} ms, of which "
                         f"{report.fmt(service.get('rest_ms'), 3)} ms outside the service")
@@ -266,25 +268,34 @@ def run_engine(server, args, exp, engine, data, meta):
 
 
 def service_counters(server, db):
-    """gknn's service counters (index searches, their batches, executor busy ms, the searches' queue wait and
-    time in the service, summed ms), or None without a ready service."""
-    out = server.sql(db, "SELECT searches, batches, busy_ms, queue_wait_ms, search_ms FROM gknn_service_status() "
-                     "WHERE state = 'ready'", check=False)
+    """gknn's service counters (index searches, their batches, the searches answered by batches, executor busy ms,
+    those searches' queue wait and time in the service, summed ms), or None without a ready service. A database
+    whose gknn predates the two wait columns gives the first four, the waits as None."""
+    status = "FROM gknn_service_status() WHERE state = 'ready'"
+    first = "searches, batches, round(mean_batch * batches), busy_ms"
+    out = server.sql(db, f"SELECT {first}, queue_wait_ms, search_ms {status}", check=False)
+    if not out:
+        out = server.sql(db, f"SELECT {first}, NULL, NULL {status}", check=False)
     if not out:
         return None
-    searches, batches, busy_ms, wait_ms, held_ms = out.split("|")
-    return int(searches), int(batches), float(busy_ms), float(wait_ms), float(held_ms)
+    searches, batches, batched, busy_ms, wait_ms, held_ms = out.split("|")
+    return (int(searches), int(batches), int(float(batched)), float(busy_ms),
+            float(wait_ms) if wait_ms else None, float(held_ms) if held_ms else None)
 
 
 def service_delta(before, after):
     """What the service did for one run point (where a point's time went: batch sizes, GPU calls' time, per search
-    the wait for an executor and the time from submission to answer)."""
+    a batch answered the wait for an executor and the time from submission to answer; a search answered without
+    a batch, the image not yet loaded, counts in searches only)."""
     if not before or not after or after[0] <= before[0] or after[1] <= before[1]:
         return None
-    searches, batches, busy_ms, wait_ms, held_ms = (a - b for a, b in zip(after, before))
-    return {"searches": searches, "batches": batches, "mean_batch": searches / batches, "busy_ms": busy_ms,
-            "busy_ms_per_batch": busy_ms / batches, "wait_ms_per_search": wait_ms / searches,
-            "held_ms_per_search": held_ms / searches}
+    searches, batches, batched = (a - b for a, b in zip(after[:3], before[:3]))
+    out = {"searches": searches, "batches": batches, "mean_batch": batched / batches,
+           "busy_ms": after[3] - before[3], "busy_ms_per_batch": (after[3] - before[3]) / batches}
+    if batched > 0 and None not in (before[4], before[5], after[4], after[5]):
+        out["wait_ms_per_search"] = (after[4] - before[4]) / batched
+        out["held_ms_per_search"] = (after[5] - before[5]) / batched
+    return out
 
 
 def median(values):
