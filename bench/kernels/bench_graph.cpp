@@ -18,7 +18,9 @@
 // the build, only single-query searches (ef 16 and 64, the default width)
 // between cudaProfilerStart/Stop, for `ncu --profile-from-start off`, with
 // the host's time per call. "quick": the search table at ef 16, 20, 32 and
-// 64, the default width only (a before/after of the search kernel).
+// 64, the default width only (a before/after of the search kernel). After
+// the table, the floor under a call measured in the same run
+// (launch_floor.cu: an empty kernel launched and waited for as a call is).
 // "threads": the GPU service's shape (its executor threads each searching a
 // small batch at once): calls of 1, 2 and 4 queries at ef 16 and 20 from 1,
 // 2, 4 and 8 host threads together for 2 s each, total queries per second and
@@ -43,6 +45,7 @@
 #include "gknn/graph.h"
 #include "gknn/knn.h"
 #include "graph/common.h"
+#include "launch_floor.h"
 
 namespace {
 
@@ -310,5 +313,11 @@ int main(int argc, char** argv) {
       std::printf("| %d | %d | %.4f | %.4f | %.4f | %.3f | %.0f | %.0f | %.0f | %.0f |\n", ef, width, rg, rc,
                   rb, alone[alone.size() / 2] * 1e3, qps[0], qps[1], qps[2], qps[3]);
     }
+  // The floor under those calls, same run: an empty kernel launched and
+  // waited for as a call of 1 or 4 queries is (-1: not on this device).
+  std::printf(
+      "\nlaunch floor (empty kernel, all shared memory, answers to mapped memory, p50 ms): "
+      "1 query %.4f, 4 queries %.4f in clusters of 8 CTAs; 1 query %.4f in one CTA\n",
+      launch_floor_ms(1, true), launch_floor_ms(4, true), launch_floor_ms(1, false));
   return 0;
 }
