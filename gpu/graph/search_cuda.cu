@@ -777,12 +777,14 @@ std::atomic<int> forced_team{0};
 // call takes clusters of 8 only where its CTAs fit beside them (team_size).
 // Devices past the array share slots: a count for a choice of speed only.
 constexpr int kCountedDevices = 64;
-std::atomic<int> ctas_in_flight[kCountedDevices];
+std::atomic<int> ctas_in_flight_by_device[kCountedDevices];
+
+std::atomic<int>& ctas_in_flight(int device) { return ctas_in_flight_by_device[device % kCountedDevices]; }
 
 // Counts a call's CTAs in ctas_in_flight while it lives.
 class InFlight {
  public:
-  InFlight(int device, int ctas) : count_(ctas_in_flight[device % kCountedDevices]), ctas_(ctas) {
+  InFlight(int device, int ctas) : count_(ctas_in_flight(device)), ctas_(ctas) {
     count_.fetch_add(ctas_, std::memory_order_relaxed);
   }
   ~InFlight() { count_.fetch_sub(ctas_, std::memory_order_relaxed); }
@@ -855,10 +857,10 @@ struct DeviceGraph::Impl {
   }
 
   // CTAs per query for a call of nq queries, for calls of up to
-  // kWidestUpTo queries (else one; clusters of 2 lost to one CTA): the
-  // larger cluster (8, 4) whose CTAs for nq fit the GPU at once (one wave)
-  // beside the `busy` CTAs of other calls running now. Where they do not,
-  // 4: the GPU service's executors call at once, and clusters of 8 for 32
+  // kWidestUpTo queries (else one; clusters of 2 lost to one CTA): 8 where
+  // the call's CTAs fit the GPU at once (one wave) beside the `busy` CTAs of
+  // other calls running now, else 4 where nq clusters of 4 fit it alone:
+  // the GPU service's executors call at once, and clusters of 8 for 32
   // queries in flight wait for each other's SMs (H200, 60,000 x 784, ef 16,
   // 8 threads each calling with 4 queries: a call 0.148 ms with 8, 0.101
   // with 4; up to 16 in flight 8 is ~7 % faster than 4;
@@ -867,8 +869,7 @@ struct DeviceGraph::Impl {
     if (nq > kWidestUpTo) return 1;
     const int forced = forced_team.load();
     if (forced == 1 || ((forced == 4 || forced == 8) && active[forced] > 0)) return forced;
-    for (int cl : {8, 4})
-      if (active[cl] > 0 && busy + nq * cl <= std::int64_t(active[cl]) * cl) return cl;
+    if (active[8] > 0 && busy + nq * 8 <= std::int64_t(active[8]) * 8) return 8;
     if (active[4] > 0 && nq <= active[4]) return 4;
     return 1;
   }
@@ -1042,8 +1043,7 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   // query: ef 20 0.118 -> 0.108 ms with 8; bench/results/graph-cluster-H200-2026-11-28.md),
   // which score the entry sample themselves, a share each (a separate
   // kernel before the search: one more launch and ~10 us on its few SMs).
-  const int cl =
-      im.team_size(nq, ctas_in_flight[im.device % kCountedDevices].load(std::memory_order_relaxed));
+  const int cl = im.team_size(nq, ctas_in_flight(im.device).load(std::memory_order_relaxed));
   const InFlight counted(im.device, cl > 1 ? int(nq) * cl : 0);
   const bool entry_kernel = cl == 1 && nq <= kWideUpTo && n_entries > 0;
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
