@@ -48,6 +48,11 @@ def alone_text(a):
     return " / ".join(fmt(a.get(key), 3) for key in ("execution_ms", "queue_wait_ms", "service_ms"))
 
 
+def round_trip_ms(run):
+    """A closed-loop point's mean round trip (each client has one query in flight): clients / QPS, or None."""
+    return 1000.0 * run["clients"] / run["qps"] if run.get("qps") else None
+
+
 def load_text(run):
     """A run's service means under load (run_experiment.service_delta) for the table: the closed-loop round
     trip, each search's queue wait and time in the service, the executors' time per batch. '-' for an engine
@@ -55,11 +60,8 @@ def load_text(run):
     s = run.get("service")
     if not s:
         return "-"
-    trip = s.get("round_trip_ms")
-    if trip is None and run.get("qps"):
-        trip = 1000.0 * run["clients"] / run["qps"]
-    return " / ".join(fmt(x, 3) for x in (trip, s.get("wait_ms_per_search"), s.get("held_ms_per_search"),
-                                          s.get("busy_ms_per_batch")))
+    return " / ".join(fmt(x, 3) for x in (round_trip_ms(run), s.get("wait_ms_per_search"),
+                                          s.get("held_ms_per_search"), s.get("busy_ms_per_batch")))
 
 
 def settings_text(run, engine_doc):

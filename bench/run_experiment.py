@@ -238,11 +238,10 @@ def run_engine(server, args, exp, engine, data, meta):
                 run.update(engine=engine["name"], settings=dict(settings), clients=clients, plan=plan)
                 service = service_delta(before, service_counters(server, db) if before else None)
                 if service:
-                    # Closed loop: each client has one query in flight, so a
-                    # round trip lasts clients / QPS; what the service did not
-                    # hold is the backend's, libpq's, the client's and wake-ups.
+                    # What the service did not hold of a round trip is the
+                    # backend's, libpq's, the client's and wake-ups.
                     if run.get("qps"):
-                        service["round_trip_ms"] = 1000.0 * clients / run["qps"]
+                        service["round_trip_ms"] = report.round_trip_ms(run)
                         if "held_ms_per_search" in service:
                             service["rest_ms"] = service["round_trip_ms"] - service["held_ms_per_search"]
                     run["service"] = service
