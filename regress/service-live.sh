@@ -273,6 +273,7 @@ SELECT check_one(:q, CASE :p WHEN 1 THEN 1 WHEN 2 THEN 4 ELSE 16 END);
 SQL
 before_batches=$(status batches)
 before_searches=$(status searches)
+before_batched=$(status "round(mean_batch * batches)")
 before_wait=$(status queue_wait_ms)
 before_held=$(status search_ms)
 check "64 concurrent sessions: every answer equals the CPU's" pgbench_ok 64 8
@@ -286,7 +287,8 @@ check "their queue wait and time in the service were counted (search_ms grew at 
     AND search_ms >= queue_wait_ms
   FROM gknn_service_status()"
 echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_searches, round(mean_batch::numeric, 2) FROM gknn_service_status()")"
-echo "# per search, ms queued / in the service: $(sql -c "SELECT round(((queue_wait_ms - $before_wait) / nullif(searches - $before_searches, 0))::numeric, 3) || ' / ' || round(((search_ms - $before_held) / nullif(searches - $before_searches, 0))::numeric, 3) FROM gknn_service_status()")"
+# Per search a batch answered (the counters' searches: bench/run_experiment.py's service_delta too).
+echo "# per search, ms queued / in the service: $(sql -c "SELECT round(((queue_wait_ms - $before_wait) / nullif(round(mean_batch * batches) - $before_batched, 0))::numeric, 3) || ' / ' || round(((search_ms - $before_held) / nullif(round(mean_batch * batches) - $before_batched, 0))::numeric, 3) FROM gknn_service_status()")"
 
 # --- eviction under a small budget ----------------------------------------------
 # Room for one image of a (141 kB with its vectors) or c (134 kB), not for both.
