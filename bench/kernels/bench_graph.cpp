@@ -1,6 +1,6 @@
 // The gpu_graph core (issue 15): build time and search recall / QPS.
 //
-//   gknn_bench_graph [n=1000000] [dim=128] [degree=32] [file.fvecs] [cpu|profile|quick|threads]
+//   gknn_bench_graph [n=1000000] [dim=128] [degree=32] [file.fvecs] [cpu|profile|quick|width|threads]
 //
 // Data: a clustered synthetic set (1,000 Gaussian centres, noise 0.35 of
 // the centres' spread) or the first n vectors of an .fvecs file; 1,000
@@ -18,7 +18,9 @@
 // the build, only single-query searches (ef 16 and 64, the default width)
 // between cudaProfilerStart/Stop, for `ncu --profile-from-start off`, with
 // the host's time per call. "quick": the search table at ef 16, 20, 32 and
-// 64, the default width only (a before/after of the search kernel). After
+// 64, the default width only (a before/after of the search kernel). "width":
+// ef 16, 20, 24 and 32 at widths 4, 8 and 16 (which width reaches a recall at
+// the least latency where the graph's degree is high). After
 // the table, the floor under a call measured in the same run
 // (launch_floor.cu: an empty kernel launched and waited for as a call is).
 // "threads": the GPU service's shape (its executor threads each searching a
@@ -213,6 +215,7 @@ int main(int argc, char** argv) {
   const bool with_cpu = argc > 5 && std::strcmp(argv[5], "cpu") == 0;
   const bool profile = argc > 5 && std::strcmp(argv[5], "profile") == 0;
   const bool quick = argc > 5 && std::strcmp(argv[5], "quick") == 0;
+  const bool wide = argc > 5 && std::strcmp(argv[5], "width") == 0;
   const bool threads = argc > 5 && std::strcmp(argv[5], "threads") == 0;
   constexpr std::int64_t nq = 1000;
   constexpr int k = 10;
@@ -277,10 +280,12 @@ int main(int argc, char** argv) {
       "QPS "
       "batch 1 | QPS batch 8 | QPS batch 64 | QPS batch 1000 |\n");
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  const std::vector<int> efs =
-      quick ? std::vector<int>{16, 20, 32, 64} : std::vector<int>{16, 32, 64, 128, 256, 512};
-  const std::vector<int> widths =
-      quick ? std::vector<int>{gknn::graph::SearchParams{}.width} : std::vector<int>{1, 2, 4, 8};
+  const std::vector<int> efs = quick  ? std::vector<int>{16, 20, 32, 64}
+                               : wide ? std::vector<int>{16, 20, 24, 32}
+                                      : std::vector<int>{16, 32, 64, 128, 256, 512};
+  const std::vector<int> widths = quick  ? std::vector<int>{gknn::graph::SearchParams{}.width}
+                                  : wide ? std::vector<int>{4, 8, 16}
+                                         : std::vector<int>{1, 2, 4, 8};
   for (int ef : efs)
     for (int width : widths) {
       gknn::graph::SearchParams sp;
