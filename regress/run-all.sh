@@ -62,8 +62,9 @@
 # its committed corpus; a crash fails it (`make fuzz` runs them longer).
 #
 # The bench stage builds bench/ (build/bench), runs the load generator's unit
-# tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
-# (TAP): both counted under "bench".
+# tests (GoogleTest), bench/tests/report_check.py (TAP: the results' comparison
+# at a recall) and, against the same server, bench/tests/loadgen-live.sh
+# (TAP): all counted under "bench".
 #
 # pgTAP files run in one fresh database in which `CREATE EXTENSION pgtap` and
 # `CREATE EXTENSION gknn` were already run; each file should wrap itself in
@@ -388,8 +389,9 @@ run_sql_fuzz() {
   GKNN_SERVER_LOG=$(cluster_log_file) GKNN_FUZZ_BATCHES=$2 run_tap "$1" regress/sql-fuzz.sh
 }
 
-# bench/: the load generator's unit tests, then (with a server) its live
-# check; one stage. TAP lines of the live check count like pgTAP's.
+# bench/: the load generator's unit tests and the report's checks, then
+# (with a server) the live check; one stage. Their TAP lines count like
+# pgTAP's.
 run_bench_tests() {
   local have_server=$1 rc=0 p f s p2 f2
   if [ "${GKNN_SKIP_BUILD:-0}" != 1 ] || [ ! -x build/bench/gknn_loadgen_tests ]; then
@@ -401,6 +403,10 @@ run_bench_tests() {
   fi
   run_logged bench build/bench/gknn_loadgen_tests || rc=$?
   read -r p f s <<<"$(count_gtest "$(log_path bench)")"
+  run_logged bench-report python3 bench/tests/report_check.py || rc=$?
+  read -r p2 f2 <<<"$(count_pgtap "$(log_path bench-report)")"
+  p=$((p + p2))
+  f=$((f + f2))
   if [ "$have_server" = 1 ]; then
     GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
       run_logged bench-live bench/tests/loadgen-live.sh build/bench || rc=$?

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""TAP checks of bench/report.py's comparison at a recall (no server, no
+GPU): each side's best setting among those reaching the floor, never a faster
+one below it, the client counts kept apart, a side with none said so."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import report  # noqa: E402
+
+checks = []
+
+
+def ok(cond, name):
+    checks.append((bool(cond), name))
+
+
+def run(clients, qps, recall, **settings):
+    return {"clients": clients, "qps": qps, "recall": {"mean": recall}, "settings": settings}
+
+
+def doc(engines, floors=None):
+    spec = {"engines": [{"name": e["engine"], "sweep": {}} for e in engines]}
+    if floors:
+        spec["recall_floors"] = floors
+    return {"k": 10, "engines": engines, "experiment_file": spec}
+
+
+graph = {"engine": "gknn-graph", "extension": "gknn", "sweep_names": ["ef"],
+         "runs": [run(16, 90000, 0.9926, ef=12), run(16, 95000, 0.9967, ef=20), run(16, 120000, 0.98, ef=8),
+                  run(64, 130000, 0.9953, ef=16)]}
+hnsw = {"engine": "pgvector-hnsw", "extension": "vector", "sweep_names": ["ef"],
+        "runs": [run(16, 30000, 0.988, ef=20), run(16, 25000, 0.9912, ef=24), run(16, 19000, 0.9961, ef=40),
+                 run(64, 16000, 0.9961, ef=40)]}
+d = doc([graph, hnsw])
+
+b = report.best_at_recall(d, "gknn", 0.99, 16)
+ok(b and b["qps"] == 95000, "gknn's best at 0.99 is its fastest setting reaching it, not a faster one below")
+b = report.best_at_recall(d, "pgvector", 0.99, 16)
+ok(b and b["qps"] == 25000, "pgvector's best at 0.99 skips ef 20 (0.988), takes ef 24 over ef 40")
+b = report.best_at_recall(d, "pgvector", 0.995, 16)
+ok(b and b["qps"] == 19000, "at 0.995 only ef 40 reaches it")
+ok(report.best_at_recall(d, "gknn", 0.999, 16) is None, "no setting reaching the floor: None")
+b = report.best_at_recall(d, "gknn", 0.99, 64)
+ok(b and b["qps"] == 130000, "client counts are kept apart")
+
+lines = report.at_recall_lines(d)
+text = "\n".join(lines)
+ok("| 0.99 | 16 | gknn-graph ef=20: 95000.0 (0.9967) | pgvector-hnsw ef=24: 25000.0 (0.9912) | 3.80x |" in text,
+   "the table row at 0.99, 16 clients: both bests and their ratio")
+ok("| 0.995 | 64 | gknn-graph ef=16: 130000.0 (0.9953) | pgvector-hnsw ef=40: 16000.0 (0.9961) | 8.12x |" in text,
+   "the table row at 0.995, 64 clients")
+
+lone = doc([graph])
+text = "\n".join(report.at_recall_lines(lone))
+ok("| 0.99 | 16 | gknn-graph ef=20: 95000.0 (0.9967) | none reaches it | - |" in text,
+   "without a pgvector engine: its side says so, no ratio")
+ok(report.at_recall_lines(doc([graph], floors=[0.9999])) == [], "no engine reaches any floor: no table")
+text = "\n".join(report.at_recall_lines(doc([graph, hnsw], floors=[0.95])))
+ok("| 0.95 | 16 | gknn-graph ef=8: 120000.0 (0.9800) |" in text, "an experiment's recall_floors replace the default")
+skipped = dict(hnsw, skipped="no pgvector")
+ok(report.best_at_recall(doc([graph, skipped]), "pgvector", 0.99, 16) is None, "a skipped engine is not counted")
+
+print(f"1..{len(checks)}")
+for i, (good, name) in enumerate(checks, 1):
+    print(f"{'ok' if good else 'not ok'} {i} - {name}")
+sys.exit(0 if all(g for g, _ in checks) else 1)
