@@ -4,8 +4,8 @@
     service_ab_table.py SETTING... -- LABEL=RESULT.json...
 
 LABEL is A<n> (the server as packed) or B<n> (started with SETTING...). Per
-cell: QPS (client p50 ms; the service's mean batch, executor ms per batch),
-then B's mean QPS over A's.
+cell: QPS (client p50 ms; the service's mean batch, executor ms per batch,
+a search's queue wait ms), then B's mean QPS over A's.
 """
 import json
 import sys
@@ -19,15 +19,16 @@ def cells(path):
         for run in engine["runs"]:
             svc = run.get("service") or {}
             out[(run["label"], run["clients"])] = (run["qps"], run["latency_ms"]["p50"], svc.get("mean_batch"),
-                                                   svc.get("busy_ms_per_batch"))
+                                                   svc.get("busy_ms_per_batch"), svc.get("wait_ms_per_search"))
     return doc, out
 
 
 def show(cell):
     if cell is None:
         return "-"
-    qps, p50, batch, busy = cell
+    qps, p50, batch, busy, wait = cell
     extra = f"; {batch:.2f}, {busy:.3f}" if batch is not None and busy is not None else ""
+    extra += f", {wait:.3f}" if extra and wait is not None else ""
     return f"{qps:,.0f} ({p50:.2f}{extra})"
 
 
@@ -44,7 +45,7 @@ def main(argv):
     print(f"fashion-mnist-service-ab run {order} on one host: A the server as packed, B started with "
           f"`{' '.join(settings)}` in its environment (bench/service-ab.sh). gknn "
           f"{env.get('gknn', {}).get('version', '?')}, {env.get('cpu', '?')}. Per cell: QPS (client p50 ms; "
-          "the service's mean batch, executor ms per batch).\n")
+          "the service's mean batch, executor ms per batch, a search's queue wait ms).\n")
     labels = [label for label, _, _ in loaded]
     print("| engine | clients | " + " | ".join(labels) + " | B / A |")
     print("|---|---:|" + "---:|" * (len(labels) + 1))
