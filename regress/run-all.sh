@@ -62,9 +62,9 @@
 # its committed corpus; a crash fails it (`make fuzz` runs them longer).
 #
 # The bench stage builds bench/ (build/bench), runs the load generator's unit
-# tests (GoogleTest), bench/tests/report_check.py (TAP: the results' comparison
-# at a recall) and, against the same server, bench/tests/loadgen-live.sh
-# (TAP): all counted under "bench".
+# tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
+# (TAP): both counted under "bench". The report stage (bench/tests/report_check.py,
+# TAP, no build or server) checks the results' comparison at a recall.
 #
 # pgTAP files run in one fresh database in which `CREATE EXTENSION pgtap` and
 # `CREATE EXTENSION gknn` were already run; each file should wrap itself in
@@ -389,9 +389,8 @@ run_sql_fuzz() {
   GKNN_SERVER_LOG=$(cluster_log_file) GKNN_FUZZ_BATCHES=$2 run_tap "$1" regress/sql-fuzz.sh
 }
 
-# bench/: the load generator's unit tests and the report's checks, then
-# (with a server) the live check; one stage. Their TAP lines count like
-# pgTAP's.
+# bench/: the load generator's unit tests, then (with a server) its live
+# check; one stage. TAP lines of the live check count like pgTAP's.
 run_bench_tests() {
   local have_server=$1 rc=0 p f s p2 f2
   if [ "${GKNN_SKIP_BUILD:-0}" != 1 ] || [ ! -x build/bench/gknn_loadgen_tests ]; then
@@ -403,10 +402,6 @@ run_bench_tests() {
   fi
   run_logged bench build/bench/gknn_loadgen_tests || rc=$?
   read -r p f s <<<"$(count_gtest "$(log_path bench)")"
-  run_logged bench-report python3 bench/tests/report_check.py || rc=$?
-  read -r p2 f2 <<<"$(count_pgtap "$(log_path bench-report)")"
-  p=$((p + p2))
-  f=$((f + f2))
   if [ "$have_server" = 1 ]; then
     GKNN_PSQL=$(command -v "$GKNN_PG_BIN/psql" || command -v psql) \
       run_logged bench-live bench/tests/loadgen-live.sh build/bench || rc=$?
@@ -492,6 +487,7 @@ main() {
   if ! install_prerequisites; then
     skip_stage all 'missing packages'
   else
+    run_tap report bench/tests/report_check.py
     if build_core_tests; then run_core_tests; else skip_stage core 'build failed'; fi
     timed asan run_asan_tests
     timed fuzz run_fuzz

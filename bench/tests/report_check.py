@@ -61,6 +61,27 @@ ok("| 0.95 | 16 | gknn-graph ef=8: 120000.0 (0.9800) |" in text, "an experiment'
 skipped = dict(hnsw, skipped="no pgvector")
 ok(report.best_at_recall(doc([graph, skipped]), "pgvector", 0.99, 16) is None, "a skipped engine is not counted")
 
+# postgres-exact runs in gknn's database (extension "gknn") but is PostgreSQL's
+# own plan: a baseline, on neither side; sides go by the engines' names.
+exact = {"engine": "postgres-exact", "extension": "gknn", "sweep_names": [],
+         "runs": [run(16, 500000, 1.0)]}
+b = report.best_at_recall(doc([graph, hnsw, exact]), "gknn", 0.99, 16)
+ok(b and b["engine"] == "gknn-graph", "postgres-exact is not gknn's best")
+ok(report.best_at_recall(doc([exact]), "pgvector", 0.99, 16) is None, "nor pgvector's")
+bare = {"engine": "pgvector-ivfflat", "sweep_names": [], "runs": [run(16, 21000, 0.9995)]}
+b = report.best_at_recall(doc([graph, bare]), "pgvector", 0.99, 16)
+ok(b and b["qps"] == 21000, "an engine without an extension field goes by its name")
+
+# Runs that cannot be compared: no recall, no QPS, errors.
+odd = {"engine": "gknn-ivfpq", "extension": "gknn", "sweep_names": [],
+       "runs": [{"clients": 16, "qps": 999999, "settings": {}}, dict(run(16, 0, 0.999)),
+                dict(run(16, 888888, 0.999), errors=3)]}
+ok(report.best_at_recall(doc([odd]), "gknn", 0.99, 16) is None,
+   "runs without recall, without QPS or with errors are never a best")
+nofile = {"k": 10, "engines": [graph, hnsw]}
+ok(any("| 0.99 | 16 |" in line for line in report.at_recall_lines(nofile)),
+   "a document without its experiment file takes the default floors")
+
 print(f"1..{len(checks)}")
 for i, (good, name) in enumerate(checks, 1):
     print(f"{'ok' if good else 'not ok'} {i} - {name}")

@@ -103,6 +103,7 @@ void choose_neighbours(const GraphImage* im, const float* v, uint32* row) {
   sp.k = m;
   sp.ef = Max(m, gknn_graph_ef_search);
   sp.seed = meta.seed;
+  sp.width = gknn::graph::kInsertWidth;  // as insert_node: the query default must not move the edges
   const auto metric = static_cast<gknn::Metric>(meta.metric);
   int n = 0;
   gknn_pg::core_call([&] {

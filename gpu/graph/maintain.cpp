@@ -32,6 +32,7 @@ void insert_node(Graph& g, const float* vectors, int dim, Metric metric, int ef,
     sp.k = k;
     sp.ef = ef;
     sp.seed = seed;
+    sp.width = kInsertWidth;
     search_cpu(g, vectors, dim, metric, xv, 1, sp, found.data(), fd.data());
     for (int j = 0; j < k; ++j)
       if (found[j] >= 0) cand.push_back(std::uint32_t(found[j])), cd.push_back(fd[j]);

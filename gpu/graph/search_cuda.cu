@@ -782,24 +782,31 @@ std::atomic<int> ctas_in_flight_by_device[kCountedDevices];
 std::atomic<int>& ctas_in_flight(int device) { return ctas_in_flight_by_device[device % kCountedDevices]; }
 
 // Counts a call's CTAs in ctas_in_flight while it lives. choose(busy) gives
-// the call's CTAs beside `busy` counted now; the count then takes them only
-// if it is still `busy` (else choose again with the new count), so that two
-// calls choosing at once cannot both take clusters of 8 for the same SMs.
+// the call's team size beside `busy` CTAs counted now; the count takes the
+// call's CTAs only if it is still `busy` (else choose again with the new
+// count), so that two calls choosing at once cannot both take clusters of 8
+// for the same SMs.
 class InFlight {
  public:
   template <typename Choose>
-  InFlight(int device, Choose&& choose) : count_(ctas_in_flight(device)) {
+  InFlight(int device, std::int64_t nq, Choose&& choose) : count_(ctas_in_flight(device)) {
     int busy = count_.load(std::memory_order_relaxed);
-    do {
-      ctas_ = choose(busy);
-    } while (!count_.compare_exchange_weak(busy, busy + ctas_, std::memory_order_relaxed));
+    for (;;) {
+      team_ = choose(busy);
+      ctas_ = team_ > 1 ? int(nq) * team_ : 0;
+      if (ctas_ == 0 || count_.compare_exchange_weak(busy, busy + ctas_, std::memory_order_relaxed)) return;
+    }
   }
-  ~InFlight() { count_.fetch_sub(ctas_, std::memory_order_relaxed); }
+  ~InFlight() {
+    if (ctas_) count_.fetch_sub(ctas_, std::memory_order_relaxed);
+  }
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
+  int team() const { return team_; }
 
  private:
   std::atomic<int>& count_;
+  int team_ = 1;
   int ctas_ = 0;
 };
 
@@ -1050,11 +1057,8 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   // query: ef 20 0.118 -> 0.108 ms with 8; bench/results/graph-cluster-H200-2026-11-28.md),
   // which score the entry sample themselves, a share each (a separate
   // kernel before the search: one more launch and ~10 us on its few SMs).
-  int cl = 1;
-  const InFlight counted(im.device, [&](int busy) {
-    cl = im.team_size(nq, busy);
-    return cl > 1 ? int(nq) * cl : 0;
-  });
+  const InFlight counted(im.device, nq, [&](int busy) { return im.team_size(nq, busy); });
+  const int cl = counted.team();
   const bool entry_kernel = cl == 1 && nq <= kWideUpTo && n_entries > 0;
   static_assert(sizeof(Shared) < 48 * 1024 + 8 * 1024, "the search kernel's shared memory without the query");
   const int threads = nq <= kWidestUpTo ? kMaxThreads : nq <= kWideUpTo ? kMaxThreads / 2 : kMaxThreads / 4;

@@ -117,22 +117,22 @@ struct SearchParams {
   // their rows scored and merged as one batch (CAGRA's search width). 1 is
   // HNSW's one at a time (fewest distances); wider takes fewer, larger steps,
   // which is what a lone query's latency on the GPU depends on. 1..kMaxWidth.
-  // Width 4 (H100, bench/results/graph-width-H100-2026-11-23.md): against 1, at
-  // ef 64 on 1M x 128 the same recall (0.9957), one query 0.56 ms instead of
-  // 0.70, batches of 64 and 1000 21% and 12% more queries per second; on
-  // 60,000 x 784 one query 0.33 ms instead of 0.50, recall 0.933 against
-  // 0.917. Width 8 (H200, bench/results/graph-width-H200-2026-11-29.md): against 4
-  // in calls of 1 and 8 queries (the GPU service's batches) more recall for
-  // less time: 1M x 128 degree 64 ef 32 recall 0.9974 in 0.098 ms a query
-  // alone instead of 0.9962 in 0.118; Fashion-MNIST ef 16 0.9955 in 0.076
-  // instead of 0.9932 in 0.082. Batches of 64 and more lose 10-20 % of their
-  // queries per second (more distances a query). Through the GPU service
-  // (synthetic-1m-graph-width-H200-2026-11-29-2eb8069.md): 1M degree 64 at
-  // 16 clients recall 0.99 with 89,730 QPS instead of 75,143; Fashion-MNIST
-  // at 16 clients the same, at 64 clients 10-18 % fewer (the busier GPU).
+  // 8: in the small calls the GPU service makes, more recall for less time
+  // than 4 (bench/results/graph-width-H200-2026-11-29.md; through the service
+  // synthetic-1m-graph-width-H200-2026-11-29-2eb8069.md: recall 0.99 at 16
+  // clients +19 % on 1M x 128). Its costs: more distances a query, so batches
+  // of 64 and more lose 10-20 % on the GPU, Fashion-MNIST at 64 clients
+  // 10-18 % at the same ef, and the CPU search 8-30 % a query. (4 against 1:
+  // graph-width-H100-2026-11-23.md.) Inserts search with kInsertWidth.
   int width = 8;
 };
 constexpr int kMaxWidth = 16;
+// The width of an insert's neighbour search (insert_node and the backend's
+// insert): fixed, whatever queries use, so that the edges an insert writes
+// do not follow the query default; 4, what inserts searched with before
+// queries went to 8 (regress/graph-recall.sh's floors after inserts hold
+// with it).
+constexpr int kInsertWidth = 4;
 
 // Where a search starts (the same on the CPU and the GPU): the graph's
 // entries, then nodes picked from the seed until entry_samples(n) nodes in
