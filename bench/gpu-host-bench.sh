@@ -62,9 +62,11 @@ server() {
     # start-postgres.sh exits silently without its previous env file; and is
     # run from the bundle's directory (the server user cannot enter every one).
     touch /tmp/gknn-pg.env
+    # GKNN_SERVER_SETTINGS: more name=value settings (service-ab.sh's GUC arms).
+    # shellcheck disable=SC2086  # words on purpose
     (cd "$bundle" && ./start-postgres.sh /tmp/gknn-pgdata -- shared_buffers=24GB max_connections=200 \
       max_worker_processes=64 max_parallel_workers=64 maintenance_work_mem=8GB work_mem=64MB jit=off \
-      shared_preload_libraries=gknn) || return 1
+      shared_preload_libraries=gknn ${GKNN_SERVER_SETTINGS:-}) || return 1
     touch /tmp/gknn-bench-server
   fi
   . /tmp/gknn-pg.env

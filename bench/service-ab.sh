@@ -3,8 +3,9 @@
 # minutes): the fashion-mnist-service-ab experiment (gpu_graph ef 16 / 20,
 # gpu_ivfpq refined and exact, 16 and 64 clients through the service, no
 # pgvector) run A B A B, A the server as packed, B the server started with
-# NAME=VALUE... in its environment (an experiment's GKNN_* switch, read when
-# the service starts). The alternation bounds the host's drift; one table
+# NAME=VALUE...: a name with a dot is a server setting (a GUC such as
+# gknn.service_poll_us, given to postgres with -c), any other goes into its
+# environment (an experiment's GKNN_* switch, read when the service starts). The alternation bounds the host's drift; one table
 # of the four runs side by side (bench/service_ab_table.py).
 #
 #   [ROUNDS=2] bench/service-ab.sh OUT NAME=VALUE [NAME=VALUE...]
@@ -20,8 +21,10 @@ set -uo pipefail
 out=${1:?usage: service-ab.sh OUT NAME=VALUE...}
 shift
 [ $# -gt 0 ] || { echo "usage: $0 OUT NAME=VALUE..." >&2; exit 2; }
+envs=() gucs=()
 for s in "$@"; do
-  [[ $s == [A-Za-z_]*=* ]] || { echo "not NAME=VALUE: $s" >&2; exit 2; }
+  [[ $s =~ ^[A-Za-z_][A-Za-z0-9_.]*=[^[:space:]]*$ ]] || { echo "not NAME=VALUE: $s" >&2; exit 2; }
+  if [[ ${s%%=*} == *.* ]]; then gucs+=("$s"); else envs+=("$s"); fi
 done
 cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$out"
@@ -35,12 +38,12 @@ rounds=${ROUNDS:-2}
 [[ $rounds =~ ^[1-9]$ ]] || { echo "ROUNDS must be 1-9" >&2; exit 2; }
 for round in $(seq 1 "$rounds"); do
   for arm in A B; do
-    settings=()
-    [ "$arm" = A ] || settings=("$@")
+    settings=(GKNN_SERVER_SETTINGS=)
+    [ "$arm" = A ] || settings=(${envs[@]+"${envs[@]}"} "GKNN_SERVER_SETTINGS=${gucs[*]}")
     dir=$out/$arm$round
     # A fresh server, a fresh result (this is the GPU host's copy of the tree).
     rm -rf /tmp/gknn-bench-server "$dir" bench/results/fashion-mnist-service-ab-*
-    env ${settings[@]+"${settings[@]}"} bench/gpu-host-bench.sh "$dir" server fashion-mnist-service-ab
+    env "${settings[@]}" bench/gpu-host-bench.sh "$dir" server fashion-mnist-service-ab
     # shellcheck disable=SC2012  # the step's own result file
     result=$(ls -t bench/results/fashion-mnist-service-ab-*.json 2>/dev/null | head -1)
     if ! grep -q '^step server: rc 0' "$dir/steps.txt" 2>/dev/null ||
