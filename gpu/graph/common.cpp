@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string>
 
+#include "runtime/cpu_cores.h"
+
 namespace gknn::graph {
 
 void validate(const BuildParams& p) {
@@ -70,7 +72,7 @@ void check_row_order(const Graph& g, const float* vectors, int dim, Metric metri
 void parallel_rows(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn,
                    int max_threads) {
   if (n <= 0) return;
-  std::int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  std::int64_t threads = cpu_cores();
   if (max_threads > 0) threads = std::min<std::int64_t>(threads, max_threads);
   threads = std::min(threads, n);
   const std::int64_t per = (n + threads - 1) / threads;

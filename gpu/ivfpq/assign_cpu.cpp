@@ -6,6 +6,7 @@
 
 #include "ivfpq/arith.h"
 #include "ivfpq/assign.h"
+#include "runtime/cpu_cores.h"
 
 namespace gknn::ivfpq {
 namespace {
@@ -18,7 +19,7 @@ constexpr double kWorkPerThread = 1 << 22;
 template <typename Fn>
 void parallel_rows(std::int64_t n, double work_per_row, const Fn& fn) {
   if (n <= 0) return;
-  const std::int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::int64_t cores = cpu_cores();
   const std::int64_t by_work = std::int64_t(double(n) * work_per_row / kWorkPerThread);
   const std::int64_t threads = std::clamp<std::int64_t>(by_work, 1, std::min(cores, n));
   const std::int64_t per = (n + threads - 1) / threads;
