@@ -5,8 +5,9 @@
 # pgvector) run A B A B, A the server as packed, B the server started with
 # NAME=VALUE...: a name with a dot is a server setting (a GUC such as
 # gknn.service_poll_us, given to postgres with -c), any other goes into its
-# environment (an experiment's GKNN_* switch, read when the service starts). The alternation bounds the host's drift; one table
-# of the four runs side by side (bench/service_ab_table.py).
+# environment (an experiment's GKNN_* switch, read when the service starts).
+# The alternation bounds the host's drift; one table of the four runs side by
+# side (bench/service_ab_table.py).
 #
 #   [ROUNDS=2] bench/service-ab.sh OUT NAME=VALUE [NAME=VALUE...]
 #

@@ -43,7 +43,7 @@ def main(argv):
     print(f"# GPU service A/B: {' '.join(settings)} ({env.get('device', '?')}, {first.get('date', '?')})\n")
     order = " ".join(label[0] for label, _ in runs)
     print(f"fashion-mnist-service-ab run {order} on one host: A the server as packed, B started with "
-          f"`{' '.join(settings)}` in its environment (bench/service-ab.sh). gknn "
+          f"`{' '.join(settings)}` (a name with a dot a server setting, else in its environment; bench/service-ab.sh). gknn "
           f"{env.get('gknn', {}).get('version', '?')}, {env.get('cpu', '?')}. Per cell: QPS (client p50 ms; "
           "the service's mean batch, executor ms per batch, a search's queue wait ms).\n")
     labels = [label for label, _, _ in loaded]
