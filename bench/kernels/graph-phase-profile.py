@@ -10,7 +10,8 @@ Build gknn_bench_graph from the rewritten tree, run
 `gknn_bench_graph N DIM 32 [file.fvecs|-] profile` on the GPU host, then
 `git checkout gpu/graph/search_cuda.cu bench/kernels/bench_graph.cpp`.
 The marks add a few microseconds; the instrumented kernel takes 64 bytes of
-staging room less. Made for 076ab94's kernel: a later change to the marked
+staging room less. Made for 076ab94's kernel, brought to 8d6627f's (merge_batch's own drop
+moved out to be timed apart): a later change to the marked
 lines makes a replacement fail (AssertionError) rather than mis-apply.
 Results: bench/results/graph-kernel-phases-H200-2026-11-28.md.
 """
@@ -48,12 +49,18 @@ void graph_profile_take(unsigned long long* out) {
 }
 namespace {
 ''')
+rep('''__device__ void merge_batch(Shared& sh, int ef) {
+  drop_hopeless(sh, ef);
+  const int nb = sh.batch;''','''__device__ void merge_batch(Shared& sh, int ef) {
+  const int nb = sh.batch;''')
 rep('''    if (given) sh.bd[at] = given[threadIdx.x];
   }
   __syncthreads();
+  if (threadIdx.x == 0) sh.hash_count += sh.batch;
   if (!given) {''','''    if (given) sh.bd[at] = given[threadIdx.x];
   }
   __syncthreads();
+  if (threadIdx.x == 0) sh.hash_count += sh.batch;
   const int eo = count > 0 && ids != sh.rows ? 16 : 0;
   PROF_MARK(4 + eo);
   PROF_ADD(10 + eo, sh.batch);
