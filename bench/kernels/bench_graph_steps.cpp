@@ -18,7 +18,9 @@
 // where that is over 32, how many enter the list, and recall@10. Then the
 // same with the entry sample replaced by k-means medoids (each cluster's
 // row nearest its centroid, 8 Lloyd iterations) for each count given
-// (e.g. 64 128 256), and with the sample cut to that count.
+// (e.g. 64 128 256), and with the sample cut to that count. Also, for the
+// entry sample, the same counts by step (the first step after the sample
+// merges the most: what the merge must be fast at).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -69,30 +71,44 @@ void halves(long n, F f) {
 struct Counts {
   double steps = 0, offered = 0, kept_list = 0, kept_own = 0, over32 = 0, over32_own = 0, entering = 0,
          hits = 0;
+  // By step (the last slot takes the later ones): steps taken, fresh, kept by each bound, entering.
+  static constexpr int kSteps = 6;
+  double at[kSteps][6] = {};
+  int first_step = 0;  // steps before this query's first
 };
 
 // drop_hopeless's bound over a batch in slot order (warps of 32): the
 // list's last entry when full, tightened by the batch's own where it has one.
-Scored drop_bound(const std::vector<Scored>& list, const std::vector<Scored>& batch, int ef, bool with_own) {
+// own: 0 none, 1 drop_hopeless's (the greatest of the warps' j-th least), 2
+// a tighter one tried on paper: the ef-th least of the warps' j least.
+Scored drop_bound(const std::vector<Scored>& list, const std::vector<Scored>& batch, int ef, int own) {
   Scored bound{INFINITY, gknn::graph::kNoNode};
   if (int(list.size()) >= ef) bound = list.back();
   const int nb = int(batch.size()), warps = 512 / 32, filled = std::max(1, std::min(warps, nb / 32));
   const int j = (ef + filled - 1) / filled;
-  if (!with_own || nb <= 32 || nb < ef || j > 32) return bound;
+  if (own == 0 || nb <= 32 || nb < ef || j > 32) return bound;
   const int covering = std::min(warps, (nb - j) / 32 + 1);
   Scored t{-INFINITY, 0};
+  std::vector<Scored> least;  // every covering warp's j least
   for (int w = 0; w < covering; ++w) {
     std::vector<Scored> v(batch.begin() + 32 * w, batch.begin() + std::min(nb, 32 * w + 32));
     if (int(v.size()) < j) return bound;
-    std::nth_element(v.begin(), v.begin() + (j - 1), v.end());
-    t = std::max(t, v[j - 1]);
+    std::sort(v.begin(), v.end());
+    t = std::max(t, v[std::size_t(j - 1)]);
+    least.insert(least.end(), v.begin(), v.begin() + j);
   }
-  return covering * j >= ef ? std::min(bound, t) : bound;
+  if (covering * j < ef) return bound;
+  if (own == 2) {
+    std::nth_element(least.begin(), least.begin() + (ef - 1), least.end());
+    t = least[std::size_t(ef - 1)];
+  }
+  return std::min(bound, t);
 }
 
 void search(const Graph& g, const float* base, int dim, const float* q,
             const std::vector<std::uint32_t>& entries, int ef, const std::vector<long>& truth, Counts* c) {
   constexpr int kWidth = 8;
+  c->first_step = int(c->steps);
   std::unordered_set<std::uint32_t> visited, expanded;
   std::vector<Scored> list, batch;
   for (std::uint32_t e : entries)
@@ -109,9 +125,10 @@ void search(const Graph& g, const float* base, int dim, const float* q,
       for (int s = 0; s < g.degree && g.row(p)[s] != gknn::graph::kNoNode; ++s)
         if (visited.insert(g.row(p)[s]).second)
           batch.push_back({l2(base + std::int64_t(g.row(p)[s]) * dim, q, dim), g.row(p)[s]});
-    const Scored by_list = drop_bound(list, batch, ef, false), by_own = drop_bound(list, batch, ef, true);
-    int kl = 0, ko = 0;
-    for (const Scored& s : batch) kl += s < by_list, ko += !(by_own < s);
+    const Scored by_list = drop_bound(list, batch, ef, 0), by_own = drop_bound(list, batch, ef, 1),
+                 by_least = drop_bound(list, batch, ef, 2);
+    int kl = 0, ko = 0, kt = 0;
+    for (const Scored& s : batch) kl += s < by_list, ko += !(by_own < s), kt += !(by_least < s);
     std::vector<Scored> merged = list;
     merged.insert(merged.end(), batch.begin(), batch.end());
     std::sort(merged.begin(), merged.end());
@@ -119,6 +136,8 @@ void search(const Graph& g, const float* base, int dim, const float* q,
     int entering = 0;
     for (const Scored& s : batch) entering += std::binary_search(merged.begin(), merged.end(), s);
     list = merged;
+    double* at = c->at[std::min(int(c->steps) - c->first_step, Counts::kSteps - 1)];
+    at[0] += 1, at[1] += double(batch.size()), at[2] += kl, at[3] += ko, at[4] += entering, at[5] += kt;
     c->steps += 1, c->offered += double(batch.size()), c->kept_list += kl, c->kept_own += ko;
     c->over32 += kl > 32, c->over32_own += ko > 32, c->entering += entering;
   }
@@ -128,7 +147,7 @@ void search(const Graph& g, const float* base, int dim, const float* q,
 
 void report(const char* label, const Graph& g, const std::vector<float>& base, int dim,
             const std::vector<float>& queries, long nq, const std::vector<std::uint32_t>& entries,
-            const std::vector<long>& truth) {
+            const std::vector<long>& truth, std::vector<std::string>* by_step = nullptr) {
   for (int ef : {10, 12, 16, 20, 32}) {
     Counts c;
     for (long q = 0; q < nq; ++q)
@@ -138,6 +157,15 @@ void report(const char* label, const Graph& g, const std::vector<float>& base, i
                 c.steps / double(nq), c.offered / c.steps, c.kept_list / c.steps, 100 * c.over32 / c.steps,
                 c.kept_own / c.steps, 100 * c.over32_own / c.steps, c.entering / c.steps,
                 c.hits / (10.0 * nq));
+    for (int i = 0; by_step && i < Counts::kSteps; ++i) {
+      const double* a = c.at[i];
+      if (a[0] == 0) break;
+      char line[200];
+      std::snprintf(line, sizeof line, "| %d | %s%d | %.0f %% | %.1f | %.1f | %.1f | %.1f | %.1f |", ef,
+                    i + 1 == Counts::kSteps ? ">= " : "", i + 1, 100 * a[0] / double(nq), a[1] / a[0],
+                    a[2] / a[0], a[3] / a[0], a[5] / a[0], a[4] / a[0]);
+      by_step->push_back(line);
+    }
   }
 }
 
@@ -214,7 +242,17 @@ int main(int argc, char** argv) {
       "(steps over 32) | kept with the batch's own too | entering the list | recall@10 |\n"
       "|---|---:|---:|---:|---:|---:|---:|---:|\n");
   const std::vector<std::uint32_t> sample = gknn::graph::entry_points(g, 0, nullptr);
-  report("the entry sample", g, base, dim, queries, nq, sample, truth);
+  std::vector<std::string> by_step;
+  report("the entry sample", g, base, dim, queries, nq, sample, truth, &by_step);
+  std::printf(
+      "\nBy step, from the entry sample: the queries that take it, fresh candidates, kept by the list's "
+      "bound, kept with the batch's own too, kept with the ef-th least of the warps' j least instead (a "
+      "tighter bound, not in the kernel), entering the list.\n\n"
+      "| ef | step | queries | fresh | kept by the list's bound | with the batch's own | with the warps' "
+      "least | entering |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const std::string& line : by_step) std::printf("%s\n", line.c_str());
+  std::printf("\n");
   for (int i = 4; i < argc; ++i) {
     const int k = std::atoi(argv[i]);
     const std::vector<std::uint32_t> m = medoids(base, n, dim, k);
