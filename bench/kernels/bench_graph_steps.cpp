@@ -25,15 +25,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "../common/vecfile.h"
 #include "gknn/graph.h"
+#include "gknn/knn.h"
 #include "graph/common.h"
 
 namespace {
@@ -41,26 +43,9 @@ namespace {
 using gknn::graph::Graph;
 using Scored = std::pair<double, std::uint32_t>;  // (distance, id): pair order is score_less without NaNs
 
-std::vector<float> read_fvecs(const std::string& path, long limit, int* dim) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    std::fprintf(stderr, "cannot read %s\n", path.c_str());
-    std::exit(1);
-  }
-  std::vector<float> v;
-  int d = 0;
-  for (long n = 0; n < limit && f.read(reinterpret_cast<char*>(&d), 4); ++n) {
-    const std::size_t at = v.size();
-    v.resize(at + std::size_t(d));
-    f.read(reinterpret_cast<char*>(v.data() + at), std::streamsize(4) * d);
-    *dim = d;
-  }
-  return v;
-}
-
 double l2(const float* a, const float* b, int dim) { return gknn::graph::dist(gknn::Metric::L2, a, b, dim); }
 
-// Work split over two threads (the figures do not depend on it).
+// The medoids' assignment split over two threads (the figures do not depend on it).
 template <typename F>
 void halves(long n, F f) {
   std::thread t(f, 0, n / 2);
@@ -77,36 +62,39 @@ struct Counts {
   int first_step = 0;  // steps before this query's first
 };
 
-// drop_hopeless's bound over a batch in slot order (warps of 32): the
-// list's last entry when full, tightened by the batch's own where it has one.
-// own: 0 none, 1 drop_hopeless's (the greatest of the warps' j-th least), 2
-// a tighter one tried on paper: the ef-th least of the warps' j least.
-Scored drop_bound(const std::vector<Scored>& list, const std::vector<Scored>& batch, int ef, int own) {
+// drop_hopeless's bounds over a batch in slot order (warps of 32, 512
+// threads): `list`, a full list's last entry; `own`, that tightened by the
+// batch's own where it has one (the greatest of the warps' j-th least);
+// `least`, by a tighter one tried on paper (the ef-th least of the warps'
+// j least). A candidate at or before a bound is kept.
+struct Bounds {
+  Scored list, own, least;
+};
+
+Bounds drop_bounds(const std::vector<Scored>& list, const std::vector<Scored>& batch, int ef) {
   Scored bound{INFINITY, gknn::graph::kNoNode};
   if (int(list.size()) >= ef) bound = list.back();
+  const Bounds none{bound, bound, bound};
   const int nb = int(batch.size()), warps = 512 / 32, filled = std::max(1, std::min(warps, nb / 32));
   const int j = (ef + filled - 1) / filled;
-  if (own == 0 || nb <= 32 || nb < ef || j > 32) return bound;
+  if (nb <= 32 || nb < ef || j > 32) return none;
   const int covering = std::min(warps, (nb - j) / 32 + 1);
-  Scored t{-INFINITY, 0};
+  Scored greatest{-INFINITY, 0};
   std::vector<Scored> least;  // every covering warp's j least
   for (int w = 0; w < covering; ++w) {
     std::vector<Scored> v(batch.begin() + 32 * w, batch.begin() + std::min(nb, 32 * w + 32));
-    if (int(v.size()) < j) return bound;
+    if (int(v.size()) < j) return none;
     std::sort(v.begin(), v.end());
-    t = std::max(t, v[std::size_t(j - 1)]);
+    greatest = std::max(greatest, v[std::size_t(j - 1)]);
     least.insert(least.end(), v.begin(), v.begin() + j);
   }
-  if (covering * j < ef) return bound;
-  if (own == 2) {
-    std::nth_element(least.begin(), least.begin() + (ef - 1), least.end());
-    t = least[std::size_t(ef - 1)];
-  }
-  return std::min(bound, t);
+  if (covering * j < ef) return none;
+  std::nth_element(least.begin(), least.begin() + (ef - 1), least.end());
+  return {bound, std::min(bound, greatest), std::min(bound, least[std::size_t(ef - 1)])};
 }
 
 void search(const Graph& g, const float* base, int dim, const float* q,
-            const std::vector<std::uint32_t>& entries, int ef, const std::vector<long>& truth, Counts* c) {
+            const std::vector<std::uint32_t>& entries, int ef, const std::int64_t* truth, Counts* c) {
   constexpr int kWidth = 8;
   c->first_step = int(c->steps);
   std::unordered_set<std::uint32_t> visited, expanded;
@@ -125,10 +113,9 @@ void search(const Graph& g, const float* base, int dim, const float* q,
       for (int s = 0; s < g.degree && g.row(p)[s] != gknn::graph::kNoNode; ++s)
         if (visited.insert(g.row(p)[s]).second)
           batch.push_back({l2(base + std::int64_t(g.row(p)[s]) * dim, q, dim), g.row(p)[s]});
-    const Scored by_list = drop_bound(list, batch, ef, 0), by_own = drop_bound(list, batch, ef, 1),
-                 by_least = drop_bound(list, batch, ef, 2);
+    const Bounds b = drop_bounds(list, batch, ef);
     int kl = 0, ko = 0, kt = 0;
-    for (const Scored& s : batch) kl += s < by_list, ko += !(by_own < s), kt += !(by_least < s);
+    for (const Scored& s : batch) kl += !(b.list < s), ko += !(b.own < s), kt += !(b.least < s);
     std::vector<Scored> merged = list;
     merged.insert(merged.end(), batch.begin(), batch.end());
     std::sort(merged.begin(), merged.end());
@@ -142,17 +129,16 @@ void search(const Graph& g, const float* base, int dim, const float* q,
     c->over32 += kl > 32, c->over32_own += ko > 32, c->entering += entering;
   }
   for (int i = 0; i < 10 && i < int(list.size()); ++i)
-    c->hits += double(std::count(truth.begin(), truth.end(), long(list[std::size_t(i)].second)));
+    c->hits += double(std::count(truth, truth + 10, std::int64_t(list[std::size_t(i)].second)));
 }
 
 void report(const char* label, const Graph& g, const std::vector<float>& base, int dim,
             const std::vector<float>& queries, long nq, const std::vector<std::uint32_t>& entries,
-            const std::vector<long>& truth, std::vector<std::string>* by_step = nullptr) {
+            const std::vector<std::int64_t>& truth, std::vector<std::string>* by_step = nullptr) {
   for (int ef : {10, 12, 16, 20, 32}) {
     Counts c;
     for (long q = 0; q < nq; ++q)
-      search(g, base.data(), dim, queries.data() + q * dim, entries, ef,
-             std::vector<long>(truth.begin() + q * 10, truth.begin() + q * 10 + 10), &c);
+      search(g, base.data(), dim, queries.data() + q * dim, entries, ef, truth.data() + q * 10, &c);
     std::printf("| %s | %d | %.2f | %.1f | %.1f (%.0f %%) | %.1f (%.0f %%) | %.1f | %.4f |\n", label, ef,
                 c.steps / double(nq), c.offered / c.steps, c.kept_list / c.steps, 100 * c.over32 / c.steps,
                 c.kept_own / c.steps, 100 * c.over32_own / c.steps, c.entering / c.steps,
@@ -214,23 +200,27 @@ int main(int argc, char** argv) {
   const long want = argc > 1 ? std::atol(argv[1]) : 20000;
   const std::string file = argc > 2 ? argv[2] : "bench/data/fashion-mnist/base.fvecs";
   const std::string qfile = argc > 3 ? argv[3] : file.substr(0, file.find_last_of('/') + 1) + "query.fvecs";
-  int dim = 0, qdim = 0;
-  const std::vector<float> base = read_fvecs(file, want, &dim);
-  const std::vector<float> queries = read_fvecs(qfile, 1000, &qdim);
-  const long n = long(base.size()) / std::max(dim, 1), nq = long(queries.size()) / std::max(qdim, 1);
-  if (n < 2 || qdim != dim) {
+  gknn_bench::FloatMatrix b, qm;
+  try {
+    b = gknn_bench::read_fvecs(file, want);
+    qm = gknn_bench::read_fvecs(qfile, 1000);
+  } catch (const std::runtime_error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  const std::vector<float>& base = b.data;
+  const std::vector<float>& queries = qm.data;
+  const int dim = b.dim;
+  const long n = long(b.rows), nq = long(qm.rows);
+  if (n < 2 || qm.dim != dim) {
     std::fprintf(stderr, "need rows and queries of one dimension\n");
     return 1;
   }
-  std::vector<long> truth(std::size_t(nq) * 10);
-  halves(nq, [&](long b, long e) {
-    for (long q = b; q < e; ++q) {
-      std::vector<std::pair<double, long>> all(n);
-      for (long i = 0; i < n; ++i) all[i] = {l2(&queries[q * dim], &base[i * dim], dim), i};
-      std::partial_sort(all.begin(), all.begin() + 10, all.end());
-      for (int j = 0; j < 10; ++j) truth[std::size_t(q) * 10 + j] = all[j].second;
-    }
-  });
+  gknn::KnnRequest r;
+  r.base = base.data(), r.n = n, r.queries = queries.data(), r.nq = nq, r.dim = dim, r.k = 10;
+  std::vector<std::int64_t> truth(std::size_t(nq) * 10);
+  std::vector<double> truth_d(truth.size());
+  gknn::exact_knn_cpu(r, truth.data(), truth_d.data());
   gknn::graph::BuildParams bp;
   bp.dim = dim;
   bp.degree = 32;
