@@ -53,7 +53,8 @@ constexpr int kMaxEf = kMaxDeviceEf;      // the list in shared memory
 constexpr int kHashSlots = 4096;          // visited set, power of 2
 constexpr std::uint32_t kExpanded = 1;    // list flag bits
 constexpr int kEntryThreads = 64;         // threads per CTA scoring the entry sample
-constexpr int kSortAbove = 32;            // merges of more candidates sort them first
+constexpr int kSortAbove = 32;            // the entry sample's own bound (drop_hopeless) above this
+constexpr int kMinRankLanes = 4;          // merges that would rank with fewer lanes a candidate sort first
 constexpr int kPrefetch = 32;             // elements per lane in registers without staging: dim <= 256
 
 struct Lists {
@@ -291,59 +292,105 @@ __device__ void sort_batch(Shared& sh, int nb) {
   __syncthreads();
 }
 
+// Lanes per element when `count` elements share `threads` threads: the
+// largest power of two up to 32 (a group within a warp) that fits.
+__device__ __forceinline__ int rank_lanes(int count, int threads) {
+  int g = 32;
+  while (g > 1 && g * count > threads) g >>= 1;
+  return g;
+}
+
+// How many of the batch's nb candidates precede (d, id), counted by the g
+// lanes of this thread's group (lane l takes candidates l, l + g, ...),
+// summed across the group: every lane of the warp calls (with any (d, id)).
+__device__ __forceinline__ int batch_rank(const Shared& sh, int nb, double d, std::uint32_t id, bool mine,
+                                          int g) {
+  int r = 0;
+  if (mine)
+    for (int j = int(threadIdx.x) % g; j < nb; j += g) r += less(sh.bd[j], sh.bid[j], d, id);
+  for (int m = g >> 1; m > 0; m >>= 1) r += __shfl_xor_sync(0xffffffffu, r, m);
+  return r;
+}
+
+// How many list entries (in[0..size), sorted) precede (d, id).
+__device__ __forceinline__ int list_rank(const Lists& in, int size, double d, std::uint32_t id) {
+  int lo = 0, hi = size;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (less(in.d[mid], in.id[mid], d, id))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 // Merges the sh.batch candidates in bd/bid (unsorted, distinct, not in the
 // list) into the current list, keeping the ef best. Call with the CTA.
-// Candidates that cannot enter go first; a large rest is sorted, so that
-// every element finds its place by binary search (the entry sample's 512
-// ranked against each other one by one cost tens of microseconds).
+// Candidates that cannot enter go first. Every element is placed by its
+// rank: its index plus how many of the other side precede it. Where the
+// CTA has kMinRankLanes threads or more for each candidate, a group of
+// lanes counts a candidate's rank among the others (a third of a width-8
+// search's steps keep over 32 candidates after the drop, ~100 in the first
+// steps; graph-kernel-phases-H200-2026-11-29.md), and a list entry's among
+// the candidates; a larger rest (the entry sample's) is sorted first, so
+// that binary searches find the ranks.
 __device__ void merge_batch(Shared& sh, int ef) {
   drop_hopeless(sh, ef);
   const int nb = sh.batch;
   const int size = sh.size;
   const Lists& in = sh.list[sh.cur];
   Lists& out = sh.list[sh.cur ^ 1];
-  const bool sorted = nb > kSortAbove;
-  if (sorted) sort_batch(sh, nb);
-  // New candidates: rank among the batch + rank in the list (binary search).
-  for (int i = threadIdx.x; i < nb; i += blockDim.x) {
-    const double d = sh.bd[i];
-    const std::uint32_t id = sh.bid[i];
-    int r = 0;
-    if (sorted)
-      r = i;
-    else
-      for (int j = 0; j < nb; ++j) r += less(sh.bd[j], sh.bid[j], d, id);
-    int lo = 0, hi = size;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (less(in.d[mid], in.id[mid], d, id))
-        lo = mid + 1;
-      else
-        hi = mid;
+  const int nt = int(blockDim.x);
+  const bool sorted = nb * kMinRankLanes > nt;
+  if (sorted) {
+    sort_batch(sh, nb);
+    for (int i = threadIdx.x; i < nb; i += nt) {
+      const int at = i + list_rank(in, size, sh.bd[i], sh.bid[i]);
+      if (at < ef) out.d[at] = sh.bd[i], out.id[at] = sh.bid[i], out.flag[at] = 0;
     }
-    const int at = r + lo;
-    if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = 0;
+  } else if (nb > 0) {
+    const int g = rank_lanes(nb, nt), c = int(threadIdx.x) / g;
+    const bool mine = c < nb;
+    const double d = mine ? sh.bd[c] : 0.0;
+    const std::uint32_t id = mine ? sh.bid[c] : kNoNode;
+    const int r = batch_rank(sh, nb, d, id, mine, g);
+    if (mine && int(threadIdx.x) % g == 0) {
+      const int at = r + list_rank(in, size, d, id);
+      if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = 0;
+    }
   }
   // List entries: index + new candidates before them.
-  for (int i = threadIdx.x; i < size; i += blockDim.x) {
-    const double d = in.d[i];
-    const std::uint32_t id = in.id[i];
-    int before = 0;
-    if (sorted) {
-      int lo = 0, hi = nb;
-      while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (less(sh.bd[mid], sh.bid[mid], d, id))
-          lo = mid + 1;
-        else
-          hi = mid;
+  if (sorted || nb == 0 || size > nt) {
+    for (int i = threadIdx.x; i < size; i += nt) {
+      const double d = in.d[i];
+      const std::uint32_t id = in.id[i];
+      int lo = 0, hi = nb;  // sorted: a binary search; else (nb == 0 or size > nt) a count
+      if (sorted) {
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (less(sh.bd[mid], sh.bid[mid], d, id))
+            lo = mid + 1;
+          else
+            hi = mid;
+        }
+      } else {
+        for (int j = 0; j < nb; ++j) lo += less(sh.bd[j], sh.bid[j], d, id);
       }
-      before = lo;
-    } else {
-      for (int j = 0; j < nb; ++j) before += less(sh.bd[j], sh.bid[j], d, id);
+      const int at = i + lo;
+      if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = in.flag[i];
     }
-    const int at = i + before;
-    if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = in.flag[i];
+  } else {
+    const int g = rank_lanes(size, nt), e = int(threadIdx.x) / g;
+    const bool mine = e < size;
+    const double d = mine ? in.d[e] : 0.0;
+    const std::uint32_t id = mine ? in.id[e] : kNoNode;
+    const int before = batch_rank(sh, nb, d, id, mine, g);
+    if (mine && int(threadIdx.x) % g == 0 && e + before < ef) {
+      out.d[e + before] = d;
+      out.id[e + before] = id;
+      out.flag[e + before] = in.flag[e];
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
