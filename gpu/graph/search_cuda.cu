@@ -201,8 +201,14 @@ __device__ __forceinline__ void warp_jth(double& d, std::uint32_t& id, int j) {
 // its own: if each of c warps has j candidates at or below T and c j >= ef,
 // nothing after T can enter. Each warp's j-th least, with j = ceil(ef /
 // warps full of candidates), and T their greatest, keeps about a tenth of
-// the entry sample where j is 1. (Once the list is full its bound is the
-// tighter: the batch's own there cost a warp sort a step for nothing.)
+// the entry sample where j is 1. Once the list is full, the batch's own
+// bound is taken only where the merge would otherwise sort what the list's
+// bound keeps (more than a quarter of the CTA's threads' worth, see
+// merge_batch): the first step after the entry sample, where the list is
+// the sample's best and the width-8 step's ~230 fresh candidates keep ~185
+// by the list's bound, ~117 by both (gknn_bench_graph_steps' simulation, 20,000
+// Fashion-MNIST rows, ef 16); at the later steps (~26, ~3, then 0) a warp
+// sort a step bought nothing.
 __device__ void drop_hopeless(Shared& sh, int ef) {
   const int nb = sh.batch;
   const Lists& in = sh.list[sh.cur];
@@ -211,7 +217,9 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
   // 512-thread CTA's 16, and j from all 16 left the bound unused at ef 16.
   const int warps = int(blockDim.x) / 32, filled = max(1, min(warps, nb / 32));
   const int j = (ef + filled - 1) / filled;
-  const bool own = !full && nb > kSortAbove && nb >= ef && j <= 32;  // the same in every thread
+  // Worth its warp sort: no list bound yet, or the merge would sort.
+  const bool pays = !full || nb * kMinRankLanes > int(blockDim.x);
+  const bool own = pays && nb > kSortAbove && nb >= ef && j <= 32;  // the same in every thread
   if (nb == 0 || (!full && !own)) return;
   const int i = threadIdx.x;
   double d = __longlong_as_double(0x7ff8000000000000LL);  // NaN, kNoNode: after everything
@@ -330,11 +338,11 @@ __device__ __forceinline__ int list_rank(const Lists& in, int size, double d, st
 // Candidates that cannot enter go first. Every element is placed by its
 // rank: its index plus how many of the other side precede it. Where the
 // CTA has kMinRankLanes threads or more for each candidate, a group of
-// lanes counts a candidate's rank among the others (a third of a width-8
-// search's steps keep over 32 candidates after the drop, ~100 in the first
-// steps; graph-kernel-phases-H200-2026-11-29.md), and a list entry's among
-// the candidates; a larger rest (the entry sample's) is sorted first, so
-// that binary searches find the ranks.
+// lanes counts a candidate's rank among the others, and a list entry's
+// among the candidates (a width-8 search's first step keeps ~117 after the
+// drop, its second ~26: both were sorted, ranked one thread a candidate
+// above 32; gknn_bench_graph_steps); a larger rest is sorted first, so that
+// binary searches find the ranks.
 __device__ void merge_batch(Shared& sh, int ef) {
   drop_hopeless(sh, ef);
   const int nb = sh.batch;
