@@ -175,22 +175,13 @@ __device__ __forceinline__ void bitonic_step(double& d, std::uint32_t& id, doubl
   if (keep_less ? less(pd, pid, d, id) : less(d, id, pd, pid)) d = pd, id = pid;
 }
 
-// The j-th least (d, id) of the warp's lanes (1 <= j <= 32), in every lane.
-__device__ __forceinline__ void warp_jth(double& d, std::uint32_t& id, int j) {
+// Sorts the warp's (d, id), one a lane, ascending by lane: lane t then
+// holds the warp's t-th least (bitonic network by shuffles).
+__device__ __forceinline__ void warp_sort(double& d, std::uint32_t& id) {
   const int t = threadIdx.x & 31;
-  if (j == 1) {
-    for (int m = 16; m > 0; m >>= 1) {
-      const double pd = __shfl_xor_sync(0xffffffffu, d, m);
-      const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, id, m);
-      if (less(pd, pid, d, id)) d = pd, id = pid;
-    }
-    return;
-  }
   for (int k = 2; k <= 32; k <<= 1)
     for (int m = k >> 1; m > 0; m >>= 1)
       bitonic_step(d, id, __shfl_xor_sync(0xffffffffu, d, m), __shfl_xor_sync(0xffffffffu, id, m), t, k, m);
-  d = __shfl_sync(0xffffffffu, d, j - 1);
-  id = __shfl_sync(0xffffffffu, id, j - 1);
 }
 
 // Keeps, of the sh.batch candidates in bd/bid, those that can enter the
@@ -205,10 +196,10 @@ __device__ __forceinline__ void warp_jth(double& d, std::uint32_t& id, int j) {
 // bound is taken only where the merge would otherwise sort what the list's
 // bound keeps (more than a quarter of the CTA's threads' worth, see
 // merge_batch): the first step after the entry sample, where the list is
-// the sample's best and the width-8 step's ~230 fresh candidates keep ~185
-// by the list's bound, ~117 by both (gknn_bench_graph_steps' simulation, 20,000
-// Fashion-MNIST rows, ef 16); at the later steps (~26, ~3, then 0) a warp
-// sort a step bought nothing.
+// the sample's best and the width-8 step's ~230 fresh candidates keep ~192
+// by the list's bound, ~42 by the batch's (gknn_bench_graph_steps'
+// simulation, 20,000 Fashion-MNIST rows, ef 16); at the later steps (~27,
+// ~3, then 0 kept) a warp sort a step bought nothing.
 __device__ void drop_hopeless(Shared& sh, int ef) {
   const int nb = sh.batch;
   const Lists& in = sh.list[sh.cur];
@@ -231,12 +222,23 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
   if (own) {
     double wd = d;
     std::uint32_t wid = id;
-    warp_jth(wd, wid, j);
-    if ((i & 31) == 0) sh.wd[i >> 5] = wd, sh.wid[i >> 5] = wid;
+    warp_sort(wd, wid);
+    const int lane = i & 31, w = i >> 5, covering = min(warps, (nb - j) / 32 + 1);
+    // Where the covering warps' j least fit one warp, the bound is the ef-th
+    // least of them (at least ef candidates are at or before it), far
+    // tighter than the greatest j-th: a width-8 step's ~230 candidates
+    // after the entry sample keep ~42 instead of ~125 at ef 16
+    // (gknn_bench_graph_steps). They wait in the next list, unused until
+    // the merge writes it.
+    const bool gather = covering * j <= 32 && ef <= 32;  // the same in every thread
+    Lists& spare = sh.list[sh.cur ^ 1];
+    if (gather && w < covering && lane < j) spare.d[w * j + lane] = wd, spare.id[w * j + lane] = wid;
+    const double jd = __shfl_sync(0xffffffffu, wd, j - 1);
+    const std::uint32_t jid = __shfl_sync(0xffffffffu, wid, j - 1);
+    if (lane == 0) sh.wd[w] = jd, sh.wid[w] = jid;
     __syncthreads();
     // The greatest of the warps with j candidates (lanes below nb are the
     // batch's), lane w holding warp w's, by a warp's butterfly.
-    const int lane = i & 31, covering = min(warps, (nb - j) / 32 + 1);
     double md = -__longlong_as_double(0x7ff0000000000000LL);  // -inf: below every candidate
     std::uint32_t mid = 0;
     if (lane < covering) md = sh.wd[lane], mid = sh.wid[lane];
@@ -244,6 +246,14 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
       const double pd = __shfl_xor_sync(0xffffffffu, md, m);
       const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, mid, m);
       if (less(md, mid, pd, pid)) md = pd, mid = pid;
+    }
+    if (gather) {  // every warp alike: no barrier
+      double ud = __longlong_as_double(0x7ff8000000000000LL);
+      std::uint32_t uid = kNoNode;
+      if (lane < covering * j) ud = spare.d[lane], uid = spare.id[lane];
+      warp_sort(ud, uid);
+      md = __shfl_sync(0xffffffffu, ud, ef - 1);
+      mid = __shfl_sync(0xffffffffu, uid, ef - 1);
     }
     if (covering * j >= ef && less(md, mid, td, tid)) td = md, tid = mid;
   }
