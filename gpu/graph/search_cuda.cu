@@ -53,7 +53,7 @@ constexpr int kMaxEf = kMaxDeviceEf;      // the list in shared memory
 constexpr int kHashSlots = 4096;          // visited set, power of 2
 constexpr std::uint32_t kExpanded = 1;    // list flag bits
 constexpr int kEntryThreads = 64;         // threads per CTA scoring the entry sample
-constexpr int kSortAbove = 32;            // the entry sample's own bound (drop_hopeless) above this
+constexpr int kOwnBoundAbove = 32;        // batches drop_hopeless may bound by themselves
 constexpr int kMinRankLanes = 4;          // merges that would rank with fewer lanes a candidate sort first
 constexpr int kPrefetch = 32;             // elements per lane in registers without staging: dim <= 256
 
@@ -208,21 +208,32 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
   // 512-thread CTA's 16, and j from all 16 left the bound unused at ef 16.
   const int warps = int(blockDim.x) / 32, filled = max(1, min(warps, nb / 32));
   const int j = (ef + filled - 1) / filled;
-  // Worth its warp sort: no list bound yet, or the merge would sort.
-  const bool pays = !full || nb * kMinRankLanes > int(blockDim.x);
-  const bool own = pays && nb > kSortAbove && nb >= ef && j <= 32;  // the same in every thread
-  if (nb == 0 || (!full && !own)) return;
-  const int i = threadIdx.x;
+  const bool can_own = nb > kOwnBoundAbove && nb >= ef && j <= 32;  // the same in every thread
+  if (nb == 0 || (!full && !can_own)) return;
+  const int i = threadIdx.x, nt = int(blockDim.x);
   double d = __longlong_as_double(0x7ff8000000000000LL);  // NaN, kNoNode: after everything
   std::uint32_t id = kNoNode;
   if (i < nb) d = sh.bd[i], id = sh.bid[i];
   double td = __longlong_as_double(0x7ff8000000000000LL);
   std::uint32_t tid = kNoNode;
   if (full) td = in.d[sh.size - 1], tid = in.id[sh.size - 1];
+  // Worth its warp sorts: no list bound yet, or the merge would sort what
+  // the list's bound keeps (counted by one barrier, only where it might).
+  bool own = can_own && !full;
+  if (can_own && full && nb * kMinRankLanes > nt)
+    own = __syncthreads_count(i < nb && !less(td, tid, d, id)) * kMinRankLanes > nt;
   if (own) {
     double wd = d;
     std::uint32_t wid = id;
-    warp_sort(wd, wid);
+    if (j == 1) {  // the warp's least, in every lane
+      for (int m = 16; m > 0; m >>= 1) {
+        const double pd = __shfl_xor_sync(0xffffffffu, wd, m);
+        const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, wid, m);
+        if (less(pd, pid, wd, wid)) wd = pd, wid = pid;
+      }
+    } else {
+      warp_sort(wd, wid);  // lane t: the warp's t-th least
+    }
     const int lane = i & 31, w = i >> 5, covering = min(warps, (nb - j) / 32 + 1);
     // Where the covering warps' j least fit one warp, the bound is the ef-th
     // least of them (at least ef candidates are at or before it), far
@@ -233,21 +244,24 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
     const bool gather = covering * j <= 32 && ef <= 32;  // the same in every thread
     Lists& spare = sh.list[sh.cur ^ 1];
     if (gather && w < covering && lane < j) spare.d[w * j + lane] = wd, spare.id[w * j + lane] = wid;
-    const double jd = __shfl_sync(0xffffffffu, wd, j - 1);
-    const std::uint32_t jid = __shfl_sync(0xffffffffu, wid, j - 1);
-    if (lane == 0) sh.wd[w] = jd, sh.wid[w] = jid;
+    if (!gather) {
+      const double jd = __shfl_sync(0xffffffffu, wd, j - 1);
+      const std::uint32_t jid = __shfl_sync(0xffffffffu, wid, j - 1);
+      if (lane == 0) sh.wd[w] = jd, sh.wid[w] = jid;
+    }
     __syncthreads();
-    // The greatest of the warps with j candidates (lanes below nb are the
-    // batch's), lane w holding warp w's, by a warp's butterfly.
     double md = -__longlong_as_double(0x7ff0000000000000LL);  // -inf: below every candidate
     std::uint32_t mid = 0;
-    if (lane < covering) md = sh.wd[lane], mid = sh.wid[lane];
-    for (int m = 16; m > 0; m >>= 1) {
-      const double pd = __shfl_xor_sync(0xffffffffu, md, m);
-      const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, mid, m);
-      if (less(md, mid, pd, pid)) md = pd, mid = pid;
-    }
-    if (gather) {  // every warp alike: no barrier
+    if (!gather) {
+      // The greatest of the warps with j candidates (lanes below nb are
+      // the batch's), lane w holding warp w's, by a warp's butterfly.
+      if (lane < covering) md = sh.wd[lane], mid = sh.wid[lane];
+      for (int m = 16; m > 0; m >>= 1) {
+        const double pd = __shfl_xor_sync(0xffffffffu, md, m);
+        const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, mid, m);
+        if (less(md, mid, pd, pid)) md = pd, mid = pid;
+      }
+    } else {  // every warp alike: no barrier
       double ud = __longlong_as_double(0x7ff8000000000000LL);
       std::uint32_t uid = kNoNode;
       if (lane < covering * j) ud = spare.d[lane], uid = spare.id[lane];
@@ -311,10 +325,11 @@ __device__ void sort_batch(Shared& sh, int nb) {
 }
 
 // Lanes per element when `count` elements share `threads` threads: the
-// largest power of two up to 32 (a group within a warp) that fits.
+// largest power of two up to 32 (a group within a warp) that fits, and not
+// above count rounded up to a power of two (a lane for each other element).
 __device__ __forceinline__ int rank_lanes(int count, int threads) {
   int g = 32;
-  while (g > 1 && g * count > threads) g >>= 1;
+  while (g > 1 && (g * count > threads || g / 2 >= count)) g >>= 1;  // and no more than count needs
   return g;
 }
 
