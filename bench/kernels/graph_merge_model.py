@@ -50,12 +50,12 @@ def drop_hopeless(sh,ef,nt):
     td,tid=NAN,NONODE
     if full: td,tid=inn['d'][sh['size']-1],inn['id'][sh['size']-1]
     own=can_own and not full
-    if can_own and full and nb*4>nt:
+    if can_own and full and nt==512 and nb*4>nt:
         own=sum(1 for i in range(nt) if i<nb and not less(td,tid,D[i],I[i]))*4>nt
     STATS['own']+=own
     if own:
         covering=min(warps,(nb-j)//32+1)
-        gather=covering*j<=32 and ef<=32
+        gather=nt==512 and covering*j<=32 and ef<=32
         spare=sh['list'][sh['cur']^1]
         WD=[];WI=[]
         for w in range(warps):
@@ -95,7 +95,7 @@ def merge(sh,ef,nt,writes):
     def W(at,d,i,f):
         assert 0<=at<ef, at
         writes.append(at); out['d'][at]=d; out['id'][at]=i; out['flag'][at]=f
-    srt=nb*4>nt
+    srt=nb*4>nt if nt==512 else nb>32
     if srt:
         z=sorted(zip(sh['bd'][:nb],sh['bid'][:nb]),key=key)
         sh['bd'][:nb]=[a for a,b in z]; sh['bid'][:nb]=[b for a,b in z]
@@ -103,7 +103,7 @@ def merge(sh,ef,nt,writes):
             at=i+list_rank(inn,size,sh['bd'][i],sh['bid'][i])
             if at<ef: W(at,sh['bd'][i],sh['bid'][i],0)
     elif nb>0:
-        g=rank_lanes(nb,nt); assert g*nb<=nt
+        g=rank_lanes(nb,nt) if nt==512 else 1; assert g*nb<=nt
         r={}
         for t in range(nt):
             c=t//g
@@ -122,7 +122,7 @@ def merge(sh,ef,nt,writes):
             lo=sum(less(sh['bd'][jj],sh['bid'][jj],d,idd) for jj in range(nb))
             if i+lo<ef: W(i+lo,d,idd,inn['flag'][i])
     else:
-        g=rank_lanes(size,nt); r={}
+        g=rank_lanes(size,nt) if nt==512 else 1; r={}
         for t in range(nt):
             e=t//g
             if e<size:

@@ -54,6 +54,7 @@ constexpr int kHashSlots = 4096;          // visited set, power of 2
 constexpr std::uint32_t kExpanded = 1;    // list flag bits
 constexpr int kEntryThreads = 64;         // threads per CTA scoring the entry sample
 constexpr int kOwnBoundAbove = 32;        // batches drop_hopeless may bound by themselves
+constexpr int kSortAbove = 32;            // larger calls' merges of more candidates sort them first
 constexpr int kMinRankLanes = 4;          // merges that would rank with fewer lanes a candidate sort first
 constexpr int kPrefetch = 32;             // elements per lane in registers without staging: dim <= 256
 
@@ -184,6 +185,14 @@ __device__ __forceinline__ void warp_sort(double& d, std::uint32_t& id) {
       bitonic_step(d, id, __shfl_xor_sync(0xffffffffu, d, m), __shfl_xor_sync(0xffffffffu, id, m), t, k, m);
 }
 
+// Whether this CTA is one of a call of a few queries (kMaxThreads): there a
+// lone query's time is its chain of steps and idle lanes cost nothing, so
+// the merge ranks by groups of lanes and a full list may take the batch's
+// own bound. In larger calls CTAs share SMs and the extra work cost
+// throughput (batches of 1,000 4-8 % slower on the H200), so they keep one
+// thread a candidate and sort above kSortAbove.
+__device__ __forceinline__ bool spare_lanes() { return blockDim.x == kMaxThreads; }
+
 // Keeps, of the sh.batch candidates in bd/bid, those that can enter the
 // list's ef best, compacted in any order. Call with the CTA. Two bounds:
 // a full list's last entry (a candidate after it would be placed at ef or
@@ -220,7 +229,7 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
   // Worth its warp sorts: no list bound yet, or the merge would sort what
   // the list's bound keeps (counted by one barrier, only where it might).
   bool own = can_own && !full;
-  if (can_own && full && nb * kMinRankLanes > nt)
+  if (can_own && full && spare_lanes() && nb * kMinRankLanes > nt)
     own = __syncthreads_count(i < nb && !less(td, tid, d, id)) * kMinRankLanes > nt;
   if (own) {
     double wd = d;
@@ -241,7 +250,7 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
     // after the entry sample keep ~42 instead of ~125 at ef 16
     // (gknn_bench_graph_steps). They wait in the next list, unused until
     // the merge writes it.
-    const bool gather = covering * j <= 32 && ef <= 32;  // the same in every thread
+    const bool gather = spare_lanes() && covering * j <= 32 && ef <= 32;  // the same in every thread
     Lists& spare = sh.list[sh.cur ^ 1];
     if (gather && w < covering && lane < j) spare.d[w * j + lane] = wd, spare.id[w * j + lane] = wid;
     if (!gather) {
@@ -375,7 +384,7 @@ __device__ void merge_batch(Shared& sh, int ef) {
   const Lists& in = sh.list[sh.cur];
   Lists& out = sh.list[sh.cur ^ 1];
   const int nt = int(blockDim.x);
-  const bool sorted = nb * kMinRankLanes > nt;
+  const bool sorted = spare_lanes() ? nb * kMinRankLanes > nt : nb > kSortAbove;
   if (sorted) {
     sort_batch(sh, nb);
     for (int i = threadIdx.x; i < nb; i += nt) {
@@ -383,7 +392,7 @@ __device__ void merge_batch(Shared& sh, int ef) {
       if (at < ef) out.d[at] = sh.bd[i], out.id[at] = sh.bid[i], out.flag[at] = 0;
     }
   } else if (nb > 0) {
-    const int g = rank_lanes(nb, nt), c = int(threadIdx.x) / g;
+    const int g = spare_lanes() ? rank_lanes(nb, nt) : 1, c = int(threadIdx.x) / g;
     const bool mine = c < nb;
     const double d = mine ? sh.bd[c] : 0.0;
     const std::uint32_t id = mine ? sh.bid[c] : kNoNode;
@@ -414,7 +423,7 @@ __device__ void merge_batch(Shared& sh, int ef) {
       if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = in.flag[i];
     }
   } else {
-    const int g = rank_lanes(size, nt), e = int(threadIdx.x) / g;
+    const int g = spare_lanes() ? rank_lanes(size, nt) : 1, e = int(threadIdx.x) / g;
     const bool mine = e < size;
     const double d = mine ? in.d[e] : 0.0;
     const std::uint32_t id = mine ? in.id[e] : kNoNode;
