@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A lane-by-lane model of gpu/graph/search_cuda.cu's drop_hopeless and merge_batch
-(branch exp/merge-group-ranks, de37bdb), checked against the exact merge.
+(Spare: the grouped ranking and the full list's own bound, teams' CTAs only), checked against the exact merge.
 
 Each warp's shuffles are modelled lane by lane (warp_sort's bitonic network, the
 grouped rank counts), score_less's order (NaN last, ties by id), drop_hopeless's
@@ -12,7 +12,7 @@ A model, not the kernel: keep it in step with the two functions by hand; the GPU
 tests (GraphGpu.*EqualCpuSearch) are what decide.
 
     python3 bench/kernels/graph_merge_model.py     # "passed 6000 ..." or the failing case
-Written in review (helper session, 2026-11-29), brought to de37bdb.
+Written in review (helper session, 2026-11-29).
 """
 import random, math, functools
 STATS={'own':0}
@@ -40,7 +40,7 @@ def warp_sort(D,I):  # lists of 32
             m>>=1
         k<<=1
     return D,I
-def drop_hopeless(sh,ef,nt):
+def drop_hopeless(sh,ef,nt,grouped):
     nb=sh['batch']; inn=sh['list'][sh['cur']]; full=sh['size']>=ef
     warps=nt//32; filled=max(1,min(warps,nb//32)); j=(ef+filled-1)//filled
     can_own=nb>32 and nb>=ef and j<=32
@@ -50,12 +50,12 @@ def drop_hopeless(sh,ef,nt):
     td,tid=NAN,NONODE
     if full: td,tid=inn['d'][sh['size']-1],inn['id'][sh['size']-1]
     own=can_own and not full
-    if can_own and full and nt==512 and nb*4>nt:
+    if can_own and full and grouped and nb*4>nt:
         own=sum(1 for i in range(nt) if i<nb and not less(td,tid,D[i],I[i]))*4>nt
     STATS['own']+=own
     if own:
         covering=min(warps,(nb-j)//32+1)
-        gather=nt==512 and covering*j<=32 and ef<=32
+        gather=grouped and covering*j<=32 and ef<=32
         spare=sh['list'][sh['cur']^1]
         WD=[];WI=[]
         for w in range(warps):
@@ -88,14 +88,14 @@ def list_rank(inn,size,d,i):
         if less(inn['d'][m],inn['id'][m],d,i): lo=m+1
         else: hi=m
     return lo
-def merge(sh,ef,nt,writes):
-    drop_hopeless(sh,ef,nt)
+def merge(sh,ef,nt,writes,grouped):
+    drop_hopeless(sh,ef,nt,grouped)
     nb=sh['batch']; size=sh['size']; inn=sh['list'][sh['cur']]; out=sh['list'][sh['cur']^1]
     for k in ('d','id','flag'): out[k]=[None]*len(out[k])
     def W(at,d,i,f):
         assert 0<=at<ef, at
         writes.append(at); out['d'][at]=d; out['id'][at]=i; out['flag'][at]=f
-    srt=nb*4>nt if nt==512 else nb>32
+    srt=nb*4>nt if grouped else nb>32
     if srt:
         z=sorted(zip(sh['bd'][:nb],sh['bid'][:nb]),key=key)
         sh['bd'][:nb]=[a for a,b in z]; sh['bid'][:nb]=[b for a,b in z]
@@ -103,7 +103,7 @@ def merge(sh,ef,nt,writes):
             at=i+list_rank(inn,size,sh['bd'][i],sh['bid'][i])
             if at<ef: W(at,sh['bd'][i],sh['bid'][i],0)
     elif nb>0:
-        g=rank_lanes(nb,nt) if nt==512 else 1; assert g*nb<=nt
+        g=rank_lanes(nb,nt) if grouped else 1; assert g*nb<=nt
         r={}
         for t in range(nt):
             c=t//g
@@ -122,7 +122,7 @@ def merge(sh,ef,nt,writes):
             lo=sum(less(sh['bd'][jj],sh['bid'][jj],d,idd) for jj in range(nb))
             if i+lo<ef: W(i+lo,d,idd,inn['flag'][i])
     else:
-        g=rank_lanes(size,nt) if nt==512 else 1; r={}
+        g=rank_lanes(size,nt) if grouped else 1; r={}
         for t in range(nt):
             e=t//g
             if e<size:
@@ -147,7 +147,8 @@ def trial(rng):
     for k,(d,i) in enumerate(L): lists[cur]['d'][k]=d; lists[cur]['id'][k]=i; lists[cur]['flag'][k]=flags[k]
     sh={'list':lists,'cur':cur,'size':size,'batch':nb,'bd':[d for d,i in B]+[None]*(512-nb),'bid':[i for d,i in B]+[None]*(512-nb)}
     writes=[]
-    merge(sh,ef,nt,writes)
+    grouped=nt==512 and rng.random()<0.75  # the kernel's Spare: teams' CTAs of 512
+    merge(sh,ef,nt,writes,grouped)
     exp=sorted([(d,i,f) for (d,i),f in zip(L,flags)]+[(d,i,0) for d,i in B],key=lambda x:key(x[:2]))[:ef]
     o=sh['list'][sh['cur']]
     got=[(o['d'][k],o['id'][k],o['flag'][k]) for k in range(sh['size'])]

@@ -185,14 +185,6 @@ __device__ __forceinline__ void warp_sort(double& d, std::uint32_t& id) {
       bitonic_step(d, id, __shfl_xor_sync(0xffffffffu, d, m), __shfl_xor_sync(0xffffffffu, id, m), t, k, m);
 }
 
-// Whether this CTA is one of a call of a few queries (kMaxThreads): there a
-// lone query's time is its chain of steps and idle lanes cost nothing, so
-// the merge ranks by groups of lanes and a full list may take the batch's
-// own bound. In larger calls CTAs share SMs and the extra work cost
-// throughput (batches of 1,000 4-8 % slower on the H200), so they keep one
-// thread a candidate and sort above kSortAbove.
-__device__ __forceinline__ bool spare_lanes() { return blockDim.x == kMaxThreads; }
-
 // Keeps, of the sh.batch candidates in bd/bid, those that can enter the
 // list's ef best, compacted in any order. Call with the CTA. Two bounds:
 // a full list's last entry (a candidate after it would be placed at ef or
@@ -209,6 +201,7 @@ __device__ __forceinline__ bool spare_lanes() { return blockDim.x == kMaxThreads
 // by the list's bound, ~42 by the batch's (gknn_bench_graph_steps'
 // simulation, 20,000 Fashion-MNIST rows, ef 16); at the later steps (~27,
 // ~3, then 0 kept) a warp sort a step bought nothing.
+template <bool Spare>
 __device__ void drop_hopeless(Shared& sh, int ef) {
   const int nb = sh.batch;
   const Lists& in = sh.list[sh.cur];
@@ -229,7 +222,7 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
   // Worth its warp sorts: no list bound yet, or the merge would sort what
   // the list's bound keeps (counted by one barrier, only where it might).
   bool own = can_own && !full;
-  if (can_own && full && spare_lanes() && nb * kMinRankLanes > nt)
+  if (can_own && full && Spare && nb * kMinRankLanes > nt)
     own = __syncthreads_count(i < nb && !less(td, tid, d, id)) * kMinRankLanes > nt;
   if (own) {
     double wd = d;
@@ -250,7 +243,7 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
     // after the entry sample keep ~42 instead of ~125 at ef 16
     // (gknn_bench_graph_steps). They wait in the next list, unused until
     // the merge writes it.
-    const bool gather = spare_lanes() && covering * j <= 32 && ef <= 32;  // the same in every thread
+    const bool gather = Spare && covering * j <= 32 && ef <= 32;  // the same in every thread
     Lists& spare = sh.list[sh.cur ^ 1];
     if (gather && w < covering && lane < j) spare.d[w * j + lane] = wd, spare.id[w * j + lane] = wid;
     if (!gather) {
@@ -369,6 +362,7 @@ __device__ __forceinline__ int list_rank(const Lists& in, int size, double d, st
 
 // Merges the sh.batch candidates in bd/bid (unsorted, distinct, not in the
 // list) into the current list, keeping the ef best. Call with the CTA.
+// Spare: this CTA's lanes may rank by groups (see search_kernel).
 // Candidates that cannot enter go first. Every element is placed by its
 // rank: its index plus how many of the other side precede it. Where the
 // CTA has kMinRankLanes threads or more for each candidate, a group of
@@ -377,14 +371,15 @@ __device__ __forceinline__ int list_rank(const Lists& in, int size, double d, st
 // drop, its second ~26: both were sorted, ranked one thread a candidate
 // above 32; gknn_bench_graph_steps); a larger rest is sorted first, so that
 // binary searches find the ranks.
+template <bool Spare>
 __device__ void merge_batch(Shared& sh, int ef) {
-  drop_hopeless(sh, ef);
+  drop_hopeless<Spare>(sh, ef);
   const int nb = sh.batch;
   const int size = sh.size;
   const Lists& in = sh.list[sh.cur];
   Lists& out = sh.list[sh.cur ^ 1];
   const int nt = int(blockDim.x);
-  const bool sorted = spare_lanes() ? nb * kMinRankLanes > nt : nb > kSortAbove;
+  const bool sorted = Spare ? nb * kMinRankLanes > nt : nb > kSortAbove;
   if (sorted) {
     sort_batch(sh, nb);
     for (int i = threadIdx.x; i < nb; i += nt) {
@@ -392,7 +387,7 @@ __device__ void merge_batch(Shared& sh, int ef) {
       if (at < ef) out.d[at] = sh.bd[i], out.id[at] = sh.bid[i], out.flag[at] = 0;
     }
   } else if (nb > 0) {
-    const int g = spare_lanes() ? rank_lanes(nb, nt) : 1, c = int(threadIdx.x) / g;
+    const int g = Spare ? rank_lanes(nb, nt) : 1, c = int(threadIdx.x) / g;
     const bool mine = c < nb;
     const double d = mine ? sh.bd[c] : 0.0;
     const std::uint32_t id = mine ? sh.bid[c] : kNoNode;
@@ -423,7 +418,7 @@ __device__ void merge_batch(Shared& sh, int ef) {
       if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = in.flag[i];
     }
   } else {
-    const int g = spare_lanes() ? rank_lanes(size, nt) : 1, e = int(threadIdx.x) / g;
+    const int g = Spare ? rank_lanes(size, nt) : 1, e = int(threadIdx.x) / g;
     const bool mine = e < size;
     const double d = mine ? in.d[e] : 0.0;
     const std::uint32_t id = mine ? in.id[e] : kNoNode;
@@ -667,6 +662,7 @@ __device__ __forceinline__ void share_of(const Team& t, int batch, int* first, i
 // the new ones (not visited, not deleted) are scored (by the team: the
 // leader publishes them, every CTA scores its share) into the batch bd/bid,
 // then merged into the list. Call with the CTA (the leader's, in a team).
+template <bool Spare>
 __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const Staging& st,
                             const float* vectors, int dim, Metric metric, const std::uint32_t* edges,
                             int degree, const std::uint8_t* skip, const std::uint32_t* ids,
@@ -699,7 +695,7 @@ __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const 
     score_rows(q, st, vectors, dim, metric, sh.bid, sh.bd, first, end, false);
     if (team.size > 1) cluster_sync();  // every share's distances are in
   }
-  merge_batch(sh, ef);
+  merge_batch<Spare>(sh, ef);
 }
 
 // A follower of a team: scores its share of each batch its leader
@@ -748,6 +744,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                   int n_entries, const std::uint8_t* __restrict__ skip, int ef, int k, int width,
                   bool query_in_shared, int per_round, int row_stride, int stage_rows,
                   std::int64_t* __restrict__ ids, double* __restrict__ distances) {
+  // Teams (clusters) serve calls of at most kWidestUpTo queries, in CTAs
+  // of kMaxThreads: there a lone query's time is its chain of steps and
+  // idle lanes cost nothing, so the merge ranks by groups of lanes and a
+  // full list may take the batch's own bound (batches of 1 and 8 ~5 %
+  // faster on the H200). Larger calls' CTAs share SMs, where that extra
+  // work cost throughput (batches of 1,000 4-8 % slower): they keep one
+  // thread a candidate and sort above kSortAbove.
+  constexpr bool kSpare = CL > 1;
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   Team team;
@@ -783,8 +787,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int nt = blockDim.x;
   for (int b = 0; b < n_entries; b += nt) {
     if (sh.reset) hash_reset(sh);
-    offer_batch(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
-                entry_scores ? entry_scores + query * n_entries + b : nullptr, min(nt, n_entries - b), ef);
+    offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
+                        entry_scores ? entry_scores + query * n_entries + b : nullptr, min(nt, n_entries - b),
+                        ef);
   }
   // Rows offered per batch: as many whole rows as the CTA has threads.
   const int rows_per_batch = nt / degree;
@@ -818,8 +823,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       for (int t = threadIdx.x; t < nrows * degree; t += nt)
         sh.rows[t] = edges[std::int64_t(sh.pick[p0 + t / degree]) * degree + t % degree];
       __syncthreads();
-      offer_batch(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,
-                  nrows * degree, ef);
+      offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,
+                          nrows * degree, ef);
     }
   }
   if (team.size > 1) {
