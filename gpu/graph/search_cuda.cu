@@ -53,7 +53,9 @@ constexpr int kMaxEf = kMaxDeviceEf;      // the list in shared memory
 constexpr int kHashSlots = 4096;          // visited set, power of 2
 constexpr std::uint32_t kExpanded = 1;    // list flag bits
 constexpr int kEntryThreads = 64;         // threads per CTA scoring the entry sample
-constexpr int kSortAbove = 32;            // merges of more candidates sort them first
+constexpr int kOwnBoundAbove = 32;        // batches drop_hopeless may bound by themselves
+constexpr int kSortAbove = 32;            // larger calls' merges of more candidates sort them first
+constexpr int kMinRankLanes = 4;          // merges that would rank with fewer lanes a candidate sort first
 constexpr int kPrefetch = 32;             // elements per lane in registers without staging: dim <= 256
 
 struct Lists {
@@ -174,22 +176,13 @@ __device__ __forceinline__ void bitonic_step(double& d, std::uint32_t& id, doubl
   if (keep_less ? less(pd, pid, d, id) : less(d, id, pd, pid)) d = pd, id = pid;
 }
 
-// The j-th least (d, id) of the warp's lanes (1 <= j <= 32), in every lane.
-__device__ __forceinline__ void warp_jth(double& d, std::uint32_t& id, int j) {
+// Sorts the warp's (d, id), one a lane, ascending by lane: lane t then
+// holds the warp's t-th least (bitonic network by shuffles).
+__device__ __forceinline__ void warp_sort(double& d, std::uint32_t& id) {
   const int t = threadIdx.x & 31;
-  if (j == 1) {
-    for (int m = 16; m > 0; m >>= 1) {
-      const double pd = __shfl_xor_sync(0xffffffffu, d, m);
-      const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, id, m);
-      if (less(pd, pid, d, id)) d = pd, id = pid;
-    }
-    return;
-  }
   for (int k = 2; k <= 32; k <<= 1)
     for (int m = k >> 1; m > 0; m >>= 1)
       bitonic_step(d, id, __shfl_xor_sync(0xffffffffu, d, m), __shfl_xor_sync(0xffffffffu, id, m), t, k, m);
-  d = __shfl_sync(0xffffffffu, d, j - 1);
-  id = __shfl_sync(0xffffffffu, id, j - 1);
 }
 
 // Keeps, of the sh.batch candidates in bd/bid, those that can enter the
@@ -200,8 +193,15 @@ __device__ __forceinline__ void warp_jth(double& d, std::uint32_t& id, int j) {
 // its own: if each of c warps has j candidates at or below T and c j >= ef,
 // nothing after T can enter. Each warp's j-th least, with j = ceil(ef /
 // warps full of candidates), and T their greatest, keeps about a tenth of
-// the entry sample where j is 1. (Once the list is full its bound is the
-// tighter: the batch's own there cost a warp sort a step for nothing.)
+// the entry sample where j is 1. Once the list is full, the batch's own
+// bound is taken only where the merge would otherwise sort what the list's
+// bound keeps (more than a quarter of the CTA's threads' worth, see
+// merge_batch): the first step after the entry sample, where the list is
+// the sample's best and the width-8 step's ~230 fresh candidates keep ~192
+// by the list's bound, ~42 by the batch's (gknn_bench_graph_steps'
+// simulation, 20,000 Fashion-MNIST rows, ef 16); at the later steps (~27,
+// ~3, then 0 kept) a warp sort a step bought nothing.
+template <bool Spare>
 __device__ void drop_hopeless(Shared& sh, int ef) {
   const int nb = sh.batch;
   const Lists& in = sh.list[sh.cur];
@@ -210,31 +210,66 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
   // 512-thread CTA's 16, and j from all 16 left the bound unused at ef 16.
   const int warps = int(blockDim.x) / 32, filled = max(1, min(warps, nb / 32));
   const int j = (ef + filled - 1) / filled;
-  const bool own = !full && nb > kSortAbove && nb >= ef && j <= 32;  // the same in every thread
-  if (nb == 0 || (!full && !own)) return;
-  const int i = threadIdx.x;
+  const bool can_own = nb > kOwnBoundAbove && nb >= ef && j <= 32;  // the same in every thread
+  if (nb == 0 || (!full && !can_own)) return;
+  const int i = threadIdx.x, nt = int(blockDim.x);
   double d = __longlong_as_double(0x7ff8000000000000LL);  // NaN, kNoNode: after everything
   std::uint32_t id = kNoNode;
   if (i < nb) d = sh.bd[i], id = sh.bid[i];
   double td = __longlong_as_double(0x7ff8000000000000LL);
   std::uint32_t tid = kNoNode;
   if (full) td = in.d[sh.size - 1], tid = in.id[sh.size - 1];
+  // Worth its warp sorts: no list bound yet, or the merge would sort what
+  // the list's bound keeps (counted by one barrier, only where it might).
+  bool own = can_own && !full;
+  if (can_own && full && Spare && nb * kMinRankLanes > nt)
+    own = __syncthreads_count(i < nb && !less(td, tid, d, id)) * kMinRankLanes > nt;
   if (own) {
     double wd = d;
     std::uint32_t wid = id;
-    warp_jth(wd, wid, j);
-    if ((i & 31) == 0) sh.wd[i >> 5] = wd, sh.wid[i >> 5] = wid;
+    if (j == 1) {  // the warp's least, in every lane
+      for (int m = 16; m > 0; m >>= 1) {
+        const double pd = __shfl_xor_sync(0xffffffffu, wd, m);
+        const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, wid, m);
+        if (less(pd, pid, wd, wid)) wd = pd, wid = pid;
+      }
+    } else {
+      warp_sort(wd, wid);  // lane t: the warp's t-th least
+    }
+    const int lane = i & 31, w = i >> 5, covering = min(warps, (nb - j) / 32 + 1);
+    // Where the covering warps' j least fit one warp, the bound is the ef-th
+    // least of them (at least ef candidates are at or before it), far
+    // tighter than the greatest j-th: a width-8 step's ~230 candidates
+    // after the entry sample keep ~42 instead of ~125 at ef 16
+    // (gknn_bench_graph_steps). They wait in the next list, unused until
+    // the merge writes it.
+    const bool gather = Spare && covering * j <= 32 && ef <= 32;  // the same in every thread
+    Lists& spare = sh.list[sh.cur ^ 1];
+    if (gather && w < covering && lane < j) spare.d[w * j + lane] = wd, spare.id[w * j + lane] = wid;
+    if (!gather) {
+      const double jd = __shfl_sync(0xffffffffu, wd, j - 1);
+      const std::uint32_t jid = __shfl_sync(0xffffffffu, wid, j - 1);
+      if (lane == 0) sh.wd[w] = jd, sh.wid[w] = jid;
+    }
     __syncthreads();
-    // The greatest of the warps with j candidates (lanes below nb are the
-    // batch's), lane w holding warp w's, by a warp's butterfly.
-    const int lane = i & 31, covering = min(warps, (nb - j) / 32 + 1);
     double md = -__longlong_as_double(0x7ff0000000000000LL);  // -inf: below every candidate
     std::uint32_t mid = 0;
-    if (lane < covering) md = sh.wd[lane], mid = sh.wid[lane];
-    for (int m = 16; m > 0; m >>= 1) {
-      const double pd = __shfl_xor_sync(0xffffffffu, md, m);
-      const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, mid, m);
-      if (less(md, mid, pd, pid)) md = pd, mid = pid;
+    if (!gather) {
+      // The greatest of the warps with j candidates (lanes below nb are
+      // the batch's), lane w holding warp w's, by a warp's butterfly.
+      if (lane < covering) md = sh.wd[lane], mid = sh.wid[lane];
+      for (int m = 16; m > 0; m >>= 1) {
+        const double pd = __shfl_xor_sync(0xffffffffu, md, m);
+        const std::uint32_t pid = __shfl_xor_sync(0xffffffffu, mid, m);
+        if (less(md, mid, pd, pid)) md = pd, mid = pid;
+      }
+    } else {  // every warp alike: no barrier
+      double ud = __longlong_as_double(0x7ff8000000000000LL);
+      std::uint32_t uid = kNoNode;
+      if (lane < covering * j) ud = spare.d[lane], uid = spare.id[lane];
+      warp_sort(ud, uid);
+      md = __shfl_sync(0xffffffffu, ud, ef - 1);
+      mid = __shfl_sync(0xffffffffu, uid, ef - 1);
     }
     if (covering * j >= ef && less(md, mid, td, tid)) td = md, tid = mid;
   }
@@ -291,59 +326,108 @@ __device__ void sort_batch(Shared& sh, int nb) {
   __syncthreads();
 }
 
+// Lanes per element when `count` elements share `threads` threads: the
+// largest power of two up to 32 (a group within a warp) that fits, and not
+// above count rounded up to a power of two (a lane for each other element).
+__device__ __forceinline__ int rank_lanes(int count, int threads) {
+  int g = 32;
+  while (g > 1 && (g * count > threads || g / 2 >= count)) g >>= 1;  // and no more than count needs
+  return g;
+}
+
+// How many of the batch's nb candidates precede (d, id), counted by the g
+// lanes of this thread's group (lane l takes candidates l, l + g, ...),
+// summed across the group: every lane of the warp calls (with any (d, id)).
+__device__ __forceinline__ int batch_rank(const Shared& sh, int nb, double d, std::uint32_t id, bool mine,
+                                          int g) {
+  int r = 0;
+  if (mine)
+    for (int j = int(threadIdx.x) % g; j < nb; j += g) r += less(sh.bd[j], sh.bid[j], d, id);
+  for (int m = g >> 1; m > 0; m >>= 1) r += __shfl_xor_sync(0xffffffffu, r, m);
+  return r;
+}
+
+// How many list entries (in[0..size), sorted) precede (d, id).
+__device__ __forceinline__ int list_rank(const Lists& in, int size, double d, std::uint32_t id) {
+  int lo = 0, hi = size;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (less(in.d[mid], in.id[mid], d, id))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 // Merges the sh.batch candidates in bd/bid (unsorted, distinct, not in the
 // list) into the current list, keeping the ef best. Call with the CTA.
-// Candidates that cannot enter go first; a large rest is sorted, so that
-// every element finds its place by binary search (the entry sample's 512
-// ranked against each other one by one cost tens of microseconds).
+// Spare: this CTA's lanes may rank by groups (see search_kernel).
+// Candidates that cannot enter go first. Every element is placed by its
+// rank: its index plus how many of the other side precede it. Where the
+// CTA has kMinRankLanes threads or more for each candidate, a group of
+// lanes counts a candidate's rank among the others, and a list entry's
+// among the candidates (a width-8 search's first step keeps ~117 after the
+// drop, its second ~26: both were sorted, ranked one thread a candidate
+// above 32; gknn_bench_graph_steps); a larger rest is sorted first, so that
+// binary searches find the ranks.
+template <bool Spare>
 __device__ void merge_batch(Shared& sh, int ef) {
-  drop_hopeless(sh, ef);
+  drop_hopeless<Spare>(sh, ef);
   const int nb = sh.batch;
   const int size = sh.size;
   const Lists& in = sh.list[sh.cur];
   Lists& out = sh.list[sh.cur ^ 1];
-  const bool sorted = nb > kSortAbove;
-  if (sorted) sort_batch(sh, nb);
-  // New candidates: rank among the batch + rank in the list (binary search).
-  for (int i = threadIdx.x; i < nb; i += blockDim.x) {
-    const double d = sh.bd[i];
-    const std::uint32_t id = sh.bid[i];
-    int r = 0;
-    if (sorted)
-      r = i;
-    else
-      for (int j = 0; j < nb; ++j) r += less(sh.bd[j], sh.bid[j], d, id);
-    int lo = 0, hi = size;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (less(in.d[mid], in.id[mid], d, id))
-        lo = mid + 1;
-      else
-        hi = mid;
+  const int nt = int(blockDim.x);
+  const bool sorted = Spare ? nb * kMinRankLanes > nt : nb > kSortAbove;
+  if (sorted) {
+    sort_batch(sh, nb);
+    for (int i = threadIdx.x; i < nb; i += nt) {
+      const int at = i + list_rank(in, size, sh.bd[i], sh.bid[i]);
+      if (at < ef) out.d[at] = sh.bd[i], out.id[at] = sh.bid[i], out.flag[at] = 0;
     }
-    const int at = r + lo;
-    if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = 0;
+  } else if (nb > 0) {
+    const int g = Spare ? rank_lanes(nb, nt) : 1, c = int(threadIdx.x) / g;
+    const bool mine = c < nb;
+    const double d = mine ? sh.bd[c] : 0.0;
+    const std::uint32_t id = mine ? sh.bid[c] : kNoNode;
+    const int r = batch_rank(sh, nb, d, id, mine, g);
+    if (mine && int(threadIdx.x) % g == 0) {
+      const int at = r + list_rank(in, size, d, id);
+      if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = 0;
+    }
   }
   // List entries: index + new candidates before them.
-  for (int i = threadIdx.x; i < size; i += blockDim.x) {
-    const double d = in.d[i];
-    const std::uint32_t id = in.id[i];
-    int before = 0;
-    if (sorted) {
-      int lo = 0, hi = nb;
-      while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (less(sh.bd[mid], sh.bid[mid], d, id))
-          lo = mid + 1;
-        else
-          hi = mid;
+  if (sorted || nb == 0 || size > nt) {
+    for (int i = threadIdx.x; i < size; i += nt) {
+      const double d = in.d[i];
+      const std::uint32_t id = in.id[i];
+      int lo = 0, hi = nb;  // sorted: a binary search; else (nb == 0 or size > nt) a count
+      if (sorted) {
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (less(sh.bd[mid], sh.bid[mid], d, id))
+            lo = mid + 1;
+          else
+            hi = mid;
+        }
+      } else {
+        for (int j = 0; j < nb; ++j) lo += less(sh.bd[j], sh.bid[j], d, id);
       }
-      before = lo;
-    } else {
-      for (int j = 0; j < nb; ++j) before += less(sh.bd[j], sh.bid[j], d, id);
+      const int at = i + lo;
+      if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = in.flag[i];
     }
-    const int at = i + before;
-    if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = in.flag[i];
+  } else {
+    const int g = Spare ? rank_lanes(size, nt) : 1, e = int(threadIdx.x) / g;
+    const bool mine = e < size;
+    const double d = mine ? in.d[e] : 0.0;
+    const std::uint32_t id = mine ? in.id[e] : kNoNode;
+    const int before = batch_rank(sh, nb, d, id, mine, g);
+    if (mine && int(threadIdx.x) % g == 0 && e + before < ef) {
+      out.d[e + before] = d;
+      out.id[e + before] = id;
+      out.flag[e + before] = in.flag[e];
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -578,6 +662,7 @@ __device__ __forceinline__ void share_of(const Team& t, int batch, int* first, i
 // the new ones (not visited, not deleted) are scored (by the team: the
 // leader publishes them, every CTA scores its share) into the batch bd/bid,
 // then merged into the list. Call with the CTA (the leader's, in a team).
+template <bool Spare>
 __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const Staging& st,
                             const float* vectors, int dim, Metric metric, const std::uint32_t* edges,
                             int degree, const std::uint8_t* skip, const std::uint32_t* ids,
@@ -610,7 +695,7 @@ __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const 
     score_rows(q, st, vectors, dim, metric, sh.bid, sh.bd, first, end, false);
     if (team.size > 1) cluster_sync();  // every share's distances are in
   }
-  merge_batch(sh, ef);
+  merge_batch<Spare>(sh, ef);
 }
 
 // A follower of a team: scores its share of each batch its leader
@@ -659,6 +744,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                   int n_entries, const std::uint8_t* __restrict__ skip, int ef, int k, int width,
                   bool query_in_shared, int per_round, int row_stride, int stage_rows,
                   std::int64_t* __restrict__ ids, double* __restrict__ distances) {
+  // Teams (clusters) serve calls of at most kWidestUpTo queries, in CTAs
+  // of kMaxThreads: there a lone query's time is its chain of steps and
+  // idle lanes cost nothing, so the merge ranks by groups of lanes and a
+  // full list may take the batch's own bound (batches of 1 and 8 ~5 %
+  // faster on the H200). Larger calls' CTAs share SMs, where that extra
+  // work cost throughput (batches of 1,000 4-8 % slower): they keep one
+  // thread a candidate and sort above kSortAbove.
+  constexpr bool kSpare = CL > 1;
   extern __shared__ __align__(16) unsigned char smem[];
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   Team team;
@@ -694,8 +787,9 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int nt = blockDim.x;
   for (int b = 0; b < n_entries; b += nt) {
     if (sh.reset) hash_reset(sh);
-    offer_batch(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
-                entry_scores ? entry_scores + query * n_entries + b : nullptr, min(nt, n_entries - b), ef);
+    offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
+                        entry_scores ? entry_scores + query * n_entries + b : nullptr, min(nt, n_entries - b),
+                        ef);
   }
   // Rows offered per batch: as many whole rows as the CTA has threads.
   const int rows_per_batch = nt / degree;
@@ -729,8 +823,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       for (int t = threadIdx.x; t < nrows * degree; t += nt)
         sh.rows[t] = edges[std::int64_t(sh.pick[p0 + t / degree]) * degree + t % degree];
       __syncthreads();
-      offer_batch(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,
-                  nrows * degree, ef);
+      offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,
+                          nrows * degree, ef);
     }
   }
   if (team.size > 1) {

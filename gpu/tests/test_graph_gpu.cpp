@@ -91,7 +91,7 @@ TEST(GraphGpu, WiderStepsEqualCpuSearch) {
   for (int i = 0; i < 4000; i += 5) skip[i] = 1;
   for (int width : {2, 4, 7, 8, kMaxWidth})
     for (std::int64_t nq : {1, 50, 300})
-      for (int ef : {16, 64, 300})
+      for (int ef : {16, 32, 33, 64, 300})
         for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
           SCOPED_TRACE(::testing::Message() << "width " << width << " nq " << nq << " ef " << ef);
           SearchParams sp;
