@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark runs on the GPU host (no network, no PostgreSQL, no apt), step
 # by step, each step's output in OUT/<step>.log; results go to bench/results/
-# as on any host, and what comes back is OUT.
+# as on any host and are copied to OUT/results/, and what comes back is OUT.
 #
 #   bench/gpu-host-bench.sh OUT STEP...
 #
@@ -124,9 +124,15 @@ step() {
   esac
 }
 
+# What a step writes under bench/results/ comes back with OUT too (OUT/results/):
+# the host's copy of the repository does not.
+marker=$(mktemp)
 for s in "$@"; do
   start=$(date +%s)
+  touch "$marker"
   step "$s" >"$out/$s.log" 2>&1
   rc=$?
   echo "step $s: rc $rc, $(($(date +%s) - start)) s" | tee -a "$out/steps.txt"
+  find bench/results -maxdepth 1 -type f -newer "$marker" -exec sh -c 'mkdir -p "$0/results" && cp "$@" "$0/results/"' "$out" {} +
 done
+rm -f "$marker"
