@@ -10,7 +10,7 @@ Build gknn_bench_graph from the rewritten tree, run
 `gknn_bench_graph N DIM 32 [file.fvecs|-] profile` on the GPU host, then
 `git checkout gpu/graph/search_cuda.cu bench/kernels/bench_graph.cpp`.
 The marks add a few microseconds; the instrumented kernel takes 64 bytes of
-staging room less. Made for 076ab94's kernel, brought to 8d6627f's (merge_batch's own drop
+staging room less. Made for 076ab94's kernel, brought to 8d6627f's and 58781a0's (merge templated on Spare) (merge_batch's own drop
 moved out to be timed apart): a later change to the marked
 lines makes a replacement fail (AssertionError) rather than mis-apply.
 Results: bench/results/graph-kernel-phases-H200-2026-11-28.md.
@@ -50,7 +50,7 @@ void graph_profile_take(unsigned long long* out) {
 namespace {
 ''')
 rep('''__device__ void merge_batch(Shared& sh, int ef) {
-  drop_hopeless(sh, ef);
+  drop_hopeless<Spare>(sh, ef);
   const int nb = sh.batch;''','''__device__ void merge_batch(Shared& sh, int ef) {
   const int nb = sh.batch;''')
 rep('''    if (given) sh.bd[at] = given[threadIdx.x];
@@ -67,14 +67,14 @@ rep('''    if (given) sh.bd[at] = given[threadIdx.x];
   if (!given) {''')
 rep('''    if (team.size > 1) cluster_sync();  // every share's distances are in
   }
-  merge_batch(sh, ef);
+  merge_batch<Spare>(sh, ef);
 }''','''    if (team.size > 1) cluster_sync();  // every share's distances are in
   }
   PROF_MARK(5 + eo);
-  drop_hopeless(sh, ef);
+  drop_hopeless<Spare>(sh, ef);
   PROF_ADD(11 + eo, sh.batch);
   PROF_MARK(12 + eo);
-  merge_batch(sh, ef);
+  merge_batch<Spare>(sh, ef);
   PROF_MARK(6 + eo);
 }''')
 rep('''  if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0, sh.reset = 0;
@@ -103,9 +103,9 @@ rep('''    const int npick = sh.npick;
     if (npick == 0) break;
     PROF_ADD(8, 1);''')
 rep('''      __syncthreads();
-      offer_batch(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,''','''      __syncthreads();
+      offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,''','''      __syncthreads();
       PROF_MARK(3);
-      offer_batch(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,''')
+      offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,''')
 rep('''  if (team.size > 1) {
     if (threadIdx.x == 0) sh.published = -1;''','''  PROF_MARK(13);
   if (team.size > 1) {
