@@ -55,7 +55,7 @@ def drop_hopeless(sh,ef,nt,grouped):
     STATS['own']+=own
     if own:
         covering=min(warps,(nb-j)//32+1)
-        gather=grouped and covering*j<=32 and covering*j>ef
+        gather=grouped and full and covering*j<=32 and covering*j>ef
         spare=sh['list'][sh['cur']^1]
         WD=[];WI=[]
         for w in range(warps):

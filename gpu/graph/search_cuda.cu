@@ -242,10 +242,11 @@ __device__ void drop_hopeless(Shared& sh, int ef) {
     // tighter than the greatest j-th: a width-8 step's ~230 candidates
     // after the entry sample keep ~42 instead of ~125 at ef 16
     // (gknn_bench_graph_steps). They wait in the next list, unused until
-    // the merge writes it. Where they are exactly ef, the ef-th is the
-    // greatest j-th: no gather (the entry sample at ef 16 took 1.5 us more
-    // for it, graph-kernel-phases-H200-2026-11-29-4f83fad.log).
-    const bool gather = Spare && covering * j <= 32 && covering * j > ef;  // the same in every thread
+    // the merge writes it. Only on a full list: the entry sample's merge
+    // (~15-30 kept) was no faster for it, its drop 1.3 us slower; nor where
+    // they are exactly ef (the ef-th is then the greatest j-th)
+    // (graph-kernel-phases-H200-2026-11-29-*.log).
+    const bool gather = Spare && full && covering * j <= 32 && covering * j > ef;  // the same in every thread
     Lists& spare = sh.list[sh.cur ^ 1];
     if (gather && w < covering && lane < j) spare.d[w * j + lane] = wd, spare.id[w * j + lane] = wid;
     if (!gather) {
