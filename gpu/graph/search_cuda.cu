@@ -350,12 +350,13 @@ __device__ __forceinline__ int batch_rank(const Shared& sh, int nb, double d, st
   return r;
 }
 
-// How many list entries (in[0..size), sorted) precede (d, id).
-__device__ __forceinline__ int list_rank(const Lists& in, int size, double d, std::uint32_t id) {
+// How many of (ds, ids)[0..size), sorted, precede (d, id): a binary search.
+__device__ __forceinline__ int sorted_rank(const double* ds, const std::uint32_t* ids, int size, double d,
+                                           std::uint32_t id) {
   int lo = 0, hi = size;
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (less(in.d[mid], in.id[mid], d, id))
+    if (less(ds[mid], ids[mid], d, id))
       lo = mid + 1;
     else
       hi = mid;
@@ -386,7 +387,7 @@ __device__ void merge_batch(Shared& sh, int ef) {
   if (sorted) {
     sort_batch(sh, nb);
     for (int i = threadIdx.x; i < nb; i += nt) {
-      const int at = i + list_rank(in, size, sh.bd[i], sh.bid[i]);
+      const int at = i + sorted_rank(in.d, in.id, size, sh.bd[i], sh.bid[i]);
       if (at < ef) out.d[at] = sh.bd[i], out.id[at] = sh.bid[i], out.flag[at] = 0;
     }
   } else if (nb > 0) {
@@ -396,7 +397,7 @@ __device__ void merge_batch(Shared& sh, int ef) {
     const std::uint32_t id = mine ? sh.bid[c] : kNoNode;
     const int r = batch_rank(sh, nb, d, id, mine, g);
     if (mine && int(threadIdx.x) % g == 0) {
-      const int at = r + list_rank(in, size, d, id);
+      const int at = r + sorted_rank(in.d, in.id, size, d, id);
       if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = 0;
     }
   }
@@ -405,19 +406,12 @@ __device__ void merge_batch(Shared& sh, int ef) {
     for (int i = threadIdx.x; i < size; i += nt) {
       const double d = in.d[i];
       const std::uint32_t id = in.id[i];
-      int lo = 0, hi = nb;  // sorted: a binary search; else (nb == 0 or size > nt) a count
-      if (sorted) {
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (less(sh.bd[mid], sh.bid[mid], d, id))
-            lo = mid + 1;
-          else
-            hi = mid;
-        }
-      } else {
-        for (int j = 0; j < nb; ++j) lo += less(sh.bd[j], sh.bid[j], d, id);
-      }
-      const int at = i + lo;
+      int before = 0;  // sorted: a binary search; else (nb == 0 or size > nt) a count
+      if (sorted)
+        before = sorted_rank(sh.bd, sh.bid, nb, d, id);
+      else
+        for (int j = 0; j < nb; ++j) before += less(sh.bd[j], sh.bid[j], d, id);
+      const int at = i + before;
       if (at < ef) out.d[at] = d, out.id[at] = id, out.flag[at] = in.flag[i];
     }
   } else {
