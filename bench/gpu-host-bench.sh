@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark runs on the GPU host (no network, no PostgreSQL, no apt), step
-# by step, each step's output in OUT/<step>.log; results go to bench/results/
+# by step, each step's output in OUT/<step>.log (and the host's CPU beside it
+# in OUT/<step>.cpu.log: bench/host-cpu.py); results go to bench/results/
 # as on any host and are copied to OUT/results/, and what comes back is OUT.
 #
 #   bench/gpu-host-bench.sh OUT STEP...
@@ -124,14 +125,30 @@ step() {
   esac
 }
 
+# Every half second: the time, the step log's line count (which point is
+# running: a point's lines are written when it ends), /proc/stat's cpu line,
+# context switches and runnable tasks.
+sample_cpu() {
+  while :; do
+    echo "$(date +%s.%N) $(wc -l <"$1" 2>/dev/null || echo 0) $(head -n 1 /proc/stat)" \
+      "$(grep -E '^(ctxt|procs_running)' /proc/stat | tr '\n' ' ')"
+    sleep 0.5
+  done
+}
+
 # What a step writes under bench/results/ comes back with OUT too (OUT/results/):
 # the host's copy of the repository does not.
 marker=$(mktemp)
 for s in "$@"; do
   start=$(date +%s)
   touch "$marker"
+  # The host's CPU beside the step (bench/host-cpu.py tables it by point).
+  sample_cpu "$out/$s.log" >"$out/$s.cpu.log" 2>/dev/null &
+  sampler=$!
   step "$s" >"$out/$s.log" 2>&1
   rc=$?
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
   echo "step $s: rc $rc, $(($(date +%s) - start)) s" | tee -a "$out/steps.txt"
   find bench/results -maxdepth 1 -type f -newer "$marker" -exec sh -c 'mkdir -p "$0/results" && cp "$@" "$0/results/"' "$out" {} +
 done

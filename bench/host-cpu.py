@@ -1,15 +1,11 @@
 #!/usr/bin/env python3
-"""Host CPU by benchmark point, from a /proc/stat sampler run beside a bench step.
-
-On the GPU host, beside `bench/gpu-host-bench.sh OUT server STEP`:
-    ( while true; do echo "$(date +%s.%N) $(wc -l < OUT/STEP.log 2>/dev/null || echo 0) \
-      $(head -1 /proc/stat) $(grep -E '^(ctxt|procs_running)' /proc/stat | tr '\\n' ' ')"; \
-      sleep 0.5; done > cpu.log ) &
+"""Host CPU by benchmark point, from the /proc/stat sampler bench/gpu-host-bench.sh runs
+beside every step (OUT/STEP.cpu.log beside OUT/STEP.log):
+    bench/host-cpu.py OUT/STEP.cpu.log OUT/STEP.log
 Each sample carries the step log's line count, so samples group by the point that was running
-(a point's result lines are written when it ends). Here:
-    bench/host-cpu.py cpu.log STEP.log
-prints, per group, the point that ended it, the CPU busy share (user, system), context switches
-per second and the mean runnable tasks (procs_running).
+(a point's result lines are written when it ends). Prints, per group, the point that ended it,
+the CPU busy share (user, system), context switches per second and the mean runnable tasks
+(procs_running).
 """
 import collections
 import sys
