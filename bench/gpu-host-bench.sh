@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark runs on the GPU host (no network, no PostgreSQL, no apt), step
 # by step, each step's output in OUT/<step>.log (and the host's CPU beside it
-# in OUT/<step>.cpu.log: bench/host-cpu.py); results go to bench/results/
+# in OUT/<step>.cpu.log: bench/host_cpu.py); results go to bench/results/
 # as on any host and are copied to OUT/results/, and what comes back is OUT.
 #
 #   bench/gpu-host-bench.sh OUT STEP...
@@ -142,7 +142,7 @@ marker=$(mktemp)
 for s in "$@"; do
   start=$(date +%s)
   touch "$marker"
-  # The host's CPU beside the step (bench/host-cpu.py tables it by point).
+  # The host's CPU beside the step (bench/host_cpu.py tables it by point).
   sample_cpu "$out/$s.log" >"$out/$s.cpu.log" 2>/dev/null &
   sampler=$!
   step "$s" >"$out/$s.log" 2>&1

@@ -5,30 +5,49 @@
 
 LABEL is A<n> (the server as packed) or B<n> (started with SETTING...). Per
 cell: QPS (client p50 ms; the service's mean batch, executor ms per batch,
-a search's queue wait ms), then B's mean QPS over A's.
+a search's queue wait ms; the host's CPU busy and system shares while the
+point ran, where the run's directory holds gpu-host-bench.sh's CPU samples),
+then B's mean QPS over A's.
 """
 import json
+import os
 import sys
+
+from host_cpu import by_point, point_key
+
+STEP = "fashion-mnist-service-ab"
+
+
+def cpu_by_point(result_path):
+    """{(label, clients): the host's CPU while that point ran} from the run's directory, or {}."""
+    d = os.path.dirname(result_path)
+    cpu_log, step_log = os.path.join(d, STEP + ".cpu.log"), os.path.join(d, STEP + ".log")
+    if not (os.path.exists(cpu_log) and os.path.exists(step_log)):
+        return {}
+    return {point_key(line): s for line, s in by_point(cpu_log, step_log) if point_key(line)}
 
 
 def cells(path):
     with open(path) as f:
         doc = json.load(f)
+    host = cpu_by_point(path)
     out = {}
     for engine in doc["engines"]:
         for run in engine["runs"]:
             svc = run.get("service") or {}
+            cpu = host.get((run["label"], run["clients"]))
             out[(run["label"], run["clients"])] = (run["qps"], run["latency_ms"]["p50"], svc.get("mean_batch"),
-                                                   svc.get("busy_ms_per_batch"), svc.get("wait_ms_per_search"))
+                                                   svc.get("busy_ms_per_batch"), svc.get("wait_ms_per_search"), cpu)
     return doc, out
 
 
 def show(cell):
     if cell is None:
         return "-"
-    qps, p50, batch, busy, wait = cell
+    qps, p50, batch, busy, wait, cpu = cell
     extra = f"; {batch:.2f}, {busy:.3f}" if batch is not None and busy is not None else ""
     extra += f", {wait:.3f}" if extra and wait is not None else ""
+    extra += f"; CPU {100 * cpu['busy']:.0f} %, {100 * cpu['system']:.0f} % sys" if cpu else ""
     return f"{qps:,.0f} ({p50:.2f}{extra})"
 
 
@@ -45,7 +64,8 @@ def main(argv):
     print(f"fashion-mnist-service-ab run {order} on one host: A the server as packed, B started with "
           f"`{' '.join(settings)}` (a name with a dot a server setting, else in its environment; bench/service-ab.sh). gknn "
           f"{env.get('gknn', {}).get('version', '?')}, {env.get('cpu', '?')}. Per cell: QPS (client p50 ms; "
-          "the service's mean batch, executor ms per batch, a search's queue wait ms).\n")
+          "the service's mean batch, executor ms per batch, a search's queue wait ms; the host's CPU busy "
+          "and system shares while the point ran, bench/host_cpu.py).\n")
     labels = [label for label, _, _ in loaded]
     print("| engine | clients | " + " | ".join(labels) + " | B / A |")
     print("|---|---:|" + "---:|" * (len(labels) + 1))

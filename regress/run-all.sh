@@ -64,7 +64,9 @@
 # The bench stage builds bench/ (build/bench), runs the load generator's unit
 # tests (GoogleTest) and, against the same server, bench/tests/loadgen-live.sh
 # (TAP): both counted under "bench". The report stage (bench/tests/report_check.py,
-# TAP, no build or server) checks the results' comparison at a recall.
+# TAP, no build or server) checks the results' comparison at a recall; the
+# host-cpu stage (bench/tests/host_cpu_check.py, likewise) bench/host_cpu.py's
+# tables of the GPU host's CPU by benchmark point.
 #
 # pgTAP files run in one fresh database in which `CREATE EXTENSION pgtap` and
 # `CREATE EXTENSION gknn` were already run; each file should wrap itself in
@@ -488,6 +490,7 @@ main() {
     skip_stage all 'missing packages'
   else
     run_tap report bench/tests/report_check.py
+    run_tap host-cpu bench/tests/host_cpu_check.py
     if build_core_tests; then run_core_tests; else skip_stage core 'build failed'; fi
     timed asan run_asan_tests
     timed fuzz run_fuzz
