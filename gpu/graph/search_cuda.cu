@@ -194,9 +194,10 @@ __device__ __forceinline__ void warp_sort(double& d, std::uint32_t& id) {
 // nothing after T can enter. Each warp's j-th least, with j = ceil(ef /
 // warps full of candidates), and T their greatest, keeps about a tenth of
 // the entry sample where j is 1. Once the list is full, the batch's own
-// bound is taken only where the merge would otherwise sort what the list's
-// bound keeps (more than a quarter of the CTA's threads' worth, see
-// merge_batch): the first step after the entry sample, where the list is
+// bound is taken only in a team's CTAs (Spare) and only where the merge
+// would otherwise sort what the list's bound keeps (more than a quarter of
+// the CTA's threads' worth, see merge_batch): the first step after the
+// entry sample, where the list is
 // the sample's best and the width-8 step's ~230 fresh candidates keep ~192
 // by the list's bound, ~42 by the batch's (gknn_bench_graph_steps'
 // simulation, 20,000 Fashion-MNIST rows, ef 16); at the later steps (~27,
@@ -366,15 +367,15 @@ __device__ __forceinline__ int sorted_rank(const double* ds, const std::uint32_t
 
 // Merges the sh.batch candidates in bd/bid (unsorted, distinct, not in the
 // list) into the current list, keeping the ef best. Call with the CTA.
-// Spare: this CTA's lanes may rank by groups (see search_kernel).
 // Candidates that cannot enter go first. Every element is placed by its
-// rank: its index plus how many of the other side precede it. Where the
-// CTA has kMinRankLanes threads or more for each candidate, a group of
-// lanes counts a candidate's rank among the others, and a list entry's
-// among the candidates (a width-8 search's first step keeps ~117 after the
-// drop, its second ~26: both were sorted, ranked one thread a candidate
-// above 32; gknn_bench_graph_steps); a larger rest is sorted first, so that
-// binary searches find the ranks.
+// rank: its index plus how many of the other side precede it. In a team's
+// CTA (Spare, see search_kernel) with kMinRankLanes threads or more for
+// each candidate, a group of lanes counts a candidate's rank among the
+// others, and a list entry's among the candidates (a width-8 search's first
+// step keeps ~117 after the drop, its second ~26: both were sorted, ranked
+// one thread a candidate above 32; gknn_bench_graph_steps); elsewhere one
+// thread counts for each up to kSortAbove. A larger rest is sorted first,
+// so that binary searches find the ranks.
 template <bool Spare>
 __device__ void merge_batch(Shared& sh, int ef) {
   drop_hopeless<Spare>(sh, ef);
