@@ -125,11 +125,11 @@ step() {
   esac
 }
 
-# Every half second: the time, the step log's line count (which point is
-# running: a point's lines are written when it ends), /proc/stat's cpu line,
-# context switches and runnable tasks.
+# Every half second while process $2 (this script) lives: the time, the step
+# log's line count (which point is running: a point's lines are written when
+# it ends), /proc/stat's cpu line, context switches and runnable tasks.
 sample_cpu() {
-  while :; do
+  while kill -0 "$2" 2>/dev/null; do
     echo "$(date +%s.%N) $(wc -l <"$1" 2>/dev/null || echo 0) $(head -n 1 /proc/stat)" \
       "$(grep -E '^(ctxt|procs_running)' /proc/stat | tr '\n' ' ')"
     sleep 0.5
@@ -142,8 +142,10 @@ marker=$(mktemp)
 for s in "$@"; do
   start=$(date +%s)
   touch "$marker"
-  # The host's CPU beside the step (bench/host_cpu.py tables it by point).
-  sample_cpu "$out/$s.log" >"$out/$s.cpu.log" 2>/dev/null &
+  # The host's CPU beside the step (bench/host_cpu.py tables it by point),
+  # counting this step's log from its first line.
+  : >"$out/$s.log"
+  sample_cpu "$out/$s.log" $$ >"$out/$s.cpu.log" 2>/dev/null &
   sampler=$!
   step "$s" >"$out/$s.log" 2>&1
   rc=$?

@@ -234,6 +234,9 @@ def run_engine(server, args, exp, engine, data, meta):
                 label = engine["name"] + "".join(f" {n.split('.')[-1]}={v}" for n, v in settings
                                                  if n in engine.get("sweep", {}))
                 before = service_counters(server, db) if ext == "gknn" else None
+                # Marks where the point starts in the log (bench/host_cpu.py: the
+                # host's CPU by point, the index build and the plan apart).
+                log(f"{label}, {clients} clients: start")
                 run = loadgen(args, db, (table, op, exp["k"]), data, settings, clients, label)
                 run.update(engine=engine["name"], settings=dict(settings), clients=clients, plan=plan)
                 service = service_delta(before, service_counters(server, db) if before else None)
