@@ -197,11 +197,11 @@ __device__ __forceinline__ void warp_sort(double& d, std::uint32_t& id) {
 // bound is taken only in a team's CTAs (Spare) and only where the merge
 // would otherwise sort what the list's bound keeps (more than a quarter of
 // the CTA's threads' worth, see merge_batch): the first step after the
-// entry sample, where the list is
-// the sample's best and the width-8 step's ~230 fresh candidates keep ~192
-// by the list's bound, ~42 by the batch's (gknn_bench_graph_steps'
-// simulation, 20,000 Fashion-MNIST rows, ef 16); at the later steps (~27,
-// ~3, then 0 kept) a warp sort a step bought nothing.
+// entry sample, where the list is the sample's best and the width-8 step's
+// ~230 fresh candidates keep ~192 by the list's bound, ~42 by the batch's
+// (gknn_bench_graph_steps' simulation, 20,000 Fashion-MNIST rows, ef 16);
+// at the later steps (~27, ~3, then 0 kept) a warp sort a step bought
+// nothing.
 template <bool Spare>
 __device__ void drop_hopeless(Shared& sh, int ef) {
   const int nb = sh.batch;
