@@ -10,9 +10,9 @@ Build gknn_bench_graph from the rewritten tree, run
 `gknn_bench_graph N DIM 32 [file.fvecs|-] profile` on the GPU host, then
 `git checkout gpu/graph/search_cuda.cu bench/kernels/bench_graph.cpp`.
 The marks add a few microseconds; the instrumented kernel takes 64 bytes of
-staging room less. Made for 076ab94's kernel, brought to 8d6627f's and 58781a0's (merge templated on Spare) (merge_batch's own drop
-moved out to be timed apart): a later change to the marked
-lines makes a replacement fail (AssertionError) rather than mis-apply.
+staging room less. Made for 076ab94's kernel, brought to 8d6627f's (merge_batch's own drop
+moved out to be timed apart) and 58781a0's (the merge templated on Spare): a later change to
+the marked lines makes a replacement fail (AssertionError) rather than mis-apply.
 Results: bench/results/graph-kernel-phases-H200-2026-11-28.md.
 """
 import os
