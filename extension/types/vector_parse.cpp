@@ -1,6 +1,7 @@
 // vector's text and binary input formats (vector_parse.h), without PostgreSQL.
 #include "vector_parse.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -139,16 +140,32 @@ VectorBinaryError read_vector_binary_header(const char* data, int len, int* curs
   return VectorBinaryError::None;
 }
 
+// The elements that are there are converted in one pass (a loop the
+// compiler vectorises: the receive of a 784-element query parameter was
+// ~5 % of a backend's samples on the GPU service's path, one bounds check,
+// shift chain and two classifications an element), then checked in order:
+// the first NaN or infinity, else a short field, as an element-by-element
+// read would find them.
 VectorBinaryError read_vector_binary_elements(const char* data, int len, int* cursor, int dim, float* values,
                                               int* failed_at) {
-  for (int i = 0; i < dim; ++i) {
-    *failed_at = i;
-    int at = *cursor;
-    if (!take(len, cursor, 4)) return VectorBinaryError::Short;
-    std::uint32_t bits = read_be(reinterpret_cast<const unsigned char*>(data) + at, 4);
+  const int there = *cursor < 0 || len < *cursor ? 0 : std::min(dim, (len - *cursor) / 4);
+  const auto* p = reinterpret_cast<const unsigned char*>(data) + (there > 0 ? *cursor : 0);
+  std::uint32_t special = 0;  // nonzero: some element's exponent is all ones (NaN or infinity)
+  for (int i = 0; i < there; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, p + 4 * i, sizeof bits);
+    bits = __builtin_bswap32(bits);
+    special |= (bits & 0x7f800000u) == 0x7f800000u;
     std::memcpy(&values[i], &bits, sizeof(float));
-    if (std::isnan(values[i])) return VectorBinaryError::NaN;
-    if (std::isinf(values[i])) return VectorBinaryError::Infinite;
   }
+  if (special)
+    for (int i = 0; i < there; ++i) {
+      *failed_at = i;
+      if (std::isnan(values[i])) return VectorBinaryError::NaN;
+      if (std::isinf(values[i])) return VectorBinaryError::Infinite;
+    }
+  *failed_at = there;
+  if (there < dim) return VectorBinaryError::Short;
+  *cursor += 4 * dim;
   return VectorBinaryError::None;
 }

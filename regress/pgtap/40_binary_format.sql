@@ -9,7 +9,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS gknn;
 
 BEGIN;
-SELECT plan(31);
+SELECT plan(33);
 
 -- vector_send -------------------------------------------------------------------------
 SELECT is(vector_send('[1,2,3]'), '\x000300003f8000004000000040400000'::bytea,
@@ -113,13 +113,20 @@ SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x000100007fc00000'::bytea
                  '22000', 'NaN not allowed in vector', 'vector_recv rejects NaN');
 SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x00010000ff800000'::bytea]),
                  '22000', 'infinite value not allowed in vector', 'vector_recv rejects -Infinity');
+-- Elements are checked in order, whatever the read does at once: the first
+-- bad one is what is reported (an element before a short field, an
+-- infinity before a NaN).
+SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x000300003f8000007fc00000'::bytea]),
+                 '22000', 'NaN not allowed in vector', 'vector_recv reports a NaN before the field ends short');
+SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x000200007f8000007fc00000'::bytea]),
+                 '22000', 'infinite value not allowed in vector', 'vector_recv reports the first bad element');
 SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x000100003f80000000'::bytea]),
                  '22P03', NULL, 'trailing bytes after the elements are rejected');
 SELECT throws_ok(pg_temp.copy_from('recv_any', ARRAY['\x000200003f800000'::bytea]),
                  '08P01', NULL, 'a field shorter than its dim says is rejected');
 SELECT is((SELECT count(*)::int FROM recv_any), 1, 'the failed COPYs added no rows');
 \else
-SELECT skip('COPY FROM PROGRAM needs superuser or pg_execute_server_program', 16);
+SELECT skip('COPY FROM PROGRAM needs superuser or pg_execute_server_program', 18);
 \endif
 
 SELECT * FROM finish();
