@@ -9,7 +9,8 @@
 #   sharing: one resident image per index, of kind gpu_graph;
 #   inserts: a new generation is shipped, the old one leaves, answers equal;
 #   concurrency: 32 sessions at once (random LIMITs: one batch serves several),
-#     every answer checked against the CPU path; requests were batched;
+#     every answer checked against the CPU path; requests were batched; 32
+#     sessions over three indexes at once, every answer checked;
 #   EXPLAIN ANALYZE: the scan's searches, batch and waits under its node;
 #   forgetting: DROP INDEX and REINDEX take the image out at commit;
 #   builds: CREATE INDEX and REINDEX build the graph in the service; on
@@ -86,6 +87,17 @@ BEGIN
     RAISE EXCEPTION 'service answer differs for query % k %', q, k;
   END IF;
 END $$;
+-- check_any(query, k, index): the same for index 1 (ga, l2), 2 (gb, cosine) or 3 (gc, inner product).
+CREATE FUNCTION check_any(q int, k int, i int) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  v vector := (SELECT qs.v FROM qs WHERE qs.q = check_any.q);
+  tab text := (ARRAY['ga', 'gb', 'gc'])[i];
+  op text := (ARRAY['<->', '<=>', '<#>'])[i];
+BEGIN
+  IF answer(tab, op, v, 40, k, 'auto') IS DISTINCT FROM answer(tab, op, v, 40, k, 'cpu') THEN
+    RAISE EXCEPTION 'service answer differs for % query % k %', tab, q, k;
+  END IF;
+END $$;
 SQL
 this_db="database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 
@@ -140,6 +152,17 @@ check "the 480 graph searches were batched (fewer batches than searches)" equal 
   SELECT searches - $before_searches >= 480 AND batches - $before_batches < searches - $before_searches
   FROM gknn_service_status()"
 echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_searches FROM gknn_service_status()")"
+# Sessions spread over three indexes at once: each index's searches are
+# answered from its own image (on a GPU service with the resident graph
+# kernel, it serves one image at a time: started, stopped and started again
+# for another while the others' searches wait or take the request path).
+cat >"$tmp/check.sql" <<'SQL'
+\set q random(1, 12)
+\set k random(1, 30)
+\set i random(1, 3)
+SELECT check_any(:q, :k, :i);
+SQL
+check "32 concurrent sessions over three graph indexes: every answer equals the CPU's" pgbench_ok 32 4
 
 # --- images leave at commit -------------------------------------------------------
 gb_oid=$(sql -c "SELECT 'gb_cos'::regclass::oid")
