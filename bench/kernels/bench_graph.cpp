@@ -207,6 +207,129 @@ int threaded_calls(const gknn::graph::Graph& g, const float* base, const float* 
   return 0;
 }
 
+// EXPERIMENT (branch exp/persistent-search): single queries from T host
+// threads at once, closed loop, through GraphServer (a kernel that stays on
+// the GPU, one cluster a thread's slot) beside T threads calling
+// DeviceGraph::search with one query each (and 4 threads with 4 each, the
+// GPU service's 4 executors at 16 clients). Each GraphServer first answers
+// the first 1,000 queries, compared with one-query calls (ids and distance
+// bits).
+void served_calls(const gknn::graph::DeviceGraph& dg, const float* queries, std::int64_t nq, int dim, int k,
+                  const gknn::graph::SearchParams& sp, const std::vector<std::int64_t>& rid,
+                  const std::vector<double>& rd, int threads, int team, double secs, int slots = 0) {
+  std::int64_t mismatches = 0, calls = 0;
+  std::vector<double> lat;
+  double wall = 0;
+  try {
+    gknn::graph::GraphServer srv(dg, std::max(slots, threads), team, sp);
+    std::vector<std::thread> pool;
+    std::vector<std::int64_t> bad(threads, 0), done(threads, 0);
+    std::vector<std::vector<double>> times(threads);
+    std::atomic<bool> stop{false}, go{false};
+    std::atomic<int> failed{0}, checked{0};
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        std::vector<std::int64_t> ids(k);
+        std::vector<double> d(k);
+        try {
+          for (std::int64_t q = t; q < nq; q += threads) {
+            srv.search(t, queries + q * dim, sp.ef, k, ids.data(), d.data());
+            if (std::memcmp(ids.data(), &rid[q * k], sizeof(std::int64_t) * k) != 0 ||
+                std::memcmp(d.data(), &rd[q * k], sizeof(double) * k) != 0)
+              ++bad[t];
+          }
+          checked.fetch_add(1);
+          while (!go.load()) {
+          }
+          while (!stop.load(std::memory_order_relaxed)) {
+            const std::int64_t q = (t * 37 + done[t] * threads) % nq;
+            const auto c = Clock::now();
+            srv.search(t, queries + q * dim, sp.ef, k, ids.data(), d.data());
+            times[t].push_back(since(c));
+            ++done[t];
+          }
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "served search failed: %s\n", e.what());
+          failed = 1;
+          checked.fetch_add(1);
+        }
+      });
+    while (checked.load() < threads) std::this_thread::yield();  // the checks (not timed)
+    const auto t0 = Clock::now();
+    go = true;
+    std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+    stop = true;
+    for (auto& th : pool) th.join();
+    wall = since(t0);
+    if (failed) {
+      std::printf("| %d | served | %d | %d | failed | | |\n", sp.ef, threads, team);
+      return;
+    }
+    for (int t = 0; t < threads; ++t) {
+      mismatches += bad[t];
+      calls += done[t];
+      lat.insert(lat.end(), times[t].begin(), times[t].end());
+    }
+  } catch (const std::exception& e) {
+    std::printf("| %d | served | %d | %d | not run: %s | | |\n", sp.ef, threads, team, e.what());
+    return;
+  }
+  std::nth_element(lat.begin(), lat.begin() + lat.size() / 2, lat.end());
+  std::printf("| %d | served of %d slots | %d | %d | %.0f | %.3f | %lld |\n", sp.ef, std::max(slots, threads),
+              threads, team, double(calls) / wall, lat.empty() ? 0.0 : lat[lat.size() / 2] * 1e3,
+              (long long)mismatches);
+  std::fflush(stdout);
+}
+
+int serve_calls(const gknn::graph::Graph& g, const float* base, const float* queries, std::int64_t nq,
+                int dim, int k) {
+  const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
+  concurrent_calls(dg, queries, nq, dim, k, 16, 1, 1, 0.5);  // warm-up
+  std::printf(
+      "\nserved: | ef | mode | threads | CTAs per query | queries/s | p50 ms a query | answers unlike a "
+      "call's |\n"
+      "called (concurrent_calls): | ef | batch | threads | CTAs per query | queries/s | ms per call |\n");
+  for (int ef : {12, 16}) {
+    gknn::graph::SearchParams sp;
+    sp.k = k;
+    sp.ef = ef;
+    std::vector<std::int64_t> rid(std::size_t(nq) * k);
+    std::vector<double> rd(std::size_t(nq) * k);
+    for (std::int64_t q = 0; q < nq; ++q) dg.search(queries + q * dim, 1, sp, &rid[q * k], &rd[q * k]);
+    std::printf(
+        "\n| ef | batch | threads | CTAs per query | queries/s | ms per call "
+        "|\n|---:|---:|---:|---:|---:|---:|\n");
+    for (auto [threads, batch] : {std::pair{1, 1}, {4, 1}, {16, 1}, {4, 4}})
+      concurrent_calls(dg, queries, nq, dim, k, ef, batch, threads, 1.0);
+    std::printf(
+        "\n| ef | mode | threads | CTAs per query | queries/s | p50 ms | unlike "
+        "|\n|---:|---|---:|---:|---:|---:|---:|\n");
+    for (int team : {8, 4, 1})
+      for (int threads : {1, 4, 16}) served_calls(dg, queries, nq, dim, k, sp, rid, rd, threads, team, 1.0);
+  }
+  return 0;
+}
+
+// EXPERIMENT: lone and 16 queries at once with the server's other slots
+// idle (16 slots, as the GPU service has) and without (slots = threads).
+int serve_idle(const gknn::graph::Graph& g, const float* base, const float* queries, std::int64_t nq, int dim,
+               int k) {
+  const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
+  concurrent_calls(dg, queries, nq, dim, k, 16, 1, 1, 0.5);  // warm-up
+  gknn::graph::SearchParams sp;
+  sp.k = k;
+  sp.ef = 12;
+  std::vector<std::int64_t> rid(std::size_t(nq) * k);
+  std::vector<double> rd(std::size_t(nq) * k);
+  for (std::int64_t q = 0; q < nq; ++q) dg.search(queries + q * dim, 1, sp, &rid[q * k], &rd[q * k]);
+  std::printf("\n| ef | mode | threads | CTAs per query | queries/s | p50 ms | unlike |\n");
+  for (int team : {4, 1})
+    for (int slots : {0, 16})
+      for (int threads : {1, 16})
+        served_calls(dg, queries, nq, dim, k, sp, rid, rd, threads, team, 0.5, slots);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
   int dim = argc > 2 ? std::atoi(argv[2]) : 128;
@@ -217,6 +340,7 @@ int main(int argc, char** argv) {
   const bool quick = argc > 5 && std::strcmp(argv[5], "quick") == 0;
   const bool wide = argc > 5 && std::strcmp(argv[5], "width") == 0;
   const bool threads = argc > 5 && std::strcmp(argv[5], "threads") == 0;
+  const bool serve = argc > 5 && std::strcmp(argv[5], "serve") == 0;
   constexpr std::int64_t nq = 1000;
   constexpr int k = 10;
   std::vector<float> all;
@@ -258,6 +382,8 @@ int main(int argc, char** argv) {
   }
   if (profile) return profile_single_queries(g, base, queries, dim, k);
   if (threads) return threaded_calls(g, base, queries, nq, dim, k);
+  if (serve) return serve_calls(g, base, queries, nq, dim, k);
+  if (argc > 5 && std::strcmp(argv[5], "idle") == 0) return serve_idle(g, base, queries, nq, dim, k);
   gknn::KnnRequest r;
   r.base = base;
   r.n = n;

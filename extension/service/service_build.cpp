@@ -497,6 +497,7 @@ void finish_build_task(ResidentImages& images, Executors& executors, uint64 id, 
 }
 
 int build_tasks_running() { return running; }
+bool build_sessions_open() { return !sessions.empty(); }
 
 void sweep_build_sessions(ServiceShared* ctl) {
   for (auto it = sessions.begin(); it != sessions.end();) {

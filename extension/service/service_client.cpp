@@ -24,6 +24,16 @@ extern "C" {
 }
 
 namespace gknn_service {
+struct ServiceShared;
+}
+namespace {
+// EXPERIMENT: the ring slot this backend owns (slot + 1; 0: none), and its
+// giving up (ring_search, below).
+uint32 ring_slot_owned = 0;
+void ring_abandon(gknn_service::ServiceShared* ctl, int slot);
+}  // namespace
+
+namespace gknn_service {
 namespace {
 
 constexpr long kCheckServiceMs = 1000;  // how often a waiting backend looks at the service
@@ -110,6 +120,7 @@ void abandon(RequestSlot* s) {
 namespace {
 
 void on_backend_exit(int, Datum) {
+  if (shared() && ring_slot_owned) ring_abandon(shared(), static_cast<int>(ring_slot_owned) - 1);
   if (shared() && MyProc) {
     RequestSlot* s = my_slot();
     abandon(s);
@@ -315,6 +326,140 @@ ServiceRoute gknn_service_route() {
 
 namespace {
 
+// EXPERIMENT (branch exp/persistent-search, docs/resident-graph-search.md):
+// a graph search written straight into the resident kernel's ring, where
+// the service says that kernel serves this image. 1: answered (ids, as
+// heap TIDs, distances, count, rows); 0: not served by the ring (the
+// request path then); never an ERROR while the slot is this backend's.
+constexpr int kRingNotServed = 0, kRingAnswered = 1;
+
+// Whether the ring serves `key` now; its epoch and image entries (no lock:
+// every ring search reads it).
+bool ring_serves(ServiceShared* ctl, const ImageKey& key, uint32* epoch, int64* entries) {
+  const RingDescriptor d = read_ring(ctl);
+  *epoch = d.epoch;
+  *entries = d.entries;
+  // Its image serves searches of its generation or older, as the request
+  // path's does (the newest image a search may take).
+  return d.serving && d.key.database == key.database && d.key.index == key.index &&
+         RelFileNodeEquals(d.key.node, key.node) && d.key.generation >= key.generation;
+}
+
+void ring_release(ServiceShared* ctl, int slot) {
+  pg_atomic_write_u32(&ctl->ring_owner[slot], 0);
+  ring_slot_owned = 0;
+}
+
+// Gives the slot up to the service (an interrupt or an exit while the
+// kernel holds its request): freed once answered.
+void ring_abandon(ServiceShared* ctl, int slot) {
+  pg_atomic_fetch_or_u32(&ctl->ring_owner[slot], kRingAbandoned);
+  ring_slot_owned = 0;
+}
+
+// A free slot taken (-1: all taken; the request path then, which the
+// service's executors search beside the kernel).
+int ring_claim(ServiceShared* ctl, uint32 me) {
+  for (int i = 0; i < kRingSlots; ++i) {
+    const int at = (MyProc->pgprocno + i) % kRingSlots;
+    uint32 expected = 0;
+    if (pg_atomic_read_u32(&ctl->ring_owner[at]) == 0 &&
+        pg_atomic_compare_exchange_u32(&ctl->ring_owner[at], &expected, me))
+      return at;
+  }
+  return -1;
+}
+
+// Whether the service that took this request is gone (read without its
+// lock: the ring's waits check it now and then).
+bool service_gone(ServiceShared* ctl, uint64 incarnation) {
+  const volatile ServiceShared* v = ctl;
+  return v->state != kReady || v->incarnation != incarnation;
+}
+
+int ring_search(const ImageKey& key, const float* query, int dim, int ef, int64 k, int64* ids,
+                double* distances, int64* count, int64* rows, ServiceTrip* trip) {
+  ServiceShared* ctl = shared();
+  if (!ring_memory() || dim > kRingMaxDim || k < 1 || k > kRingMaxK) return kRingNotServed;
+  uint32 epoch;
+  int64 entries;
+  if (!ring_serves(ctl, key, &epoch, &entries)) return kRingNotServed;
+  const uint64 incarnation = static_cast<const volatile ServiceShared*>(ctl)->incarnation;
+  if (service_gone(ctl, incarnation)) return kRingNotServed;
+  if (!exit_callback_registered) {  // it gives up a slot owned at exit
+    before_shmem_exit(on_backend_exit, 0);
+    exit_callback_registered = true;
+  }
+  const int slot = ring_claim(ctl, static_cast<uint32>(MyProc->pgprocno) + 1);
+  if (slot < 0) return kRingNotServed;
+  ring_slot_owned = static_cast<uint32>(slot) + 1;
+  // Read again now that the slot is ours: a service stopping holds every
+  // free slot first, so from here its kernel answers this request.
+  uint32 epoch_now;
+  if (!ring_serves(ctl, key, &epoch_now, &entries) || epoch_now != epoch) {
+    ring_release(ctl, slot);
+    return kRingNotServed;
+  }
+  const gknn::graph::RingLayout l = ring_layout();
+  char* s = ring_slot(slot);
+  const int32 ef32 = static_cast<int32>(Max(static_cast<int64>(ef), k)), k32 = static_cast<int32>(k);
+  memcpy(s + l.kQueryAt, query, sizeof(float) * dim);
+  memcpy(s + l.kEfAt, &ef32, sizeof(ef32));
+  memcpy(s + l.kKAt, &k32, sizeof(k32));
+  memcpy(s + l.kEpochAt, &epoch, sizeof(epoch));
+  volatile uint32* request = ring_request(slot);
+  const volatile uint32* answered = ring_answered(slot);
+  const uint32 number = *request + 1;
+  pg_write_barrier();
+  *request = number;
+  // The kernel runs while the ring serves (the service keeps its next launch
+  // queued): no wake-up. Yield while waiting: at most kRingSlots wait so,
+  // beside backends that need the CPUs.
+  const int64 start = now_us();
+  for (uint32 spins = 1; *answered != number; ++spins) {
+    if (INTERRUPTS_PENDING_CONDITION()) {
+      ring_abandon(ctl, slot);
+      CHECK_FOR_INTERRUPTS();
+      return kRingNotServed;  // an interrupt that did not end the query: ask again the other way
+    }
+    if ((spins & 255) == 0 && now_us() - start > 1000) {
+      if (service_gone(ctl, incarnation)) {  // its kernel died with it
+        ring_abandon(ctl, slot);
+        return kRingNotServed;
+      }
+      wake_service();  // late: a stopped launch, perhaps
+    }
+    sched_yield();  // pause instead, or pause for 100 us first: no difference
+                    // (fashion-mnist-ring-H200-2026-11-29-ring.md)
+  }
+  pg_read_barrier();
+  uint32 status;
+  memcpy(&status, s + l.kStatusAt, sizeof(status));
+  if (status != 0) {  // another epoch: refused, never searched
+    ring_release(ctl, slot);
+    return kRingNotServed;
+  }
+  int64 n = 0;
+  const char* out_ids = s + l.ids_at();
+  while (n < k) {
+    int64 id;
+    memcpy(&id, out_ids + sizeof(int64) * n, sizeof(id));
+    if (id < 0) break;
+    ids[n++] = id;
+  }
+  memcpy(distances, s + l.distances_at(), sizeof(double) * n);
+  ring_release(ctl, slot);
+  *count = n;
+  *rows = entries;
+  if (trip) {
+    trip->batch_id = 0;
+    trip->batch_size = 1;
+    trip->queue_ms = 0;
+    trip->run_ms = (now_us() - start) / 1000.0;
+  }
+  return kRingAnswered;
+}
+
 // A search's payload and request header (the query copied in); the reply
 // (ids then float8 distances) comes back in the same payload.
 char* begin_search(RequestSlot* s, uint32 kind, Oid index, RelFileNode node, uint64 generation,
@@ -388,16 +533,27 @@ bool gknn_service_graph_search(Oid index, RelFileNode node, uint64 generation, c
                                bool* gone, ServiceTrip* trip) {
   *gone = false;
   *count = 0;
-  RequestSlot* s = my_slot();
-  dsm_segment* seg;
-  char* payload = begin_search(s, kSearchGraph, index, node, generation, query, dim, k, &seg);
-  // The list is at least k, as the core raises it: then requests of one
-  // list and different k share one search (service_worker.cpp).
-  s->ef = static_cast<int32>(Max(static_cast<int64>(ef), k));
-  ReplyCode reply = call(s);
-  bool found = end_search(s, reply, payload, ids, distances, count, rows, gone, trip);
-  if (seg) dsm_detach(seg);
-  return found;
+  const ImageKey key = make_key(index, node, generation);
+  // The resident kernel's ring where it serves this image (EXPERIMENT);
+  // the request path starts it and says kUseRing, at most twice.
+  for (int tries = 0;; ++tries) {
+    if (ring_search(key, query, dim, ef, k, ids, distances, count, rows, trip) == kRingAnswered) return true;
+    RequestSlot* s = my_slot();
+    dsm_segment* seg;
+    char* payload = begin_search(s, kSearchGraph, index, node, generation, query, dim, k, &seg);
+    // The list is at least k, as the core raises it: then requests of one
+    // list and different k share one search (service_worker.cpp).
+    s->ef = static_cast<int32>(Max(static_cast<int64>(ef), k));
+    s->ring_tries = tries;
+    ReplyCode reply = call(s);
+    if (reply == kUseRing) {
+      if (seg) dsm_detach(seg);
+      continue;
+    }
+    bool found = end_search(s, reply, payload, ids, distances, count, rows, gone, trip);
+    if (seg) dsm_detach(seg);
+    return found;
+  }
 }
 
 namespace {

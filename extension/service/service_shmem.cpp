@@ -42,9 +42,13 @@ Size shared_size() {
   return add_size(offsetof(ServiceShared, slots), mul_size(sizeof(RequestSlot), slot_count()));
 }
 
+// EXPERIMENT: the resident graph kernel's ring, page-aligned in its own block.
+char* ring_block = nullptr;
+
 void request_shmem() {
   if (prev_request_hook) prev_request_hook();
   RequestAddinShmemSpace(shared_size());
+  RequestAddinShmemSpace(add_size(ring_bytes(), 4096));
 }
 
 void startup_shmem() {
@@ -59,6 +63,8 @@ void startup_shmem() {
     shared_block->device = -1;
     pg_atomic_init_u32(&shared_block->open_requests, 0);
     shared_block->nslots = slot_count();
+    for (int i = 0; i < kRingSlots; ++i) pg_atomic_init_u32(&shared_block->ring_owner[i], 0);
+    pg_atomic_init_u32(&shared_block->ring_seq, 0);
     for (int i = 0; i < shared_block->nslots; ++i) {
       RequestSlot* s = &shared_block->slots[i];
       SpinLockInit(&s->mutex);
@@ -69,6 +75,9 @@ void startup_shmem() {
       s->topk_open = 0;
     }
   }
+  bool ring_found;
+  ring_block = static_cast<char*>(ShmemInitStruct("gknn ring", add_size(ring_bytes(), 4096), &ring_found));
+  if (!ring_found) memset(ring_block, 0, ring_bytes() + 4096);
   LWLockRelease(AddinShmemInitLock);
 }
 
@@ -90,6 +99,74 @@ void register_worker() {
 }  // namespace
 
 ServiceShared* shared() { return shared_block; }
+
+gknn::graph::RingLayout ring_layout() {
+  gknn::graph::RingLayout l;
+  l.max_dim = kRingMaxDim;
+  l.max_k = kRingMaxK;
+  return l;
+}
+
+Size ring_bytes() { return ring_layout().ring_bytes(kRingSlots); }
+
+char* ring_slot(int i) { return ring_memory() + static_cast<size_t>(i) * ring_layout().slot_bytes(); }
+
+volatile uint32* ring_request(int i) {
+  return reinterpret_cast<volatile uint32*>(ring_memory() + ring_layout().doorbell_at(kRingSlots)) + i;
+}
+
+const volatile uint32* ring_answered(int i) {
+  return reinterpret_cast<const volatile uint32*>(ring_slot(i) + gknn::graph::RingLayout::kAnsweredAt);
+}
+
+bool ring_slot_waiting(int i) { return *ring_request(i) != *ring_answered(i); }
+
+int ring_waiting_searches(ServiceShared* ctl) {
+  if (!ring_memory()) return 0;
+  int n = 0;
+  for (int i = 0; i < kRingSlots; ++i) {
+    const uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
+    if (owner == 0 || owner == kRingHeld || (owner & kRingAbandoned) != 0) continue;  // no backend waits
+    if (ring_slot_waiting(i)) ++n;
+  }
+  return n;
+}
+
+RingDescriptor read_ring(ServiceShared* ctl) {
+  RingDescriptor d;
+  for (int tries = 0;; ++tries) {
+    const uint32 before = pg_atomic_read_u32(&ctl->ring_seq);
+    if (before & 1) {  // being written (or a service died writing it: not serving)
+      if (tries > 100000) return RingDescriptor();
+      pg_spin_delay();
+      continue;
+    }
+    pg_read_barrier();
+    const volatile ServiceShared* v = ctl;
+    d.serving = v->ring_serving != 0;
+    d.epoch = v->ring_epoch;
+    memcpy(&d.key, const_cast<const ImageKey*>(&v->ring_key), sizeof(d.key));
+    d.entries = v->ring_entries;
+    pg_read_barrier();
+    if (pg_atomic_read_u32(&ctl->ring_seq) == before) return d;
+  }
+}
+
+void write_ring(ServiceShared* ctl, const RingDescriptor& d) {
+  (void)pg_atomic_fetch_add_u32(&ctl->ring_seq, 1);  // odd: readers wait (a full barrier)
+  volatile ServiceShared* v = ctl;
+  v->ring_serving = d.serving ? 1 : 0;
+  v->ring_epoch = d.epoch;
+  memcpy(const_cast<ImageKey*>(&v->ring_key), &d.key, sizeof(d.key));
+  v->ring_entries = d.entries;
+  pg_write_barrier();
+  (void)pg_atomic_fetch_add_u32(&ctl->ring_seq, 1);  // even again
+}
+
+char* ring_memory() {
+  if (!ring_block) return nullptr;
+  return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(ring_block) + 4095) & ~uintptr_t(4095));
+}
 
 // GetCurrentTimestamp()'s value, computed here so that the service's
 // executor threads may take it too (they call nothing of PostgreSQL).

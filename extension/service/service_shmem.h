@@ -26,6 +26,8 @@ extern "C" {
 #include "storage/spin.h"
 }
 
+#include "gknn/graph.h"
+
 namespace gknn_service {
 
 enum SlotState : uint32 { kFree = 0, kSubmitted, kRunning, kDone, kFailed, kAbandoned };
@@ -82,6 +84,7 @@ enum ReplyCode : uint32 {
                  // an older generation (resident_generation), what changed (kDelta*)
   kError,        // sqlstate + message
   kServiceGone,  // the service stopped before answering
+  kUseRing,      // EXPERIMENT: a graph search: the resident kernel serves its image now, ask it (ring)
 };
 
 enum ServiceState : uint32 {
@@ -257,6 +260,8 @@ struct RequestSlot {
   uint64 topk_open;
   TopKOutcome topk;
 
+  int32 ring_tries;  // EXPERIMENT: a graph search's kUseRing replies so far (the service then searches it)
+
   alignas(16) char inline_payload[kInlineBytes];
 };
 
@@ -296,6 +301,14 @@ struct ForgetRequest {
   Oid index;        // InvalidOid: every index of the database (it was dropped)
   int64 before_us;  // images loaded at or before this time (the commit's) go
 };
+
+// One slot a cluster of the kernel: a request never waits for another's
+// search inside it (backends that find every slot taken use the request path).
+constexpr int kRingSlots = 16;
+constexpr int kRingMaxDim = 2048;
+constexpr int kRingMaxK = 1024;
+constexpr uint32 kRingHeld = 0x7fffffffu;
+constexpr uint32 kRingAbandoned = 0x80000000u;
 
 struct ServiceShared {
   slock_t mutex;  // guards everything below but the slots
@@ -337,9 +350,48 @@ struct ServiceShared {
   int64 forget_all_before_us;  // the queue was full: every image loaded by then goes
   ForgetRequest forgets[kMaxForgets];
 
+  // EXPERIMENT (branch exp/persistent-search, docs/resident-graph-search.md):
+  // the resident graph kernel's ring (ring_memory(): kRingSlots slots laid
+  // out as gknn::graph::RingLayout for kRingMaxDim and kRingMaxK). Whether
+  // a kernel serves it, for which image and epoch: written by the service
+  // only, read without a lock (ring_seq, a sequence lock: read_ring() and
+  // write_ring()), since every ring search reads it.
+  pg_atomic_uint32 ring_seq;
+  uint32 ring_serving;
+  uint32 ring_epoch;
+  ImageKey ring_key;
+  int64 ring_entries;
+  // Each slot's owner (no mutex): 0 free, pgprocno + 1 a backend's,
+  // kRingHeld the service's (stopping); kRingAbandoned set by a backend
+  // that gave its request up (the service frees the slot once answered).
+  pg_atomic_uint32 ring_owner[kRingSlots];
+
   int32 nslots;
   RequestSlot slots[FLEXIBLE_ARRAY_MEMBER];
 };
+
+// The ring (page-aligned), its layout and bytes; slot i, its request
+// number (the doorbell's word) and its answered number.
+char* ring_memory();
+gknn::graph::RingLayout ring_layout();
+Size ring_bytes();
+char* ring_slot(int i);
+volatile uint32* ring_request(int i);
+const volatile uint32* ring_answered(int i);
+// Whether slot i holds a request not answered yet.
+bool ring_slot_waiting(int i);
+struct RingDescriptor {
+  bool serving = false;
+  uint32 epoch = 0;
+  ImageKey key;
+  int64 entries = 0;
+};
+// Backends' searches in the ring not answered yet (a glance, no lock).
+int ring_waiting_searches(ServiceShared* ctl);
+// The ring's descriptor, read without a lock (any process).
+RingDescriptor read_ring(ServiceShared* ctl);
+// Publishes it (the service only: the one writer).
+void write_ring(ServiceShared* ctl, const RingDescriptor& d);
 
 // The shared block (null when the library was not preloaded).
 ServiceShared* shared();

@@ -663,6 +663,7 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
 }
 
 int topk_tasks_running() { return running; }
+bool topk_sessions_open() { return sessions && !sessions->empty(); }
 
 void sweep_topk_sessions(ServiceShared* ctl, ResidentImages& images) {
   budget_owner = &images;

@@ -37,6 +37,7 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
 
 // GpuTopK tasks handed to the executors and not finished.
 int topk_tasks_running();
+bool topk_sessions_open();  // EXPERIMENT (exp/persistent-search)
 
 // Drops the sessions whose requester closed them (its slot's topk_open
 // names another session or none: the scan ended, failed or was cancelled,

@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -118,6 +119,13 @@ void fail_open_requests(ServiceShared* ctl) {
   }
 }
 
+// EXPERIMENT: the ring's descriptor says no kernel serves it.
+void stop_ring(ServiceShared* ctl) {
+  RingDescriptor d = read_ring(ctl);
+  d.serving = false;
+  write_ring(ctl, d);
+}
+
 void on_service_exit(int, Datum) {
   ServiceShared* ctl = shared();
   SpinLockAcquire(&ctl->mutex);
@@ -125,6 +133,7 @@ void on_service_exit(int, Datum) {
   ctl->pid = 0;
   ctl->latch = nullptr;
   SpinLockRelease(&ctl->mutex);
+  stop_ring(ctl);  // EXPERIMENT: no kernel serves the ring any more
   fail_open_requests(ctl);
 }
 
@@ -491,6 +500,8 @@ void run_search(SearchJob& job) {
 // its image is not resident.
 uint64 next_batch_id = 0;
 
+bool to_serving(std::shared_ptr<Resident>& r, std::vector<int>& group);  // EXPERIMENT, below
+
 void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   RequestSlot* first = taken[group[0]].s;
   std::shared_ptr<Resident> r = images->find_for_search(resident_key(first->key), now_us());
@@ -515,6 +526,7 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
     return;
   }
   r->hits += static_cast<int64>(group.size()) - 1;  // find() counted the first
+  if (kind == kImageGraph && to_serving(r, group)) return;
   auto job = std::make_unique<SearchJob>();
   job->image = std::move(r);
   job->requests.reserve(group.size());
@@ -542,6 +554,214 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
     taken[slot].open = false;
     taken[slot].seg = nullptr;
   }
+}
+
+// EXPERIMENT (branch exp/persistent-search, docs/resident-graph-search.md):
+// with GKNN_GRAPH_RESIDENT=1 in the server's environment, a gpu_graph
+// image's searches are served by a search kernel left running on its GPU
+// (gknn::graph::GraphServer, kRingSlots request slots in shared memory,
+// clusters of kServerTeam CTAs), which backends write their queries into
+// and read their answers from themselves (service_client.cpp ring_search).
+// This thread starts it (a graph search reaching it while nothing else runs
+// is answered kUseRing), keeps its next launch queued, frees the slots
+// backends gave up, and stops it (every slot answered and held first)
+// before anything else is taken (another image's or kind's request, a load,
+// a build, a GpuTopK session, a forget, a reload) or after kServingIdleUs
+// without a request. Each launch ends on its own within 4 ms: a
+// synchronizing CUDA call elsewhere waits two lifetimes at most.
+constexpr int kServerTeam = 4;
+
+struct GraphServing {
+  std::shared_ptr<Resident> image;
+  std::unique_ptr<gknn::graph::GraphServer> server;
+  uint64 answered_at_start;  // ring_answered_total() when it started
+  uint64 counted;            // ring_answered_total() when last added to the service's searches
+  int64 started_us;
+  int64 active_us;  // when a request was last seen answered (or it started)
+};
+GraphServing* serving = nullptr;
+bool round_may_serve = false;  // this round took graph searches of one index only (run_requests)
+bool ring_registered = false;  // the ring is pinned and mapped for the devices
+
+bool resident_server_wanted() {
+  static const bool on = [] {
+    const char* v = getenv("GKNN_GRAPH_RESIDENT");
+    return v && atoi(v) > 0;
+  }();
+  return on;
+}
+
+// Every slot's answered number summed: each request bumps its slot's by one
+// (the ring's requests served so far, for the log).
+uint64 ring_answered_total() {
+  uint64 total = 0;
+  for (int i = 0; i < kRingSlots; ++i) total += *ring_answered(i);
+  return total;
+}
+
+void keep_serving_alive() {
+  try {
+    serving->server->keep_alive();
+  } catch (const std::exception&) {
+    ereport(LOG, (errmsg("gknn GPU service: the resident graph search failed")));
+    device_fault = true;
+  }
+}
+
+// The ring's searches since the last call, added to the service's (each
+// request answered bumps its slot's answered number: refusals count too).
+void count_ring_searches(ServiceShared* ctl) {
+  const uint64 total = ring_answered_total();
+  const int64 n = static_cast<int64>(total - serving->counted);
+  if (n <= 0) return;
+  serving->counted = total;
+  serving->active_us = now_us();
+  SpinLockAcquire(&ctl->mutex);
+  ctl->requests += n;
+  ctl->searches += n;
+  SpinLockRelease(&ctl->mutex);
+}
+
+void stop_serving(ServiceShared* ctl);
+
+// A kernel left with nothing to search holds its SMs (and the GPU busy as
+// nvidia-smi shows it): stopped after this long without a request (the next
+// graph search starts it again through the request path).
+constexpr int64 kServingIdleUs = 250000;
+
+// Frees the slots their backends gave up once answered, and keeps the
+// kernel's next launch queued (once a lifetime at least: the loop's wait
+// is short while it serves); stops it when idle.
+void pump_serving(ServiceShared* ctl) {
+  if (!serving) return;
+  bool waiting = false;
+  for (int i = 0; i < kRingSlots; ++i) {
+    if (ring_slot_waiting(i)) {
+      waiting = true;
+      continue;
+    }
+    uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
+    if ((owner & kRingAbandoned) != 0) (void)pg_atomic_compare_exchange_u32(&ctl->ring_owner[i], &owner, 0);
+  }
+  count_ring_searches(ctl);
+  if (!waiting && now_us() - serving->active_us > kServingIdleUs) {
+    stop_serving(ctl);
+    return;
+  }
+  keep_serving_alive();
+}
+
+// Stops the kernel: the ring no longer serves; every slot held (a free one
+// at once, a backend's once its request is answered and it lets go); then
+// the kernel stopped and the slots freed.
+void stop_serving(ServiceShared* ctl) {
+  if (!serving) return;
+  stop_ring(ctl);
+  bool held[kRingSlots] = {};
+  int nheld = 0;
+  const int64 until = now_us() + 2000000;
+  while (nheld < kRingSlots && !device_fault) {
+    bool waiting = false;
+    for (int i = 0; i < kRingSlots; ++i) {
+      if (held[i]) continue;
+      const bool w = ring_slot_waiting(i);
+      waiting = waiting || w;
+      uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
+      if (!w && (owner == 0 || (owner & kRingAbandoned) != 0) &&
+          pg_atomic_compare_exchange_u32(&ctl->ring_owner[i], &owner, kRingHeld)) {
+        held[i] = true;
+        ++nheld;
+      }
+    }
+    if (waiting) keep_serving_alive();
+    if (now_us() > until) {
+      ereport(LOG, (errmsg("gknn GPU service: the resident graph search's ring did not drain within 2 s")));
+      device_fault = true;
+    }
+  }
+  count_ring_searches(ctl);
+  ereport(LOG,
+          (errmsg("gknn GPU service: resident graph search stopped: %llu requests through the ring in %.3f s",
+                  static_cast<unsigned long long>(ring_answered_total() - serving->answered_at_start),
+                  (now_us() - serving->started_us) / 1e6)));
+  delete serving;  // the GraphServer's destructor stops the kernel and waits for it
+  serving = nullptr;
+  for (int i = 0; i < kRingSlots; ++i)
+    if (held[i]) pg_atomic_write_u32(&ctl->ring_owner[i], 0);
+}
+
+// Whether a group of graph searches is answered "use the ring" (the
+// kernel started here for its image when none serves it and nothing else
+// runs); false: the executors search it.
+bool to_serving(std::shared_ptr<Resident>& r, std::vector<int>& group) {
+  ServiceShared* ctl = shared();
+  if (!resident_server_wanted() || !r->graph_gpu || !r->graph || !ring_memory()) return false;
+  RequestSlot* first = taken[group[0]].s;
+  // The kernel serves this image already: these found every slot taken (or
+  // read the descriptor before it was published): the executors search
+  // them beside it.
+  if (serving && serving->image == r) return false;
+  for (int slot : group) {  // what the ring takes; anything else goes the executors' way (and its error)
+    const RequestSlot* s = taken[slot].s;
+    if (s->ring_tries >= 2 || s->dim != r->graph->dim || s->dim > kRingMaxDim || s->k < 1 ||
+        s->k > kRingMaxK || s->ef < 1 || std::max<int64>(s->ef, s->k) > gknn::graph::kMaxDeviceEf ||
+        !key_equal(s->key, first->key))
+      return false;
+  }
+  stop_serving(ctl);  // another image's kernel, if any
+  // Started only where nothing else runs or was taken beside it.
+  if (!round_may_serve || !jobs.empty() || build_tasks_running() || topk_tasks_running() ||
+      build_sessions_open() || topk_sessions_open())
+    return false;
+  RingDescriptor d = read_ring(ctl);
+  try {
+    if (!ring_registered) {
+      gknn::register_host_memory(ring_memory(), ring_bytes());
+      ring_registered = true;
+    }
+    gknn::graph::RingSpec spec;
+    spec.host = ring_memory();
+    spec.slots = kRingSlots;
+    spec.layout = ring_layout();
+    spec.epoch = d.epoch + 1;
+    spec.row_ids = r->graph->ids.data();
+    gknn::graph::SearchParams sp;
+    sp.k = kRingMaxK;
+    sp.seed = r->graph->seed;
+    auto srv = std::make_unique<gknn::graph::GraphServer>(*r->graph_gpu, spec, kServerTeam, sp);
+    serving = new GraphServing;
+    serving->image = r;
+    serving->server = std::move(srv);
+    serving->answered_at_start = serving->counted = ring_answered_total();
+    serving->started_us = serving->active_us = now_us();
+  } catch (const std::exception&) {
+    return false;  // the executors search it
+  }
+  d.serving = true;
+  d.epoch += 1;
+  d.key = first->key;
+  d.key.generation = r->key.generation;  // the image's: it serves searches of that generation or older
+  d.entries = r->entries;
+  write_ring(ctl, d);
+  for (int slot : group) {
+    taken[slot].s->reply = kUseRing;
+    answer(ctl, taken[slot]);
+  }
+  return true;
+}
+
+// Before a round takes anything but graph searches of the serving image
+// (or anything that may free GPU memory happens): stop the kernel.
+void stop_serving_for(ServiceShared* ctl, int n) {
+  round_may_serve = n > 0;
+  for (int i = 0; i < n && round_may_serve; ++i) {
+    const RequestSlot* s = taken[round_slots[i]].s;
+    const RequestSlot* first = taken[round_slots[0]].s;
+    round_may_serve = s->kind == kSearchGraph && resident_key(s->key).same_index(resident_key(first->key));
+  }
+  if (!serving) return;
+  if (!round_may_serve || !resident_key(taken[round_slots[0]].s->key).same_index(serving->image->key))
+    stop_serving(ctl);
 }
 
 // Answers the request of a slot (for service_build.cpp's tasks).
@@ -629,6 +849,7 @@ void publish_images(ServiceShared* ctl) {
 // postmaster takes for a crash of the cluster.
 int64 run_requests(ServiceShared* ctl, int n) {
   int64 searches = 0;
+  stop_serving_for(ctl, n);
   const char* failure = nullptr;
   int sqlstate = ERRCODE_INTERNAL_ERROR;
   try {
@@ -720,6 +941,7 @@ bool serve_round(ServiceShared* ctl) {
     SpinLockRelease(&ctl->mutex);
     worked = true;
   }
+  pump_serving(ctl);
   if (worked) publish_images(ctl);
   return worked;
 }
@@ -757,6 +979,10 @@ void announce_start(ServiceShared* ctl) {
   ctl->cache_bytes = ctl->cache_evictions = 0;
   ctl->memory_used = 0;
   SpinLockRelease(&ctl->mutex);
+  // EXPERIMENT: the last service's kernel is gone (a service killed while
+  // writing the descriptor left its sequence odd).
+  if (pg_atomic_read_u32(&ctl->ring_seq) & 1) (void)pg_atomic_fetch_add_u32(&ctl->ring_seq, 1);
+  stop_ring(ctl);
   fail_open_requests(ctl);
 }
 
@@ -795,6 +1021,8 @@ void gknn_service_main(Datum) {
   WaitEventSet* wait_set = make_wait_set();
   int64 last_request_us = 0;
   while (!stop_requested) {
+    if (serving && (ConfigReloadPending || ctl->nforgets != 0 || ctl->forget_all_before_us != 0))
+      stop_serving(ctl);                            // a reload or forget may free GPU memory
     sweep_build_sessions(ctl);                      // builds that ended (service_build.cpp)
     if (images) sweep_topk_sessions(ctl, *images);  // GpuTopK scans that ended (service_topk.cpp)
     if (ConfigReloadPending) {
@@ -838,7 +1066,8 @@ void gknn_service_main(Datum) {
       continue;
     }
     WaitEvent event;
-    (void)WaitEventSetWait(wait_set, -1L, &event, 1, PG_WAIT_EXTENSION);
+    // EXPERIMENT: a serving kernel's next launch is queued once a lifetime (4 ms) at least.
+    (void)WaitEventSetWait(wait_set, serving ? 1L : -1L, &event, 1, PG_WAIT_EXTENSION);
     ResetLatch(MyLatch);
   }
   // Exit code 1: the postmaster restarts the service (unless it is shutting down).

@@ -27,6 +27,11 @@
 // and refilled with the list's ids (as CAGRA does): a node outside the list
 // may then be scored again, never listed twice.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -80,6 +85,9 @@ struct Shared {
   int batch;                        // new candidates in bd/bid
   int reset;                        // the hash is half full: clear it before the next batch
   int published;                    // a cluster's leader: rows in bid to score (-1: the search ended)
+  int job;                          // serve_kernel: the slot being searched (-1: stop)
+  unsigned job_seq;                 // ... its request's sequence number
+  int job_ef, job_k;                // ... its candidate list and answers
   // The query follows (dim floats, dynamic shared memory).
 };
 
@@ -733,15 +741,17 @@ __global__ void __launch_bounds__(kEntryThreads)
   if (lane == 0) scores[std::int64_t(blockIdx.y) * n_entries + e] = d;
 }
 
-// One query per CTA (CL = 1) or per cluster of CL CTAs (see Team).
+// One query's search by its CTA (CL = 1) or its cluster of CL CTAs (see
+// Team): q its query (global or mapped memory), entry_scores its entry
+// sample's scores or null, oid/od its k answers. The body of search_kernel
+// and of serve_kernel.
 template <int CL>
-__global__ void __launch_bounds__(kMaxThreads, 1)
-    search_kernel(const float* __restrict__ vectors, const std::uint32_t* __restrict__ edges, std::int64_t n,
-                  int degree, int dim, Metric metric, const float* __restrict__ queries,
-                  const std::uint32_t* __restrict__ entries, const double* __restrict__ entry_scores,
-                  int n_entries, const std::uint8_t* __restrict__ skip, int ef, int k, int width,
-                  bool query_in_shared, int per_round, int row_stride, int stage_rows,
-                  std::int64_t* __restrict__ ids, double* __restrict__ distances) {
+__device__ __forceinline__ void search_one(
+    const float* __restrict__ vectors, const std::uint32_t* __restrict__ edges, int degree, int dim,
+    Metric metric, const float* q, const std::uint32_t* __restrict__ entries, const double* entry_scores,
+    int n_entries, const std::uint8_t* __restrict__ skip, int ef, int k, int width, bool query_in_shared,
+    int per_round, int row_stride, int stage_rows, std::int64_t* oid, double* od,
+    const std::int64_t* __restrict__ row_ids = nullptr) {
   // Teams (clusters) serve calls of at most kWidestUpTo queries, in CTAs
   // of kMaxThreads: there a lone query's time is its chain of steps and
   // idle lanes cost nothing, so the merge ranks by groups of lanes and a
@@ -754,8 +764,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   Shared& sh = *reinterpret_cast<Shared*>(smem);
   Team team;
   if (CL > 1) team = Team{cluster_rank(), CL};
-  const std::int64_t query = blockIdx.x / CL;
-  const float* q = queries + query * dim;
   if (query_in_shared) {  // after Shared, when the device's shared memory holds it
     float* qs = reinterpret_cast<float*>(&sh + 1);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) qs[i] = q[i];
@@ -786,8 +794,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   for (int b = 0; b < n_entries; b += nt) {
     if (sh.reset) hash_reset(sh);
     offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
-                        entry_scores ? entry_scores + query * n_entries + b : nullptr, min(nt, n_entries - b),
-                        ef);
+                        entry_scores ? entry_scores + b : nullptr, min(nt, n_entries - b), ef);
   }
   // Rows offered per batch: as many whole rows as the CTA has threads.
   const int rows_per_batch = nt / degree;
@@ -832,17 +839,185 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   }
   if (threadIdx.x == 0) {
     const Lists& l = sh.list[sh.cur];
-    std::int64_t* oid = ids + query * k;
-    double* od = distances + query * k;
     int out = 0;
     for (int i = 0; i < sh.size && out < k; ++i) {
       if (skip && skip[l.id[i]]) continue;
-      oid[out] = l.id[i];
+      oid[out] = row_ids ? row_ids[l.id[i]] : std::int64_t(l.id[i]);
       od[out] = l.d[i];
       ++out;
     }
     for (; out < k; ++out) oid[out] = -1, od[out] = canonical_score(NAN);
   }
+}
+
+// One query per CTA (CL = 1) or per cluster of CL CTAs (see Team).
+template <int CL>
+__global__ void __launch_bounds__(kMaxThreads, 1)
+    search_kernel(const float* __restrict__ vectors, const std::uint32_t* __restrict__ edges, std::int64_t n,
+                  int degree, int dim, Metric metric, const float* __restrict__ queries,
+                  const std::uint32_t* __restrict__ entries, const double* __restrict__ entry_scores,
+                  int n_entries, const std::uint8_t* __restrict__ skip, int ef, int k, int width,
+                  bool query_in_shared, int per_round, int row_stride, int stage_rows,
+                  std::int64_t* __restrict__ ids, double* __restrict__ distances) {
+  const std::int64_t query = blockIdx.x / CL;
+  search_one<CL>(vectors, edges, degree, dim, metric, queries + query * dim, entries,
+                 entry_scores ? entry_scores + query * n_entries : nullptr, n_entries, skip, ef, k, width,
+                 query_in_shared, per_round, row_stride, stage_rows, ids + query * k, distances + query * k);
+}
+
+// EXPERIMENT (branch exp/persistent-search): GraphServer's ring of request
+// slots in mapped host memory. Slot s at base + s * slot_bytes: its
+// slots laid out as RingLayout (graph.h) says.
+constexpr int kDoneAt = int(RingLayout::kAnsweredAt);
+constexpr int kMaxSlotsPerCluster = 4;
+constexpr unsigned long long kServeLifeNs = 4000000;  // 4 ms: a launch (~10 us) per 4 ms under load
+struct ServeRing {
+  unsigned char* base;
+  int slot_bytes, nslots, q_at, ids_at, d_at;
+  const int* stop;
+  unsigned long long life_ns;   // a cluster takes no request after this long
+  unsigned epoch;               // requests of another are refused
+  const std::int64_t* row_ids;  // device, one a row (null: answers are rows)
+  const unsigned* doorbell;     // mapped host: each slot's request number, one line
+  unsigned* mailbox;            // device: each slot's request number as forwarded, then quit
+};
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ unsigned load_acquire_sys(const void* p) {
+  unsigned v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_release_sys(void* p, unsigned v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned load_acquire_gpu(const void* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_release_gpu(void* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// The ring's one reader of the bus (the last cluster's first warp): the
+// doorbell line read by its lanes at once, each new request number
+// forwarded to the slot's mailbox in device memory, which the idle
+// clusters poll instead of host memory (their polling over the bus slowed a
+// searching cluster 2-5x: bench/results/graph-ring-idle-pollers-*). It
+// sets the quit word (mailbox[nslots]) once the host's stop flag is set.
+__device__ void dispatch_ring(const ServeRing& ring, unsigned long long born) {
+  constexpr int kPerLane = RingLayout::kMaxRingSlots / 32;
+  const int lane = int(threadIdx.x);
+  unsigned fwd[kPerLane] = {};
+  for (int i = 0; i < kPerLane; ++i)
+    if (lane + 32 * i < ring.nslots) fwd[i] = load_acquire_gpu(ring.mailbox + lane + 32 * i);
+  for (unsigned pass = 0; global_ns() - born < ring.life_ns; ++pass) {
+    bool stop = false;
+    if ((pass & 63) == 0 && lane == 0) stop = load_acquire_sys(ring.stop) != 0;
+    if (__shfl_sync(0xffffffffu, stop ? 1 : 0, 0)) {
+      if (lane == 0) store_release_gpu(ring.mailbox + ring.nslots, 1u);
+      return;
+    }
+    for (int i = 0; i < kPerLane; ++i) {
+      const int at = lane + 32 * i;
+      if (at >= ring.nslots) break;
+      const unsigned r = *reinterpret_cast<const volatile unsigned*>(ring.doorbell + at);
+      if (r != fwd[i]) {
+        fwd[i] = r;
+        __threadfence_system();  // the request's slot as written before its number
+        store_release_gpu(ring.mailbox + at, r);
+      }
+    }
+  }
+}
+
+// A resident search: each cluster (CTA, CL = 1) but the last serves the
+// slots cluster, cluster + clusters, ... (at most kMaxSlotsPerCluster), its
+// leader's thread 0 polling their mailboxes (the last cluster's dispatcher
+// fills them from the doorbell), until the dispatcher passes on the host's
+// stop or ring.life_ns have passed (the host keeps the next launch queued:
+// a synchronizing CUDA call elsewhere waits for two lifetimes at most, never
+// forever). A slot whose request number differs
+// from its answered one waits, also across launches. Every query is
+// search_one's, so its answers are a call's.
+template <int CL>
+__global__ void __launch_bounds__(kMaxThreads, 1)
+    serve_kernel(const float* __restrict__ vectors, const std::uint32_t* __restrict__ edges, int degree,
+                 int dim, Metric metric, const std::uint32_t* __restrict__ entries, int n_entries, int width,
+                 int per_round, int row_stride, int stage_rows, ServeRing ring) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  Shared& sh = *reinterpret_cast<Shared*>(smem);
+  const int rank = CL > 1 ? cluster_rank() : 0;
+  // The last cluster dispatches (its first CTA's first warp); the others serve.
+  const int cluster = int(blockIdx.x) / CL, clusters = int(gridDim.x) / CL - 1;
+  const unsigned long long born = global_ns();
+  if (cluster == clusters) {
+    if (rank == 0 && threadIdx.x < 32) dispatch_ring(ring, born);
+    return;  // it takes no part in any cluster barrier
+  }
+  unsigned seen[kMaxSlotsPerCluster] = {};  // the leader's thread 0: the last sequence served per slot
+  if (rank == 0 && threadIdx.x == 0)
+    for (int i = 0; i < kMaxSlotsPerCluster && cluster + i * clusters < ring.nslots; ++i)
+      seen[i] = load_acquire_sys(ring.base + std::size_t(cluster + i * clusters) * ring.slot_bytes + kDoneAt);
+  for (;;) {
+    if (rank == 0 && threadIdx.x == 0) {
+      int job = -1;
+      unsigned seq = 0;
+      while (job < 0 && !load_acquire_gpu(ring.mailbox + ring.nslots) && global_ns() - born < ring.life_ns) {
+        for (int i = 0; i < kMaxSlotsPerCluster; ++i) {
+          const int s = cluster + i * clusters;
+          if (s >= ring.nslots) break;
+          const unsigned r = load_acquire_gpu(ring.mailbox + s);
+          if (r == seen[i]) continue;
+          asm volatile("fence.acq_rel.sys;" ::: "memory");  // the slot as its writer left it
+          unsigned char* at = ring.base + std::size_t(s) * ring.slot_bytes;
+          seen[i] = r;
+          if (*reinterpret_cast<const volatile unsigned*>(at + RingLayout::kEpochAt) != ring.epoch) {
+            *reinterpret_cast<volatile unsigned*>(at + RingLayout::kStatusAt) = 1u;  // refused
+            __threadfence_system();
+            store_release_sys(at + kDoneAt, r);
+            continue;
+          }
+          job = s;
+          seq = r;
+          break;
+        }
+      }
+      sh.job = job;
+      sh.job_seq = seq;
+      if (job >= 0) {
+        const unsigned char* at = ring.base + std::size_t(job) * ring.slot_bytes;
+        sh.job_ef = *reinterpret_cast<const volatile int*>(at + 4);
+        sh.job_k = *reinterpret_cast<const volatile int*>(at + 8);
+      }
+    }
+    if (CL > 1)
+      cluster_sync();
+    else
+      __syncthreads();
+    const int job = CL > 1 ? in_rank(&sh, 0)->job : sh.job;
+    if (job < 0) break;
+    unsigned char* slot = ring.base + std::size_t(job) * ring.slot_bytes;
+    search_one<CL>(vectors, edges, degree, dim, metric, reinterpret_cast<const float*>(slot + ring.q_at),
+                   entries, nullptr, n_entries, nullptr, sh.job_ef, sh.job_k, width, true, per_round,
+                   row_stride, stage_rows, reinterpret_cast<std::int64_t*>(slot + ring.ids_at),
+                   reinterpret_cast<double*>(slot + ring.d_at), ring.row_ids);
+    if (rank == 0 && threadIdx.x == 0) {
+      *reinterpret_cast<volatile unsigned*>(slot + RingLayout::kStatusAt) = 0u;
+      __threadfence_system();
+      store_release_sys(slot + kDoneAt, sh.job_seq);
+    }
+  }
+  if (CL > 1) cluster_sync();  // the followers have read the leader's last job
 }
 
 // A launch of `grid` CTAs of `threads` in clusters of cl (attr: its storage).
@@ -1219,5 +1394,275 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
   download_span_and_wait(ids, answers * sizeof(std::int64_t), distances, answers * sizeof(double), dids, 1,
                          s);
 }
+
+// EXPERIMENT (branch exp/persistent-search): see graph.h.
+struct GraphServer::Impl {
+  const DeviceGraph::Impl& g;
+  int slots, team, k, dim;  // k: the most answers a request may ask
+  RingLayout layout;
+  std::uint32_t epoch = 0;  // of this server's requests (submit())
+  std::size_t slot_bytes = 0, q_at = 0, ids_at = 0, d_at = 0;
+  unsigned char* host = nullptr;  // the slots
+  bool own_ring = false;          // host is this server's (cudaHostAlloc)
+  int* stop = nullptr;            // pinned, this server's
+  cudaStream_t stream = nullptr;
+  std::vector<unsigned> seq;
+  std::function<void()> launch;                        // the serving kernel, as made by the constructor
+  std::unique_ptr<AsyncBuffer<std::uint32_t>> upload;  // the entry list where the graph's cache has no room
+  std::vector<std::uint32_t> host_entries;
+  std::unique_ptr<DeviceBuffer<std::int64_t>> row_ids;
+  std::size_t doorbell_at = 0;                      // in host: the slots' request numbers
+  std::unique_ptr<DeviceBuffer<unsigned>> mailbox;  // nslots forwarded numbers, then quit
+  // Launches made and seen finished; each launch's end (two at most in flight).
+  unsigned long long launched = 0, finished = 0;
+  cudaEvent_t ends[2] = {nullptr, nullptr};
+  std::mutex launching;
+
+  static RingSpec own_spec(const DeviceGraph::Impl& gi, int nslots, const SearchParams& sp) {
+    RingSpec r;
+    r.slots = nslots;
+    r.layout.max_dim = gi.dim;
+    r.layout.max_k = sp.k;
+    return r;
+  }
+
+  Impl(const DeviceGraph::Impl& gi, const RingSpec& ring, int cl, const SearchParams& sp)
+      : g(gi),
+        slots(ring.slots),
+        team(cl),
+        k(ring.layout.max_k),
+        dim(gi.dim),
+        layout(ring.layout),
+        epoch(ring.epoch),
+        seq(std::size_t(std::max(ring.slots, 0)), 0u) {
+    try {
+      start(ring, cl, sp);
+    } catch (...) {
+      shutdown();  // what was made before the failure (the destructor does not run)
+      throw;
+    }
+  }
+
+  void start(const RingSpec& ring, int cl, const SearchParams& sp) {
+    const int nslots = ring.slots;
+    if (nslots < 1 || (cl != 1 && cl != 4 && cl != 8) || sp.skip || !g.query_in_shared || g.host.n == 0)
+      throw Error(ErrorCode::InvalidArgument, "GraphServer: bad slots, team, skip flags or graph");
+    if (k < 1 || k > kMaxEf || layout.max_dim < dim)
+      throw Error(ErrorCode::InvalidArgument,
+                  "GraphServer: bad k, or slots too small for the graph's queries");
+    // Clusters serve up to kMaxSlotsPerCluster slots each, all of them on the GPU at once.
+    // (a slot a cluster up to 16 slots, then up to kMaxSlotsPerCluster a cluster)
+    const int clusters =
+        std::max(std::min(nslots, 16), (nslots + kMaxSlotsPerCluster - 1) / kMaxSlotsPerCluster);
+    int fit = cl == 1 ? 0 : g.active[cl];
+    if (cl == 1) {
+      int sms = 0;
+      GKNN_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g.device));
+      fit = sms;  // one 512-thread CTA with all the shared memory an SM
+    }
+    if (nslots > RingLayout::kMaxRingSlots)
+      throw Error(ErrorCode::InvalidArgument, "GraphServer: more slots than a doorbell line holds");
+    if (clusters + 1 > fit || clusters * kMaxSlotsPerCluster < nslots)  // + the dispatcher
+      throw Error(ErrorCode::InvalidArgument, "GraphServer: more clusters than the GPU holds at once");
+    q_at = RingLayout::kQueryAt;
+    ids_at = layout.ids_at();
+    d_at = layout.distances_at();
+    slot_bytes = layout.slot_bytes();
+    GKNN_CUDA(cudaSetDevice(g.device));
+    own_ring = ring.host == nullptr;
+    doorbell_at = layout.doorbell_at(nslots);
+    if (own_ring) {
+      GKNN_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&host), layout.ring_bytes(nslots),
+                              cudaHostAllocMapped | cudaHostAllocPortable));
+      std::memset(host, 0, layout.ring_bytes(nslots));
+    } else {
+      host = static_cast<unsigned char*>(ring.host);
+      for (int i = 0; i < nslots; ++i)  // the next request number each slot takes (submit())
+        std::memcpy(&seq[std::size_t(i)], host + doorbell_at + 4 * std::size_t(i), sizeof(unsigned));
+    }
+    // The mailboxes start as the doorbell is (a request waiting there is
+    // one whose number differs from its slot's answered number), quit 0.
+    mailbox = std::make_unique<DeviceBuffer<unsigned>>(std::size_t(nslots) + 1);
+    {
+      std::vector<unsigned> box(std::size_t(nslots) + 1, 0u);
+      std::memcpy(box.data(), host + doorbell_at, std::size_t(nslots) * sizeof(unsigned));
+      GKNN_CUDA(
+          cudaMemcpy(mailbox->get(), box.data(), box.size() * sizeof(unsigned), cudaMemcpyHostToDevice));
+    }
+    if (ring.row_ids) {
+      row_ids = std::make_unique<DeviceBuffer<std::int64_t>>(std::size_t(g.host.n));
+      GKNN_CUDA(cudaMemcpy(row_ids->get(), ring.row_ids, std::size_t(g.host.n) * sizeof(std::int64_t),
+                           cudaMemcpyHostToDevice));
+    }
+    GKNN_CUDA(
+        cudaHostAlloc(reinterpret_cast<void**>(&stop), 128, cudaHostAllocMapped | cudaHostAllocPortable));
+    *stop = 0;
+    void* dev = nullptr;
+    GKNN_CUDA(cudaHostGetDevicePointer(&dev, host, 0));
+    void* dev_stop = nullptr;
+    GKNN_CUDA(cudaHostGetDevicePointer(&dev_stop, stop, 0));
+    GKNN_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const auto entry_list = g.entries(sp, stream, upload, host_entries);
+    const std::uint32_t* entries = entry_list.first;
+    const int n_entries = entry_list.second;
+    GKNN_CUDA(cudaStreamSynchronize(stream));
+    // The small call's staging: a cluster's CTAs take all the room (search()).
+    int per_round = DeviceGraph::Impl::staging_floats(dim, g.stage_room, kMaxThreads);
+    const std::size_t stage_bytes =
+        cl > 1 ? g.stage_room : DeviceGraph::Impl::staging_bytes(per_round, kMaxThreads);
+    int stage_rows =
+        int(std::min<std::size_t>(stage_bytes / (std::size_t(g.row_stride) * sizeof(float)), kMaxThreads));
+    if (stage_rows < 4) stage_rows = 0;
+    if (stage_rows) per_round = 0;
+    const std::size_t smem =
+        g.smem + 16 + (stage_rows ? std::size_t(stage_rows) * g.row_stride * sizeof(float) : stage_bytes);
+    const ServeRing served{static_cast<unsigned char*>(dev),
+                           int(slot_bytes),
+                           nslots,
+                           int(q_at),
+                           int(ids_at),
+                           int(d_at),
+                           static_cast<const int*>(dev_stop),
+                           kServeLifeNs,
+                           ring.epoch,
+                           row_ids ? row_ids->get() : nullptr,
+                           reinterpret_cast<const unsigned*>(static_cast<unsigned char*>(dev) + doorbell_at),
+                           mailbox->get()};
+    const int most = int(g.smem + 16 + g.stage_room);
+    const DeviceGraph::Impl* gp = &g;
+    const cudaStream_t st = stream;
+    const int width = sp.width;
+    auto clustered = [=](auto kernel) {
+      GKNN_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+      return [=] {
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t config =
+            cluster_config(unsigned((clusters + 1) * cl), kMaxThreads, smem, st, cl, &attr);
+        GKNN_CUDA(cudaLaunchKernelEx(&config, kernel, gp->vectors.get(), gp->edges.get(), gp->host.degree,
+                                     gp->dim, gp->metric, entries, n_entries, width, per_round,
+                                     gp->row_stride, stage_rows, served));
+      };
+    };
+    if (cl == 1) {
+      GKNN_CUDA(cudaFuncSetAttribute(serve_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+      launch = [=] {
+        serve_kernel<1><<<clusters + 1, kMaxThreads, smem, st>>>(
+            gp->vectors.get(), gp->edges.get(), gp->host.degree, gp->dim, gp->metric, entries, n_entries,
+            width, per_round, gp->row_stride, stage_rows, served);
+        GKNN_CUDA(cudaGetLastError());
+      };
+    } else if (cl == 4) {
+      launch = clustered(serve_kernel<4>);
+    } else {
+      launch = clustered(serve_kernel<8>);
+    }
+    for (cudaEvent_t& e : ends) GKNN_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    keep_alive();
+  }
+
+  // Keeps a launch queued behind the running one (same stream: they never
+  // overlap), so that the kernel serves without a gap where a lifetime
+  // (kServeLifeNs) ends; a launch that failed reports it.
+  void keep_alive() {
+    const std::lock_guard<std::mutex> hold(launching);  // search() calls it from any thread
+    while (finished < launched) {
+      const cudaError_t e = cudaEventQuery(ends[finished % 2]);
+      if (e == cudaErrorNotReady) break;
+      if (e != cudaSuccess) throw_cuda(e, "GraphServer: the serving kernel");
+      ++finished;
+    }
+    while (launched - finished < 2) {
+      launch();
+      GKNN_CUDA(cudaEventRecord(ends[launched % 2], stream));
+      ++launched;
+    }
+  }
+
+  ~Impl() { shutdown(); }
+
+  // Stops the kernel and frees what was made (any part of it).
+  void shutdown() {
+    if (stop) __atomic_store_n(stop, 1, __ATOMIC_RELEASE);
+    // It ends within one search (the flag) or its lifetime; a kernel that
+    // does neither leaves its pinned memory and stream behind (a log line).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (stream && cudaStreamQuery(stream) == cudaErrorNotReady) {
+      if (std::chrono::steady_clock::now() > until) {
+        std::fprintf(stderr, "GraphServer: the serving kernel did not stop\n");
+        return;
+      }
+    }
+    for (cudaEvent_t e : ends)
+      if (e) cudaEventDestroy(e);
+    if (stream) cudaStreamDestroy(stream);
+    if (own_ring && host) cudaFreeHost(host);
+    if (stop) cudaFreeHost(stop);
+  }
+
+  void submit(int slot, const float* query, int ef, int nk) {
+    if (slot < 0 || slot >= slots || nk < 1 || nk > k || ef < 1)
+      throw Error(ErrorCode::InvalidArgument, "GraphServer: no such slot, or a bad ef or k");
+    ef = std::max(ef, nk);
+    if (ef > kMaxEf) throw Error(ErrorCode::InvalidArgument, "GraphServer: ef above the device list");
+    unsigned char* s = host + std::size_t(slot) * slot_bytes;
+    std::memcpy(s + q_at, query, std::size_t(dim) * sizeof(float));
+    std::memcpy(s + RingLayout::kEfAt, &ef, sizeof ef);
+    std::memcpy(s + RingLayout::kKAt, &nk, sizeof nk);
+    std::memcpy(s + RingLayout::kEpochAt, &epoch, sizeof epoch);
+    const unsigned v = ++seq[std::size_t(slot)];
+    __atomic_store_n(reinterpret_cast<unsigned*>(host + doorbell_at + 4 * std::size_t(slot)), v,
+                     __ATOMIC_SEQ_CST);
+  }
+
+  bool answered(int slot) const {
+    const unsigned char* s = host + std::size_t(slot) * slot_bytes;
+    return __atomic_load_n(reinterpret_cast<const unsigned*>(s + kDoneAt), __ATOMIC_ACQUIRE) ==
+           seq[std::size_t(slot)];
+  }
+
+  void answers(int slot, int nk, std::int64_t* ids, double* distances) const {
+    const unsigned char* s = host + std::size_t(slot) * slot_bytes;
+    std::memcpy(ids, s + ids_at, std::size_t(nk) * sizeof(std::int64_t));
+    std::memcpy(distances, s + d_at, std::size_t(nk) * sizeof(double));
+  }
+
+  void search(int slot, const float* query, int ef, int nk, std::int64_t* ids, double* distances) {
+    submit(slot, query, ef, nk);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    unsigned spins = 0;
+    keep_alive();
+    while (!answered(slot)) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      if ((++spins & 255) == 0) {
+        keep_alive();
+        if (std::chrono::steady_clock::now() > until)
+          throw Error(ErrorCode::DeviceFault, "GraphServer: a search was not answered within 2 s");
+      }
+    }
+    answers(slot, nk, ids, distances);
+  }
+};
+
+GraphServer::GraphServer(const DeviceGraph& g, int slots, int team, const SearchParams& sp) {
+  if (!g.impl_) throw Error(ErrorCode::InvalidArgument, "GraphServer: a moved-from graph");
+  impl_ = new Impl(*g.impl_, Impl::own_spec(*g.impl_, slots, sp), team, sp);
+}
+GraphServer::GraphServer(const DeviceGraph& g, const RingSpec& ring, int team, const SearchParams& sp) {
+  if (!g.impl_) throw Error(ErrorCode::InvalidArgument, "GraphServer: a moved-from graph");
+  impl_ = new Impl(*g.impl_, ring, team, sp);
+}
+GraphServer::~GraphServer() { delete impl_; }
+void GraphServer::search(int slot, const float* query, int ef, int k, std::int64_t* ids, double* distances) {
+  impl_->search(slot, query, ef, k, ids, distances);
+}
+void GraphServer::submit(int slot, const float* query, int ef, int k) { impl_->submit(slot, query, ef, k); }
+bool GraphServer::answered(int slot) const { return impl_->answered(slot); }
+void GraphServer::answers(int slot, int k, std::int64_t* ids, double* distances) const {
+  impl_->answers(slot, k, ids, distances);
+}
+int GraphServer::slots() const { return impl_->slots; }
+void GraphServer::keep_alive() { impl_->keep_alive(); }
 
 }  // namespace gknn::graph

@@ -50,4 +50,12 @@ void open_device(int ordinal) {
   }
 }
 
+void register_host_memory(void* p, std::size_t bytes) {
+  const cudaError_t err = cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw Error(ErrorCode::DeviceFault, std::string("cudaHostRegister: ") + cudaGetErrorString(err));
+  }
+}
+
 }  // namespace gknn

@@ -3,8 +3,14 @@
 // build_gpu against the CPU build's recall floors. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <thread>
 
 #include "gknn/graph.h"
@@ -192,6 +198,138 @@ TEST(GraphGpu, TiesAndNaNEqualCpuSearch) {
           expect_same(ci, gi, cd, gd);
         }
   }
+}
+
+// EXPERIMENT (branch exp/persistent-search): GraphServer's answers are the
+// CPU search's (rows and bits) for every metric, ef and k asked per
+// request, from several threads at once, and after its kernel's lifetime
+// ended between two requests (keep_alive launches it again).
+TEST(GraphGpu, ResidentServerEqualsCpuSearch) {
+  GKNN_NEED_GPU();
+  const Data d = make_data(4000, 200, kDim, 5);
+  for (Metric m : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
+    SCOPED_TRACE(int(m));
+    const Graph g = build_cpu(d.base.data(), 4000, params(24, m));
+    const DeviceGraph dg(g, d.base.data(), kDim, m, 0);
+    for (int team : {4, 1}) {
+      SCOPED_TRACE(team);
+      SearchParams sp;
+      sp.k = 16;  // the most a request asks
+      sp.seed = 3;
+      std::unique_ptr<GraphServer> srv;
+      try {
+        srv = std::make_unique<GraphServer>(dg, 4, team, sp);
+      } catch (const Error& e) {
+        ASSERT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+        continue;  // no clusters on this device
+      }
+      for (const auto& [ef_asked, k_asked] : {std::pair{10, 10}, {33, 5}, {64, 16}}) {
+        const int ef = ef_asked, k = k_asked;  // named for the threads' lambda
+        SCOPED_TRACE(ef);
+        SearchParams c = sp;
+        c.ef = ef;
+        c.k = k;
+        std::vector<std::int64_t> ci(200 * k), gi(200 * k);
+        std::vector<double> cd(ci.size()), gd(ci.size());
+        search_cpu(g, d.base.data(), kDim, m, d.queries.data(), 200, c, ci.data(), cd.data());
+        std::vector<std::thread> pool;
+        for (int t = 0; t < 4; ++t)
+          pool.emplace_back([&, t] {
+            for (int q = t; q < 200; q += 4) {
+              srv->search(t, d.queries.data() + q * kDim, ef, k, gi.data() + q * k, gd.data() + q * k);
+              if (q == t) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // past its lifetime
+            }
+          });
+        for (auto& th : pool) th.join();
+        expect_same(ci, gi, cd, gd);
+      }
+    }
+  }
+}
+
+// EXPERIMENT (branch exp/persistent-search): a GraphServer over a ring of
+// the caller's (registered host memory, slots wider than the graph's
+// queries) answers requests written by hand as RingLayout says, with rows
+// mapped through row_ids; a request of another epoch is refused unsearched.
+TEST(GraphGpu, ResidentServerRingOfTheCallers) {
+  GKNN_NEED_GPU();
+  constexpr std::int64_t n = 3000;
+  const Data d = make_data(n, 100, kDim, 9);
+  const Graph g = build_cpu(d.base.data(), n, params(24));
+  const DeviceGraph dg(g, d.base.data(), kDim, Metric::L2, 0);
+  std::vector<std::int64_t> row_ids(n);
+  for (std::int64_t i = 0; i < n; ++i) row_ids[i] = 1000000 + 7 * i;
+  RingSpec spec;
+  spec.slots = 8;
+  spec.layout.max_dim = 32;
+  spec.layout.max_k = 16;
+  spec.epoch = 5;
+  spec.row_ids = row_ids.data();
+  const std::size_t slot = spec.layout.slot_bytes(),
+                    bytes = (spec.layout.ring_bytes(spec.slots) + 4095) / 4096 * 4096;
+  auto* host = static_cast<unsigned char*>(std::aligned_alloc(4096, bytes));
+  ASSERT_NE(host, nullptr);
+  std::memset(host, 0, bytes);
+  auto* const doorbell = reinterpret_cast<std::uint32_t*>(host + spec.layout.doorbell_at(spec.slots));
+  ASSERT_EQ(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable), cudaSuccess);
+  spec.host = host;
+  SearchParams sp;
+  sp.k = 16;
+  sp.seed = 3;
+  for (int team : {4, 1}) {
+    SCOPED_TRACE(team);
+    std::unique_ptr<GraphServer> srv;
+    try {
+      srv = std::make_unique<GraphServer>(dg, spec, team, sp);
+    } catch (const Error& e) {
+      ASSERT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      continue;  // no clusters on this device
+    }
+    SearchParams c = sp;
+    c.ef = 20;
+    c.k = 10;
+    std::vector<std::int64_t> ci(100 * 10);
+    std::vector<double> cd(ci.size());
+    search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), 100, c, ci.data(), cd.data());
+    int refused = 0, differ = 0;
+    for (int q = 0; q < 100; ++q) {
+      unsigned char* s = host + std::size_t(q % spec.slots) * slot;
+      const std::uint32_t epoch = q % 10 == 3 ? 4 : 5;
+      const std::int32_t ef = 20, k = 10;
+      std::memcpy(s + RingLayout::kQueryAt, d.queries.data() + q * kDim, sizeof(float) * kDim);
+      std::memcpy(s + RingLayout::kEfAt, &ef, sizeof ef);
+      std::memcpy(s + RingLayout::kKAt, &k, sizeof k);
+      std::memcpy(s + RingLayout::kEpochAt, &epoch, sizeof epoch);
+      std::uint32_t* bell = doorbell + q % spec.slots;
+      const std::uint32_t number = __atomic_load_n(bell, __ATOMIC_RELAXED) + 1;
+      __atomic_store_n(bell, number, __ATOMIC_SEQ_CST);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (__atomic_load_n(reinterpret_cast<std::uint32_t*>(s + RingLayout::kAnsweredAt),
+                             __ATOMIC_ACQUIRE) != number) {
+        srv->keep_alive();
+        ASSERT_LT(std::chrono::steady_clock::now(), until) << "request " << q << " not answered";
+      }
+      std::uint32_t status;
+      std::memcpy(&status, s + RingLayout::kStatusAt, sizeof status);
+      if (epoch != 5) {
+        EXPECT_EQ(status, 1u) << q;
+        ++refused;
+        continue;
+      }
+      EXPECT_EQ(status, 0u) << q;
+      for (int i = 0; i < k; ++i) {
+        std::int64_t id;
+        double dist;
+        std::memcpy(&id, s + spec.layout.ids_at() + sizeof(std::int64_t) * i, sizeof id);
+        std::memcpy(&dist, s + spec.layout.distances_at() + sizeof(double) * i, sizeof dist);
+        differ += id != row_ids[ci[q * 10 + i]] || std::memcmp(&dist, &cd[q * 10 + i], sizeof dist) != 0;
+      }
+    }
+    EXPECT_EQ(refused, 10);
+    EXPECT_EQ(differ, 0);
+  }
+  ASSERT_EQ(cudaHostUnregister(host), cudaSuccess);
+  std::free(host);
 }
 
 TEST(GraphGpu, SmallGraphsAndPadding) {

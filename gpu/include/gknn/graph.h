@@ -186,6 +186,80 @@ class DeviceGraph {
   int device() const;
 
  private:
+  friend class GraphServer;
+  struct Impl;
+  Impl* impl_ = nullptr;
+};
+
+// EXPERIMENT (branch exp/persistent-search, not for main as is): a search
+// kernel that stays on the GPU and serves single queries from `slots`
+// request slots in mapped host memory, one thread block cluster of `team`
+// CTAs (1, 4 or 8) per slot, each polling its slot over the bus: no launch,
+// no stream wait and no batching per query. A host thread owns a slot and
+// calls search() with it (or submit(), then answers() once answered());
+// the answers are DeviceGraph::search's for one query with sp's seed and
+// width and the request's ef and k (no skip flags; k at most sp.k).
+// Throws Error(InvalidArgument) where the clusters do not all fit on the
+// GPU at once or the query does not fit shared memory, Error(DeviceFault)
+// where search() is not answered within 2 s. It holds its SMs while it
+// runs, and a synchronizing CUDA call (cudaFree, cudaDeviceSynchronize)
+// waits for it: for its lifetime at most (see keep_alive).
+//
+// Its request slots: its own (the constructor with a count), or a ring in
+// memory of the caller's (RingSpec: e.g. shared memory other processes
+// write requests into, registered for the device by the caller), laid out
+// as RingLayout says. A request: the query, ef, k and epoch written, then
+// its number (one more than the slot's last); its answer: ids and
+// distances (and the status) written, then the answered number. A request
+// of another epoch than the server's is refused (status 1, no search): so
+// a writer that saw an older server's epoch cannot have its query searched
+// on another graph.
+struct RingLayout {
+  // Slot i at i * slot_bytes(); after the slots, the doorbell: one u32 a
+  // slot, its request number, written last (one line the kernel reads for
+  // every slot at once; at most kMaxRingSlots slots).
+  static constexpr int kMaxRingSlots = 64;
+  static constexpr std::size_t kEfAt = 4;          // i32
+  static constexpr std::size_t kKAt = 8;           // i32, 1..max_k
+  static constexpr std::size_t kEpochAt = 12;      // u32
+  static constexpr std::size_t kAnsweredAt = 128;  // u32, written last
+  static constexpr std::size_t kStatusAt = 132;    // u32: 0 answered, 1 refused
+  static constexpr std::size_t kQueryAt = 256;     // max_dim floats
+  int max_dim = 0, max_k = 0;
+  static constexpr std::size_t round128(std::size_t b) { return (b + 127) / 128 * 128; }
+  std::size_t ids_at() const { return kQueryAt + round128(std::size_t(max_dim) * sizeof(float)); }
+  std::size_t distances_at() const { return ids_at() + round128(std::size_t(max_k) * sizeof(std::int64_t)); }
+  std::size_t slot_bytes() const { return distances_at() + round128(std::size_t(max_k) * sizeof(double)); }
+  std::size_t doorbell_at(int slots) const { return std::size_t(slots) * slot_bytes(); }
+  std::size_t ring_bytes(int slots) const { return doorbell_at(slots) + round128(std::size_t(slots) * 4); }
+};
+struct RingSpec {
+  void* host = nullptr;  // layout.ring_bytes(slots), mapped for the device
+  int slots = 0;
+  RingLayout layout;
+  std::uint32_t epoch = 0;
+  const std::int64_t* row_ids = nullptr;  // host, one a row: answers are row_ids[row] (null: rows)
+};
+
+class GraphServer {
+ public:
+  GraphServer(const DeviceGraph& g, int slots, int team, const SearchParams& sp);
+  GraphServer(const DeviceGraph& g, const RingSpec& ring, int team, const SearchParams& sp);
+  ~GraphServer();  // stops the kernel and waits for it
+  GraphServer(const GraphServer&) = delete;
+  GraphServer& operator=(const GraphServer&) = delete;
+  void search(int slot, const float* query, int ef, int k, std::int64_t* ids, double* distances);
+  void submit(int slot, const float* query, int ef, int k);
+  // Each launch ends on its own after a lifetime (4 ms), so that nothing
+  // waits for it forever; keep_alive() keeps the next launch queued behind
+  // the running one: call it at least once a lifetime while serving (or
+  // after submit() and while a submission is unanswered).
+  void keep_alive();
+  bool answered(int slot) const;  // the slot's last submission (through submit())
+  void answers(int slot, int k, std::int64_t* ids, double* distances) const;
+  int slots() const;
+
+ private:
   struct Impl;
   Impl* impl_ = nullptr;
 };
