@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# EXPERIMENT (branch exp/persistent-search): on the GPU host, the gpu_graph
-# service stage alone (regress/service-graph.sh, TAP) against the packed
-# server started with the environment given (e.g. GKNN_GRAPH_RESIDENT=1):
-# a minute instead of gpu-check.sh's whole suite.
+# On the GPU host, the gpu_graph service stage alone (regress/service-graph.sh,
+# TAP: the resident graph kernel and its ring among it) against the packed
+# server started with the environment given (e.g. CUDA_VISIBLE_DEVICES=0):
+# a minute or two instead of gpu-check.sh's whole suite.
 #
 #   bench/service-graph-check.sh OUT [NAME=VALUE...]   as root
 set -uo pipefail

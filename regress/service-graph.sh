@@ -10,7 +10,10 @@
 #   inserts: a new generation is shipped, the old one leaves, answers equal;
 #   concurrency: 32 sessions at once (random LIMITs: one batch serves several),
 #     every answer checked against the CPU path; requests were batched; 32
-#     sessions over three indexes at once, every answer checked;
+#     sessions over three indexes at once, every answer checked; sessions
+#     terminated while they search: no wrong answer, nothing left queued,
+#     the same service serves again (on a GPU: through the resident graph
+#     kernel's ring, docs/resident-graph-search.md);
 #   EXPLAIN ANALYZE: the scan's searches, batch and waits under its node;
 #   forgetting: DROP INDEX and REINDEX take the image out at commit;
 #   builds: CREATE INDEX and REINDEX build the graph in the service; on
@@ -24,8 +27,10 @@
 #     a graph build larger than it too;
 #   cancellation: with the service stopped (SIGSTOP), statement_timeout and
 #     pg_cancel_backend end a waiting graph search promptly;
-#   faults: the service terminated while a graph search waits (auto: the CPU
-#     answers); killed with SIGKILL while several graph searches wait: each
+#   faults: a backend killed with SIGKILL while 16 sessions search: none
+#     hangs, the server recovers; the service terminated while a graph
+#     search waits (auto: the CPU answers); killed with SIGKILL while several
+#     graph searches wait: each
 #     ends (an answer or a clean error), none hangs, and the server serves
 #     graph searches through the service again; killed with SIGKILL during
 #     a graph build: a clean error, no hang, and builds go through the
@@ -163,6 +168,42 @@ cat >"$tmp/check.sql" <<'SQL'
 SELECT check_any(:q, :k, :i);
 SQL
 check "32 concurrent sessions over three graph indexes: every answer equals the CPU's" pgbench_ok 32 4
+
+# Sessions terminated while they search (pg_terminate_backend under load; on
+# a GPU service their searches may sit in the resident kernel's ring, whose
+# slot the dying backend gives up to the service): no other session gets a
+# wrong answer, nothing stays queued, the service is not restarted, and once
+# idle (the kernel stopped: every slot must come back for that) it serves 16
+# sessions again with every answer equal to the CPU's.
+cat >"$tmp/check1.sql" <<'SQL'
+\set q random(1, 12)
+\set k random(1, 30)
+SELECT check_one(:q, :k);
+SQL
+terminate_ok() {
+  local before killed=0 i
+  before=$(service_pid)
+  timeout 60 "$PGBENCH" -n -c 16 -j 4 -T 4 -f "$tmp/check1.sql" "$DB" >"$tmp/pgbench-t.log" 2>&1 &
+  local bg=$!
+  sleep 1
+  for i in $(seq 1 10); do
+    killed=$((killed + $(sql -c "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM
+      (SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench' AND datname = '$DB' AND state = 'active'
+       LIMIT 1) a")))
+    sleep 0.2
+  done
+  wait "$bg"
+  (($? != 124)) || { echo "# pgbench hung"; return 1; }
+  echo "# terminated $killed sessions"
+  grep 'differs' "$tmp/pgbench-t.log" && return 1
+  ((killed > 0)) &&
+    wait_for "(SELECT queued = 0 FROM gknn_service_status())" &&
+    sleep 1 &&
+    equal t "SELECT state = 'ready' AND pid = $before FROM gknn_service_status()" &&
+    pgbench_ok 16 4 "$tmp/check1.sql"
+}
+check "sessions terminated while they search: no wrong answer, nothing left queued, the same service serves 16 sessions again" \
+  terminate_ok
 
 # --- images leave at commit -------------------------------------------------------
 gb_oid=$(sql -c "SELECT 'gb_cos'::regclass::oid")
@@ -303,6 +344,27 @@ check "the service serves graph searches again" equal 0 "
 expected=$(sql -c "SELECT answer('ga', '<->', v, 40, 10, 'cpu') FROM qs WHERE q = 3")
 check "service terminated while a graph search waits: gknn.device = auto answers on the CPU; restarted" fallback_ok \
   "SELECT answer('ga', '<->', v, 40, 10, 'auto') FROM qs WHERE q = 3" "$expected"
+
+# SIGKILL of a backend while 16 sessions search (on a GPU service, perhaps
+# with its search in the resident kernel's ring): the postmaster resets the
+# cluster; every session ends (no hang); a new service serves graph searches,
+# answers equal to the CPU's.
+kill9_backend_ok() {
+  local svc victim s
+  svc=$(service_pid)
+  timeout 60 "$PGBENCH" -n -c 16 -j 4 -T 4 -f "$tmp/check1.sql" "$DB" >"$tmp/pgbench-k.log" 2>&1 &
+  local bg=$!
+  sleep 1
+  victim=$(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench' AND datname = '$DB' LIMIT 1")
+  [ -n "$victim" ] && kill -KILL "$victim"
+  wait "$bg"
+  s=$?
+  tail -3 "$tmp/pgbench-k.log"
+  [ -n "$victim" ] && ((s != 124)) || return 1
+  wait_service_replaced "$svc" &&
+    equal 0 "SELECT count(*) FROM qs WHERE answer('ga', '<->', v, 40, 10, 'auto') IS DISTINCT FROM answer('ga', '<->', v, 40, 10, 'cpu')"
+}
+check "SIGKILL of a backend while 16 sessions search: none hangs; the server recovers and serves them again" kill9_backend_ok
 
 # SIGKILL while four sessions wait: the postmaster resets the cluster; each
 # session ends with its answer or a clean error within seconds, none hangs.

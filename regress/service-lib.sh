@@ -30,10 +30,10 @@ CREATE FUNCTION index_pages(idx regclass) RETURNS text LANGUAGE sql AS $$
   FROM generate_series(0, pg_relation_size(idx) / 8192 - 1) b $$;
 SQL
 }
-# pgbench_ok SESSIONS THREADS: $tmp/check.sql run 15 times by each session
-# at once, with no error.
+# pgbench_ok SESSIONS THREADS [SCRIPT]: SCRIPT ($tmp/check.sql) run 15 times
+# by each session at once, with no error.
 pgbench_ok() {
-  "$PGBENCH" -n -c "$1" -j "$2" -t 15 -f "$tmp/check.sql" "$DB" >"$tmp/pgbench.log" 2>&1
+  "$PGBENCH" -n -c "$1" -j "$2" -t 15 -f "${3:-$tmp/check.sql}" "$DB" >"$tmp/pgbench.log" 2>&1
   local rc=$?
   cat "$tmp/pgbench.log"
   ((rc == 0)) && ! grep -q -i 'aborted\|error' "$tmp/pgbench.log"

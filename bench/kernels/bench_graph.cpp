@@ -207,7 +207,7 @@ int threaded_calls(const gknn::graph::Graph& g, const float* base, const float* 
   return 0;
 }
 
-// EXPERIMENT (branch exp/persistent-search): single queries from T host
+// Single queries from T host
 // threads at once, closed loop, through GraphServer (a kernel that stays on
 // the GPU, one cluster a thread's slot) beside T threads calling
 // DeviceGraph::search with one query each (and 4 threads with 4 each, the
@@ -310,7 +310,7 @@ int serve_calls(const gknn::graph::Graph& g, const float* base, const float* que
   return 0;
 }
 
-// EXPERIMENT: lone and 16 queries at once with the server's other slots
+// Lone and 16 queries at once with the server's other slots
 // idle (16 slots, as the GPU service has) and without (slots = threads).
 int serve_idle(const gknn::graph::Graph& g, const float* base, const float* queries, std::int64_t nq, int dim,
                int k) {

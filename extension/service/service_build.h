@@ -42,7 +42,7 @@ void finish_build_task(ResidentImages& images, Executors& executors, uint64 id, 
 
 // Build tasks handed to the executors and not finished.
 int build_tasks_running();
-bool build_sessions_open();  // EXPERIMENT (exp/persistent-search)
+bool build_sessions_open();  // a build session holds the GPU (the resident graph kernel waits)
 
 // Drops the sessions whose requester closed them (its slot's build_open
 // names another session or none: the build ended, failed or was cancelled,

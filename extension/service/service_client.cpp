@@ -27,7 +27,7 @@ namespace gknn_service {
 struct ServiceShared;
 }
 namespace {
-// EXPERIMENT: the ring slot this backend owns (slot + 1; 0: none), and its
+// The resident graph kernel's ring slot this backend owns (slot + 1; 0: none), and its
 // giving up (ring_search, below).
 uint32 ring_slot_owned = 0;
 void ring_abandon(gknn_service::ServiceShared* ctl, int slot);
@@ -326,8 +326,7 @@ ServiceRoute gknn_service_route() {
 
 namespace {
 
-// EXPERIMENT (branch exp/persistent-search, docs/resident-graph-search.md):
-// a graph search written straight into the resident kernel's ring, where
+// A graph search written straight into the resident kernel's ring, where
 // the service says that kernel serves this image. 1: answered (ids, as
 // heap TIDs, distances, count, rows); 0: not served by the ring (the
 // request path then); never an ERROR while the slot is this backend's.
@@ -534,7 +533,7 @@ bool gknn_service_graph_search(Oid index, RelFileNode node, uint64 generation, c
   *gone = false;
   *count = 0;
   const ImageKey key = make_key(index, node, generation);
-  // The resident kernel's ring where it serves this image (EXPERIMENT);
+  // The resident kernel's ring where it serves this image;
   // the request path starts it and says kUseRing, at most twice.
   for (int tries = 0;; ++tries) {
     if (ring_search(key, query, dim, ef, k, ids, distances, count, rows, trip) == kRingAnswered) return true;

@@ -42,7 +42,7 @@ Size shared_size() {
   return add_size(offsetof(ServiceShared, slots), mul_size(sizeof(RequestSlot), slot_count()));
 }
 
-// EXPERIMENT: the resident graph kernel's ring, page-aligned in its own block.
+// The resident graph kernel's ring, page-aligned in its own block.
 char* ring_block = nullptr;
 
 void request_shmem() {

@@ -84,7 +84,7 @@ enum ReplyCode : uint32 {
                  // an older generation (resident_generation), what changed (kDelta*)
   kError,        // sqlstate + message
   kServiceGone,  // the service stopped before answering
-  kUseRing,      // EXPERIMENT: a graph search: the resident kernel serves its image now, ask it (ring)
+  kUseRing,      // a graph search: the resident kernel serves its image now, ask it (ring)
 };
 
 enum ServiceState : uint32 {
@@ -260,7 +260,7 @@ struct RequestSlot {
   uint64 topk_open;
   TopKOutcome topk;
 
-  int32 ring_tries;  // EXPERIMENT: a graph search's kUseRing replies so far (the service then searches it)
+  int32 ring_tries;  // a graph search's kUseRing replies so far (the service then searches it)
 
   alignas(16) char inline_payload[kInlineBytes];
 };
@@ -350,8 +350,7 @@ struct ServiceShared {
   int64 forget_all_before_us;  // the queue was full: every image loaded by then goes
   ForgetRequest forgets[kMaxForgets];
 
-  // EXPERIMENT (branch exp/persistent-search, docs/resident-graph-search.md):
-  // the resident graph kernel's ring (ring_memory(): kRingSlots slots laid
+  // The resident graph kernel's ring (docs/resident-graph-search.md) (ring_memory(): kRingSlots slots laid
   // out as gknn::graph::RingLayout for kRingMaxDim and kRingMaxK). Whether
   // a kernel serves it, for which image and epoch: written by the service
   // only, read without a lock (ring_seq, a sequence lock: read_ring() and

@@ -45,7 +45,7 @@ SlotCounts count_slots(ServiceShared* ctl) {
     if (st == kSubmitted) c.queued++;
     if (st == kRunning || st == kAbandoned) c.running++;
   }
-  c.queued += ring_waiting_searches(ctl);  // EXPERIMENT: graph searches waiting in the resident kernel's ring
+  c.queued += ring_waiting_searches(ctl);  // graph searches waiting in the resident kernel's ring
   return c;
 }
 

@@ -37,7 +37,7 @@ void finish_topk_task(ResidentImages& images, Executors& executors, uint64 id, A
 
 // GpuTopK tasks handed to the executors and not finished.
 int topk_tasks_running();
-bool topk_sessions_open();  // EXPERIMENT (exp/persistent-search)
+bool topk_sessions_open();  // a GpuTopK session holds the GPU (the resident graph kernel waits)
 
 // Drops the sessions whose requester closed them (its slot's topk_open
 // names another session or none: the scan ended, failed or was cancelled,

@@ -37,7 +37,6 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -119,7 +118,7 @@ void fail_open_requests(ServiceShared* ctl) {
   }
 }
 
-// EXPERIMENT: the ring's descriptor says no kernel serves it.
+// The ring's descriptor says no kernel serves it.
 void stop_ring(ServiceShared* ctl) {
   RingDescriptor d = read_ring(ctl);
   d.serving = false;
@@ -133,7 +132,7 @@ void on_service_exit(int, Datum) {
   ctl->pid = 0;
   ctl->latch = nullptr;
   SpinLockRelease(&ctl->mutex);
-  stop_ring(ctl);  // EXPERIMENT: no kernel serves the ring any more
+  stop_ring(ctl);  // no kernel serves the ring any more
   fail_open_requests(ctl);
 }
 
@@ -500,7 +499,7 @@ void run_search(SearchJob& job) {
 // its image is not resident.
 uint64 next_batch_id = 0;
 
-bool to_serving(std::shared_ptr<Resident>& r, std::vector<int>& group);  // EXPERIMENT, below
+bool to_serving(std::shared_ptr<Resident>& r, std::vector<int>& group);  // below
 
 void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   RequestSlot* first = taken[group[0]].s;
@@ -556,9 +555,8 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   }
 }
 
-// EXPERIMENT (branch exp/persistent-search, docs/resident-graph-search.md):
-// with GKNN_GRAPH_RESIDENT=1 in the server's environment, a gpu_graph
-// image's searches are served by a search kernel left running on its GPU
+// On a GPU (docs/resident-graph-search.md), a gpu_graph image's searches
+// are served by a search kernel left running on its GPU
 // (gknn::graph::GraphServer, kRingSlots request slots in shared memory,
 // clusters of kServerTeam CTAs), which backends write their queries into
 // and read their answers from themselves (service_client.cpp ring_search).
@@ -582,14 +580,6 @@ struct GraphServing {
 GraphServing* serving = nullptr;
 bool round_may_serve = false;  // this round took graph searches of one index only (run_requests)
 bool ring_registered = false;  // the ring is pinned and mapped for the devices
-
-bool resident_server_wanted() {
-  static const bool on = [] {
-    const char* v = getenv("GKNN_GRAPH_RESIDENT");
-    return v && atoi(v) > 0;
-  }();
-  return on;
-}
 
 // Every slot's answered number summed: each request bumps its slot's by one
 // (the ring's requests served so far, for the log).
@@ -695,7 +685,7 @@ void stop_serving(ServiceShared* ctl) {
 // runs); false: the executors search it.
 bool to_serving(std::shared_ptr<Resident>& r, std::vector<int>& group) {
   ServiceShared* ctl = shared();
-  if (!resident_server_wanted() || !r->graph_gpu || !r->graph || !ring_memory()) return false;
+  if (!r->graph_gpu || !r->graph || !ring_memory()) return false;
   RequestSlot* first = taken[group[0]].s;
   // The kernel serves this image already: these found every slot taken (or
   // read the descriptor before it was published): the executors search
@@ -979,7 +969,7 @@ void announce_start(ServiceShared* ctl) {
   ctl->cache_bytes = ctl->cache_evictions = 0;
   ctl->memory_used = 0;
   SpinLockRelease(&ctl->mutex);
-  // EXPERIMENT: the last service's kernel is gone (a service killed while
+  // The last service's kernel is gone (a service killed while
   // writing the descriptor left its sequence odd).
   if (pg_atomic_read_u32(&ctl->ring_seq) & 1) (void)pg_atomic_fetch_add_u32(&ctl->ring_seq, 1);
   stop_ring(ctl);
@@ -1066,7 +1056,7 @@ void gknn_service_main(Datum) {
       continue;
     }
     WaitEvent event;
-    // EXPERIMENT: a serving kernel's next launch is queued once a lifetime (4 ms) at least.
+    // A serving kernel's next launch is queued once a lifetime (4 ms) at least.
     (void)WaitEventSetWait(wait_set, serving ? 1L : -1L, &event, 1, PG_WAIT_EXTENSION);
     ResetLatch(MyLatch);
   }

@@ -865,8 +865,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                  query_in_shared, per_round, row_stride, stage_rows, ids + query * k, distances + query * k);
 }
 
-// EXPERIMENT (branch exp/persistent-search): GraphServer's ring of request
-// slots in mapped host memory. Slot s at base + s * slot_bytes: its
+// GraphServer's ring of request slots in mapped host memory. Slot s at base + s * slot_bytes: its
 // slots laid out as RingLayout (graph.h) says.
 constexpr int kDoneAt = int(RingLayout::kAnsweredAt);
 constexpr int kMaxSlotsPerCluster = 4;
@@ -1395,7 +1394,7 @@ void DeviceGraph::search(const float* queries, std::int64_t nq, const SearchPara
                          s);
 }
 
-// EXPERIMENT (branch exp/persistent-search): see graph.h.
+// GraphServer (graph.h).
 struct GraphServer::Impl {
   const DeviceGraph::Impl& g;
   int slots, team, k, dim;  // k: the most answers a request may ask

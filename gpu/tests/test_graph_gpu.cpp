@@ -200,7 +200,7 @@ TEST(GraphGpu, TiesAndNaNEqualCpuSearch) {
   }
 }
 
-// EXPERIMENT (branch exp/persistent-search): GraphServer's answers are the
+// GraphServer's answers are the
 // CPU search's (rows and bits) for every metric, ef and k asked per
 // request, from several threads at once, and after its kernel's lifetime
 // ended between two requests (keep_alive launches it again).
@@ -247,7 +247,7 @@ TEST(GraphGpu, ResidentServerEqualsCpuSearch) {
   }
 }
 
-// EXPERIMENT (branch exp/persistent-search): a GraphServer over a ring of
+// A GraphServer over a ring of
 // the caller's (registered host memory, slots wider than the graph's
 // queries) answers requests written by hand as RingLayout says, with rows
 // mapped through row_ids; a request of another epoch is refused unsearched.

@@ -191,11 +191,13 @@ class DeviceGraph {
   Impl* impl_ = nullptr;
 };
 
-// EXPERIMENT (branch exp/persistent-search, not for main as is): a search
-// kernel that stays on the GPU and serves single queries from `slots`
-// request slots in mapped host memory, one thread block cluster of `team`
-// CTAs (1, 4 or 8) per slot, each polling its slot over the bus: no launch,
-// no stream wait and no batching per query. A host thread owns a slot and
+// A search kernel that stays on the GPU and serves single queries from
+// `slots` request slots in mapped host memory, one thread block cluster of
+// `team` CTAs (1, 4 or 8) per slot: no launch, no stream wait and no
+// batching per query. One warp of an extra cluster reads the slots'
+// doorbells over the bus and forwards each request to its cluster's
+// mailbox in device memory (idle clusters polling host memory slowed a
+// searching one 2-5x: bench/results/graph-ring-idle-pollers-*). A host thread owns a slot and
 // calls search() with it (or submit(), then answers() once answered());
 // the answers are DeviceGraph::search's for one query with sp's seed and
 // width and the request's ef and k (no skip flags; k at most sp.k).

@@ -33,7 +33,7 @@ void require_device(int ordinal);
 // Error(NoDevice) when the context cannot be made.
 void open_device(int ordinal);
 
-// EXPERIMENT (exp/persistent-search): pins `bytes` of host memory at `p`
+// Pins `bytes` of host memory at `p`
 // (page-aligned; e.g. shared memory other processes write) and maps it for
 // every device (a GraphServer's RingSpec). Throws Error(DeviceFault) when
 // refused.
