@@ -350,11 +350,12 @@ struct ServiceShared {
   int64 forget_all_before_us;  // the queue was full: every image loaded by then goes
   ForgetRequest forgets[kMaxForgets];
 
-  // The resident graph kernel's ring (docs/resident-graph-search.md) (ring_memory(): kRingSlots slots laid
-  // out as gknn::graph::RingLayout for kRingMaxDim and kRingMaxK). Whether
-  // a kernel serves it, for which image and epoch: written by the service
-  // only, read without a lock (ring_seq, a sequence lock: read_ring() and
-  // write_ring()), since every ring search reads it.
+  // The resident graph kernel's ring (docs/resident-graph-search.md;
+  // ring_memory(): kRingSlots slots laid out as gknn::graph::RingLayout for
+  // kRingMaxDim and kRingMaxK). Whether a kernel serves it, for which image
+  // and epoch: written by the service only, read without a lock (ring_seq,
+  // a sequence lock: read_ring() and write_ring()), since every ring search
+  // reads it.
   pg_atomic_uint32 ring_seq;
   uint32 ring_serving;
   uint32 ring_epoch;
