@@ -160,7 +160,9 @@ def markdown(doc):
              "- load: for a search through gknn's GPU service, means over the point from the service's counters "
              "(warm-up included): the round trip (clients / QPS), each search's wait from submission to its "
              "batch's start on an executor, its time from submission to answer (the rest of the round trip is "
-             "the backend, libpq, the client and wake-ups), the executors' time per batch (ms)", "",
+             "the backend, libpq, the client and wake-ups), the executors' time per batch (ms); a gpu_graph "
+             "search the resident kernel's ring answered waits in no queue, its time runs from the request "
+             "written to the answer read, and it rides in no batch", "",
              f"| engine | settings | clients | QPS | p50 ms | p95 ms | p99 ms | recall@{k} | errors | plan | alone: "
              "execution / queue / service ms | load: round trip / queue wait / in service / executor per batch ms |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"]

@@ -248,9 +248,10 @@ def run_engine(server, args, exp, engine, data, meta):
                         if "held_ms_per_search" in service:
                             service["rest_ms"] = service["round_trip_ms"] - service["held_ms_per_search"]
                     run["service"] = service
-                    log(f"{label}, {clients} clients: the service ran {service['searches']} searches in "
-                        f"{service['batches']} batches (mean {service['mean_batch']:.2f}), its executors busy "
-                        f"{service['busy_ms_per_batch']:.3f} ms per batch; per search "
+                    log(f"{label}, {clients} clients: the service ran {service['searches']} searches, "
+                        f"{service.get('ring_searches', 0)} through the resident kernel's ring and the rest in "
+                        f"{service['batches']} batches (mean {report.fmt(service['mean_batch'])}), its executors "
+                        f"busy {report.fmt(service['busy_ms_per_batch'], 3)} ms per batch; per search "
                         f"{report.fmt(service.get('wait_ms_per_search'), 3)} ms queued, "
                         f"{report.fmt(service.get('held_ms_per_search'), 3)} ms "
                         f"in the service (warm-up included); round trip "
@@ -271,32 +272,48 @@ def run_engine(server, args, exp, engine, data, meta):
 
 def service_counters(server, db):
     """gknn's service counters (index searches, their batches, the searches answered by batches, executor busy ms,
-    those searches' queue wait and time in the service, summed ms), or None without a ready service. A database
-    whose gknn predates the two wait columns gives the first four, the waits as None."""
+    those searches' queue wait and time in the service, summed ms, the graph searches the resident kernel's ring
+    answered and their summed ms), or None without a ready service. A database whose gknn predates the wait or
+    the ring columns gives those as None."""
     status = "FROM gknn_service_status() WHERE state = 'ready'"
     first = "searches, batches, round(mean_batch * batches), busy_ms"
-    out = server.sql(db, f"SELECT {first}, queue_wait_ms, search_ms {status}", check=False)
-    if not out:
-        out = server.sql(db, f"SELECT {first}, NULL, NULL {status}", check=False)
+    out = None
+    for rest in ("queue_wait_ms, search_ms, ring_searches, ring_ms", "queue_wait_ms, search_ms, NULL, NULL",
+                 "NULL, NULL, NULL, NULL"):
+        out = server.sql(db, f"SELECT {first}, {rest} {status}", check=False)
+        if out:
+            break
     if not out:
         return None
-    searches, batches, batched, busy_ms, wait_ms, held_ms = out.split("|")
+    searches, batches, batched, busy_ms, wait_ms, held_ms, ring_n, ring_ms = out.split("|")
     return (int(searches), int(batches), int(float(batched)), float(busy_ms),
-            float(wait_ms) if wait_ms else None, float(held_ms) if held_ms else None)
+            float(wait_ms) if wait_ms else None, float(held_ms) if held_ms else None,
+            int(ring_n) if ring_n else None, float(ring_ms) if ring_ms else None)
 
 
 def service_delta(before, after):
     """What the service did for one run point (where a point's time went: batch sizes, GPU calls' time, per search
-    a batch answered the wait for an executor and the time from submission to answer; a search answered without
-    a batch, the image not yet loaded, counts in searches only)."""
-    if not before or not after or after[0] <= before[0] or after[1] <= before[1]:
+    the wait for an executor and the time from submission to answer, over the searches batches answered and those
+    the resident kernel's ring answered, which wait in no queue and whose time runs from the request written to
+    the answer read; a search answered without either, the image not yet loaded, counts in searches only)."""
+    if not before or not after or after[0] <= before[0]:
         return None
     searches, batches, batched = (a - b for a, b in zip(after[:3], before[:3]))
-    out = {"searches": searches, "batches": batches, "mean_batch": batched / batches,
-           "busy_ms": after[3] - before[3], "busy_ms_per_batch": (after[3] - before[3]) / batches}
-    if batched > 0 and None not in (before[4], before[5], after[4], after[5]):
-        out["wait_ms_per_search"] = (after[4] - before[4]) / batched
-        out["held_ms_per_search"] = (after[5] - before[5]) / batched
+    known = lambda i: before[i] is not None and after[i] is not None  # noqa: E731
+    ring = after[6] - before[6] if known(6) and known(7) else 0
+    if batches <= 0 and ring <= 0:
+        return None
+    busy = after[3] - before[3]
+    out = {"searches": searches, "batches": batches, "mean_batch": batched / batches if batches > 0 else None,
+           "busy_ms": busy, "busy_ms_per_batch": busy / batches if batches > 0 else None}
+    ring_ms = after[7] - before[7] if ring > 0 else 0.0
+    if ring > 0:
+        out["ring_searches"] = ring
+        out["ring_ms_per_search"] = ring_ms / ring
+    answered = max(batched, 0) + ring
+    if answered > 0 and known(4) and known(5):
+        out["wait_ms_per_search"] = (after[4] - before[4]) / answered
+        out["held_ms_per_search"] = (after[5] - before[5] + ring_ms) / answered
     return out
 
 

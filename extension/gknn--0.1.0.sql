@@ -418,7 +418,8 @@ CREATE FUNCTION @extschema@.gknn_service_status(
     OUT topk_rows pg_catalog.int8, OUT cache_entries pg_catalog.int4, OUT cache_bytes pg_catalog.int8,
     OUT cache_budget pg_catalog.int8, OUT cache_evictions pg_catalog.int8,
     OUT topk_shared_rankings pg_catalog.int8, OUT topk_shared_hits pg_catalog.int8,
-    OUT queue_wait_ms pg_catalog.float8, OUT search_ms pg_catalog.float8)
+    OUT queue_wait_ms pg_catalog.float8, OUT search_ms pg_catalog.float8,
+    OUT ring_searches pg_catalog.int8, OUT ring_ms pg_catalog.float8)
   RETURNS record AS 'MODULE_PATHNAME' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 CREATE FUNCTION @extschema@.gknn_service_images(
     OUT database pg_catalog.oid, OUT index_oid pg_catalog.oid, OUT index_name pg_catalog.text,

@@ -152,11 +152,20 @@ SELECT check_one(:q, :k);
 SQL
 before_batches=$(status batches)
 before_searches=$(status searches)
+before_ring=$(status ring_searches)
 check "32 concurrent sessions (random LIMIT): every graph answer equals the CPU's" pgbench_ok 32 4
 check "the 480 graph searches went through the service in fewer batches (batched, or on a GPU through the resident kernel's ring)" equal t "
   SELECT searches - $before_searches >= 480 AND batches - $before_batches < searches - $before_searches
   FROM gknn_service_status()"
 echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_searches FROM gknn_service_status()")"
+# On a GPU the resident kernel's ring answers most of them (counted with
+# their time); a CPU service has no ring.
+if [ "$(status "device = 'cpu'")" = f ]; then
+  check "the resident kernel's ring answered searches, their time counted" equal t "
+    SELECT ring_searches > $before_ring AND ring_ms > 0 FROM gknn_service_status()"
+else
+  check "a CPU service answers no search through a ring" equal t "SELECT ring_searches = 0 AND ring_ms = 0 FROM gknn_service_status()"
+fi
 # Sessions spread over three indexes at once: each index's searches are
 # answered from its own image (on a GPU service with the resident graph
 # kernel, it serves one image at a time: started, stopped and started again

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """TAP checks of bench/report.py's comparison at a recall (no server, no
 GPU): each side's best setting among those reaching the floor, never a faster
-one below it, the client counts kept apart, a side with none said so."""
+one below it, the client counts kept apart, a side with none said so; and of
+the service's per-point means (run_experiment.service_delta, with searches
+the resident graph kernel's ring answered)."""
 import os
 import sys
 
@@ -81,6 +83,25 @@ ok(report.best_at_recall(doc([odd]), "gknn", 0.99, 16) is None,
 nofile = {"k": 10, "engines": [graph, hnsw]}
 ok(any("| 0.99 | 16 |" in line for line in report.at_recall_lines(nofile)),
    "a document without its experiment file takes the default floors")
+
+# The service's counters per point (run_experiment.service_delta): searches
+# the resident graph kernel's ring answered count beside the batched ones.
+import run_experiment  # noqa: E402
+
+ring_only = run_experiment.service_delta((100, 10, 30, 5.0, 1.0, 2.0, 0, 0.0), (1100, 10, 30, 5.0, 1.0, 2.0, 1000, 90.0))
+ok(ring_only and ring_only["ring_searches"] == 1000 and ring_only["mean_batch"] is None
+   and ring_only["busy_ms_per_batch"] is None and abs(ring_only["held_ms_per_search"] - 0.09) < 1e-9
+   and ring_only["wait_ms_per_search"] == 0, "a point the ring answered alone: its time per search, no batch, no wait")
+ok(report.load_text({"clients": 16, "qps": 128000, "service": ring_only}) == "0.125 / 0.000 / 0.090 / -",
+   "its load cell: round trip, no queue wait, time in the ring, no executor time")
+mixed = run_experiment.service_delta((0, 0, 0, 0.0, 0.0, 0.0, 0, 0.0), (300, 50, 100, 4.0, 2.0, 10.0, 200, 16.0))
+ok(mixed and abs(mixed["held_ms_per_search"] - 26.0 / 300) < 1e-9 and abs(mixed["wait_ms_per_search"] - 2.0 / 300) < 1e-9
+   and mixed["mean_batch"] == 2.0 and mixed["busy_ms_per_batch"] == 0.08,
+   "batched and ring searches together: means over both, batch means over the batches")
+old_gknn = run_experiment.service_delta((10, 5, 5, 1.0, None, None, None, None), (20, 5, 5, 1.0, None, None, None, None))
+ok(old_gknn is None, "no batch and no ring counters (an older gknn): nothing to say")
+ok(run_experiment.service_delta((10, 5, 5, 1.0, 0.0, 0.0, 7, 1.0), (10, 5, 5, 1.0, 0.0, 0.0, 7, 1.0)) is None,
+   "no search in the point: nothing")
 
 print(f"1..{len(checks)}")
 for i, (good, name) in enumerate(checks, 1):

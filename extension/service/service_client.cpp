@@ -450,11 +450,14 @@ int ring_search(const ImageKey& key, const float* query, int dim, int ef, int64 
   ring_release(ctl, slot);
   *count = n;
   *rows = entries;
+  const int64 took = now_us() - start;
+  pg_atomic_fetch_add_u64(&ctl->ring_searches, 1);
+  pg_atomic_fetch_add_u64(&ctl->ring_us, static_cast<uint64>(Max(took, 0)));
   if (trip) {
     trip->batch_id = 0;
     trip->batch_size = 1;
     trip->queue_ms = 0;
-    trip->run_ms = (now_us() - start) / 1000.0;
+    trip->run_ms = took / 1000.0;
   }
   return kRingAnswered;
 }

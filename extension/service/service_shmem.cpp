@@ -65,6 +65,8 @@ void startup_shmem() {
     shared_block->nslots = slot_count();
     for (int i = 0; i < kRingSlots; ++i) pg_atomic_init_u32(&shared_block->ring_owner[i], 0);
     pg_atomic_init_u32(&shared_block->ring_seq, 0);
+    pg_atomic_init_u64(&shared_block->ring_searches, 0);
+    pg_atomic_init_u64(&shared_block->ring_us, 0);
     for (int i = 0; i < shared_block->nslots; ++i) {
       RequestSlot* s = &shared_block->slots[i];
       SpinLockInit(&s->mutex);

@@ -334,6 +334,10 @@ struct ServiceShared {
   // Summed over the searches batches answered: submitted to the batch's
   // start on an executor (queue wait), and submitted to answered.
   int64 wait_us, held_us;
+  // Graph searches the resident kernel's ring answered, and their time from
+  // the request written to the answer read (the backends' clocks): added
+  // by the backends themselves, without the mutex.
+  pg_atomic_uint64 ring_searches, ring_us;
   // GpuTopK: sessions opened, batches ranked and their rows; rankings of
   // several sessions' one-shot cache hits at once and the hits in them.
   int64 topk_sessions, topk_batches, topk_rows, topk_shared_rankings, topk_shared_hits;

@@ -67,7 +67,7 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
   TupleDesc desc;
   if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
     elog(ERROR, "gknn_service_status: return type must be a row type");
-  constexpr int kCols = 33;
+  constexpr int kCols = 35;
   Datum v[kCols];
   bool nulls[kCols];
   for (int i = 0; i < kCols; ++i) nulls[i] = true;
@@ -122,6 +122,8 @@ Datum gknn_service_status(PG_FUNCTION_ARGS) {
     v[30] = Int64GetDatum(c.topk_shared_hits);
     v[31] = Float8GetDatum(c.wait_us / 1000.0);
     v[32] = Float8GetDatum(c.held_us / 1000.0);
+    v[33] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&ctl->ring_searches)));
+    v[34] = Float8GetDatum(static_cast<double>(pg_atomic_read_u64(&ctl->ring_us)) / 1000.0);
     for (int i = 0; i < kCols; ++i) nulls[i] = false;
     if (!running) nulls[1] = nulls[4] = true;
     if (c.reason[0] == '\0') nulls[3] = true;

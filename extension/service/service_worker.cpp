@@ -961,6 +961,8 @@ void announce_start(ServiceShared* ctl) {
   ctl->started_us = now_us();
   ctl->requests = ctl->searches = ctl->batches = ctl->batched_queries = 0;
   ctl->loads = ctl->evictions = ctl->errors = ctl->busy_us = ctl->wait_us = ctl->held_us = 0;
+  pg_atomic_write_u64(&ctl->ring_searches, 0);
+  pg_atomic_write_u64(&ctl->ring_us, 0);
   ctl->load_bytes = ctl->deltas = ctl->delta_bytes = 0;
   ctl->topk_sessions = ctl->topk_batches = ctl->topk_rows = 0;
   ctl->topk_shared_rankings = ctl->topk_shared_hits = 0;
