@@ -48,6 +48,7 @@
 #include "service_build.h"
 #include "service_executors.h"
 #include "service_forget.h"
+#include "service_graph_ring.h"
 #include "service_images.h"
 #include "service_reply.h"
 #include "service_shmem.h"
@@ -116,13 +117,6 @@ void fail_open_requests(ServiceShared* ctl) {
     SpinLockRelease(&s->mutex);
     if (wake) SetLatch(wake);
   }
-}
-
-// The ring's descriptor says no kernel serves it.
-void stop_ring(ServiceShared* ctl) {
-  RingDescriptor d = read_ring(ctl);
-  d.serving = false;
-  write_ring(ctl, d);
 }
 
 void on_service_exit(int, Datum) {
@@ -499,7 +493,7 @@ void run_search(SearchJob& job) {
 // its image is not resident.
 uint64 next_batch_id = 0;
 
-bool to_serving(std::shared_ptr<Resident>& r, std::vector<int>& group);  // below
+bool to_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r, std::vector<int>& group);  // below
 
 void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   RequestSlot* first = taken[group[0]].s;
@@ -525,7 +519,7 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
     return;
   }
   r->hits += static_cast<int64>(group.size()) - 1;  // find() counted the first
-  if (kind == kImageGraph && to_serving(r, group)) return;
+  if (kind == kImageGraph && to_serving(ctl, r, group)) return;
   auto job = std::make_unique<SearchJob>();
   job->image = std::move(r);
   job->requests.reserve(group.size());
@@ -555,184 +549,18 @@ void dispatch_group(ServiceShared* ctl, std::vector<int>& group) {
   }
 }
 
-// On a GPU (docs/resident-graph-search.md), a gpu_graph image's searches
-// are served by a search kernel left running on its GPU
-// (gknn::graph::GraphServer, kRingSlots request slots in shared memory,
-// clusters of kServerTeam CTAs), which backends write their queries into
-// and read their answers from themselves (service_client.cpp ring_search).
-// This thread starts it (a graph search reaching it while nothing else runs
-// is answered kUseRing), keeps its next launch queued, frees the slots
-// backends gave up, and stops it (every slot answered and held first)
-// before anything else is taken (another image's or kind's request, a load,
-// a build, a GpuTopK session, a forget, a reload) or after kServingIdleUs
-// without a request. Each launch ends on its own within 4 ms: a
-// synchronizing CUDA call elsewhere waits two lifetimes at most.
-constexpr int kServerTeam = 4;
-
-struct GraphServing {
-  std::shared_ptr<Resident> image;
-  std::unique_ptr<gknn::graph::GraphServer> server;
-  uint64 answered_at_start;  // ring_answered_total() when it started
-  uint64 counted;            // ring_answered_total() when last added to the service's searches
-  int64 started_us;
-  int64 active_us;  // when a request was last seen answered (or it started)
-};
-GraphServing* serving = nullptr;
+// Whether a group of graph searches is answered "use the ring": the
+// resident kernel (service_graph_ring.h) started for its image where this
+// round took graph searches of that index only and nothing else runs.
 bool round_may_serve = false;  // this round took graph searches of one index only (run_requests)
-bool ring_registered = false;  // the ring is pinned and mapped for the devices
 
-// Every slot's answered number summed: each request bumps its slot's by one
-// (the ring's requests served so far, for the log).
-uint64 ring_answered_total() {
-  uint64 total = 0;
-  for (int i = 0; i < kRingSlots; ++i) total += *ring_answered(i);
-  return total;
-}
-
-void keep_serving_alive() {
-  try {
-    serving->server->keep_alive();
-  } catch (const std::exception&) {
-    ereport(LOG, (errmsg("gknn GPU service: the resident graph search failed")));
-    device_fault = true;
-  }
-}
-
-// The ring's searches since the last call, added to the service's (each
-// request answered bumps its slot's answered number: refusals count too).
-void count_ring_searches(ServiceShared* ctl) {
-  const uint64 total = ring_answered_total();
-  const int64 n = static_cast<int64>(total - serving->counted);
-  if (n <= 0) return;
-  serving->counted = total;
-  serving->active_us = now_us();
-  SpinLockAcquire(&ctl->mutex);
-  ctl->requests += n;
-  ctl->searches += n;
-  SpinLockRelease(&ctl->mutex);
-}
-
-void stop_serving(ServiceShared* ctl);
-
-// A kernel left with nothing to search holds its SMs (and the GPU busy as
-// nvidia-smi shows it): stopped after this long without a request (the next
-// graph search starts it again through the request path).
-constexpr int64 kServingIdleUs = 250000;
-
-// Frees the slots their backends gave up once answered, and keeps the
-// kernel's next launch queued (once a lifetime at least: the loop's wait
-// is short while it serves); stops it when idle.
-void pump_serving(ServiceShared* ctl) {
-  if (!serving) return;
-  bool waiting = false;
-  for (int i = 0; i < kRingSlots; ++i) {
-    if (ring_slot_waiting(i)) {
-      waiting = true;
-      continue;
-    }
-    uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
-    if ((owner & kRingAbandoned) != 0) (void)pg_atomic_compare_exchange_u32(&ctl->ring_owner[i], &owner, 0);
-  }
-  count_ring_searches(ctl);
-  if (!waiting && now_us() - serving->active_us > kServingIdleUs) {
-    stop_serving(ctl);
-    return;
-  }
-  keep_serving_alive();
-}
-
-// Stops the kernel: the ring no longer serves; every slot held (a free one
-// at once, a backend's once its request is answered and it lets go); then
-// the kernel stopped and the slots freed.
-void stop_serving(ServiceShared* ctl) {
-  if (!serving) return;
-  stop_ring(ctl);
-  bool held[kRingSlots] = {};
-  int nheld = 0;
-  const int64 until = now_us() + 2000000;
-  while (nheld < kRingSlots && !device_fault) {
-    bool waiting = false;
-    for (int i = 0; i < kRingSlots; ++i) {
-      if (held[i]) continue;
-      const bool w = ring_slot_waiting(i);
-      waiting = waiting || w;
-      uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
-      if (!w && (owner == 0 || (owner & kRingAbandoned) != 0) &&
-          pg_atomic_compare_exchange_u32(&ctl->ring_owner[i], &owner, kRingHeld)) {
-        held[i] = true;
-        ++nheld;
-      }
-    }
-    if (waiting) keep_serving_alive();
-    if (now_us() > until) {
-      ereport(LOG, (errmsg("gknn GPU service: the resident graph search's ring did not drain within 2 s")));
-      device_fault = true;
-    }
-  }
-  count_ring_searches(ctl);
-  ereport(LOG,
-          (errmsg("gknn GPU service: resident graph search stopped: %llu requests through the ring in %.3f s",
-                  static_cast<unsigned long long>(ring_answered_total() - serving->answered_at_start),
-                  (now_us() - serving->started_us) / 1e6)));
-  delete serving;  // the GraphServer's destructor stops the kernel and waits for it
-  serving = nullptr;
-  for (int i = 0; i < kRingSlots; ++i)
-    if (held[i]) pg_atomic_write_u32(&ctl->ring_owner[i], 0);
-}
-
-// Whether a group of graph searches is answered "use the ring" (the
-// kernel started here for its image when none serves it and nothing else
-// runs); false: the executors search it.
-bool to_serving(std::shared_ptr<Resident>& r, std::vector<int>& group) {
-  ServiceShared* ctl = shared();
-  if (!r->graph_gpu || !r->graph || !ring_memory()) return false;
-  RequestSlot* first = taken[group[0]].s;
-  // The kernel serves this image already: these found every slot taken (or
-  // read the descriptor before it was published): the executors search
-  // them beside it.
-  if (serving && serving->image == r) return false;
-  for (int slot : group) {  // what the ring takes; anything else goes the executors' way (and its error)
-    const RequestSlot* s = taken[slot].s;
-    if (s->ring_tries >= 2 || s->dim != r->graph->dim || s->dim > kRingMaxDim || s->k < 1 ||
-        s->k > kRingMaxK || s->ef < 1 || std::max<int64>(s->ef, s->k) > gknn::graph::kMaxDeviceEf ||
-        !key_equal(s->key, first->key))
-      return false;
-  }
-  stop_serving(ctl);  // another image's kernel, if any
-  // Started only where nothing else runs or was taken beside it.
-  if (!round_may_serve || !jobs.empty() || build_tasks_running() || topk_tasks_running() ||
-      build_sessions_open() || topk_sessions_open())
-    return false;
-  RingDescriptor d = read_ring(ctl);
-  try {
-    if (!ring_registered) {
-      gknn::register_host_memory(ring_memory(), ring_bytes());
-      ring_registered = true;
-    }
-    gknn::graph::RingSpec spec;
-    spec.host = ring_memory();
-    spec.slots = kRingSlots;
-    spec.layout = ring_layout();
-    spec.epoch = d.epoch + 1;
-    spec.row_ids = r->graph->ids.data();
-    gknn::graph::SearchParams sp;
-    sp.k = kRingMaxK;
-    sp.seed = r->graph->seed;
-    auto srv = std::make_unique<gknn::graph::GraphServer>(*r->graph_gpu, spec, kServerTeam, sp);
-    serving = new GraphServing;
-    serving->image = r;
-    serving->server = std::move(srv);
-    serving->answered_at_start = serving->counted = ring_answered_total();
-    serving->started_us = serving->active_us = now_us();
-  } catch (const std::exception&) {
-    return false;  // the executors search it
-  }
-  d.serving = true;
-  d.epoch += 1;
-  d.key = first->key;
-  d.key.generation = r->key.generation;  // the image's: it serves searches of that generation or older
-  d.entries = r->entries;
-  write_ring(ctl, d);
+bool to_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r, std::vector<int>& group) {
+  const bool nothing_else = round_may_serve && jobs.empty() && !build_tasks_running() &&
+                            !topk_tasks_running() && !build_sessions_open() && !topk_sessions_open();
+  std::vector<const RequestSlot*> searches;
+  searches.reserve(group.size());
+  for (int slot : group) searches.push_back(taken[slot].s);
+  if (!start_serving(ctl, r, searches, nothing_else)) return false;
   for (int slot : group) {
     taken[slot].s->reply = kUseRing;
     answer(ctl, taken[slot]);
@@ -749,8 +577,9 @@ void stop_serving_for(ServiceShared* ctl, int n) {
     const RequestSlot* first = taken[round_slots[0]].s;
     round_may_serve = s->kind == kSearchGraph && resident_key(s->key).same_index(resident_key(first->key));
   }
-  if (!serving) return;
-  if (!round_may_serve || !resident_key(taken[round_slots[0]].s->key).same_index(serving->image->key))
+  const Resident* served = serving_image();
+  if (!served) return;
+  if (!round_may_serve || !resident_key(taken[round_slots[0]].s->key).same_index(served->key))
     stop_serving(ctl);
 }
 
@@ -1013,7 +842,7 @@ void gknn_service_main(Datum) {
   WaitEventSet* wait_set = make_wait_set();
   int64 last_request_us = 0;
   while (!stop_requested) {
-    if (serving && (ConfigReloadPending || ctl->nforgets != 0 || ctl->forget_all_before_us != 0))
+    if (serving_image() && (ConfigReloadPending || ctl->nforgets != 0 || ctl->forget_all_before_us != 0))
       stop_serving(ctl);                            // a reload or forget may free GPU memory
     sweep_build_sessions(ctl);                      // builds that ended (service_build.cpp)
     if (images) sweep_topk_sessions(ctl, *images);  // GpuTopK scans that ended (service_topk.cpp)
@@ -1037,7 +866,7 @@ void gknn_service_main(Datum) {
       // is submitted after its commit queued the old image's drop.
       if (forget_dropped_images(ctl, images)) publish_images(ctl);
       worked = serve_round(ctl);
-      if (device_fault) {
+      if (device_fault || serving_faulted()) {
         ereport(LOG, (errmsg("gknn GPU service: a device fault; restarting with a fresh GPU context")));
         proc_exit(1);
       }
@@ -1059,7 +888,7 @@ void gknn_service_main(Datum) {
     }
     WaitEvent event;
     // A serving kernel's next launch is queued once a lifetime (4 ms) at least.
-    (void)WaitEventSetWait(wait_set, serving ? 1L : -1L, &event, 1, PG_WAIT_EXTENSION);
+    (void)WaitEventSetWait(wait_set, serving_image() ? 1L : -1L, &event, 1, PG_WAIT_EXTENSION);
     ResetLatch(MyLatch);
   }
   // Exit code 1: the postmaster restarts the service (unless it is shutting down).

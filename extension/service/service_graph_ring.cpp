@@ -1,0 +1,193 @@
+// The GPU service's side of the resident graph search kernel
+// (service_graph_ring.h, docs/resident-graph-search.md).
+#include "service_graph_ring.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "gknn/graph.h"
+#include "gknn/runtime.h"
+
+extern "C" {
+#include "storage/spin.h"
+}
+
+namespace gknn_service {
+
+constexpr int kServerTeam = 4;
+
+namespace {
+
+struct GraphServing {
+  std::shared_ptr<Resident> image;
+  std::unique_ptr<gknn::graph::GraphServer> server;
+  uint64 answered_at_start;  // ring_answered_total() when it started
+  uint64 counted;            // ring_answered_total() when last added to the service's searches
+  int64 started_us;
+  int64 active_us;  // when a request was last seen answered (or it started)
+};
+GraphServing* serving = nullptr;
+bool ring_registered = false;  // the ring is pinned and mapped for the devices
+bool ring_fault = false;       // the kernel failed or its ring did not drain: the service restarts
+
+// Every slot's answered number summed: each request bumps its slot's by one
+// (the ring's requests served so far, for the log).
+uint64 ring_answered_total() {
+  uint64 total = 0;
+  for (int i = 0; i < kRingSlots; ++i) total += *ring_answered(i);
+  return total;
+}
+
+void keep_serving_alive() {
+  try {
+    serving->server->keep_alive();
+  } catch (const std::exception&) {
+    ereport(LOG, (errmsg("gknn GPU service: the resident graph search failed")));
+    ring_fault = true;
+  }
+}
+
+// The ring's searches since the last call, added to the service's (each
+// request answered bumps its slot's answered number: refusals count too).
+void count_ring_searches(ServiceShared* ctl) {
+  const uint64 total = ring_answered_total();
+  const int64 n = static_cast<int64>(total - serving->counted);
+  if (n <= 0) return;
+  serving->counted = total;
+  serving->active_us = now_us();
+  SpinLockAcquire(&ctl->mutex);
+  ctl->requests += n;
+  ctl->searches += n;
+  SpinLockRelease(&ctl->mutex);
+}
+
+}  // namespace
+
+// A kernel left with nothing to search holds its SMs (and the GPU busy as
+// nvidia-smi shows it): stopped after this long without a request (the next
+// graph search starts it again through the request path).
+constexpr int64 kServingIdleUs = 250000;
+
+// Frees the slots their backends gave up once answered, and keeps the
+// kernel's next launch queued (once a lifetime at least: the loop's wait
+// is short while it serves); stops it when idle.
+void pump_serving(ServiceShared* ctl) {
+  if (!serving) return;
+  bool waiting = false;
+  for (int i = 0; i < kRingSlots; ++i) {
+    if (ring_slot_waiting(i)) {
+      waiting = true;
+      continue;
+    }
+    uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
+    if ((owner & kRingAbandoned) != 0) (void)pg_atomic_compare_exchange_u32(&ctl->ring_owner[i], &owner, 0);
+  }
+  count_ring_searches(ctl);
+  if (!waiting && now_us() - serving->active_us > kServingIdleUs) {
+    stop_serving(ctl);
+    return;
+  }
+  keep_serving_alive();
+}
+
+// Stops the kernel: the ring no longer serves; every slot held (a free one
+// at once, a backend's once its request is answered and it lets go); then
+// the kernel stopped and the slots freed.
+void stop_serving(ServiceShared* ctl) {
+  if (!serving) return;
+  stop_ring(ctl);
+  bool held[kRingSlots] = {};
+  int nheld = 0;
+  const int64 until = now_us() + 2000000;
+  while (nheld < kRingSlots && !ring_fault) {
+    bool waiting = false;
+    for (int i = 0; i < kRingSlots; ++i) {
+      if (held[i]) continue;
+      const bool w = ring_slot_waiting(i);
+      waiting = waiting || w;
+      uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
+      if (!w && (owner == 0 || (owner & kRingAbandoned) != 0) &&
+          pg_atomic_compare_exchange_u32(&ctl->ring_owner[i], &owner, kRingHeld)) {
+        held[i] = true;
+        ++nheld;
+      }
+    }
+    if (waiting) keep_serving_alive();
+    if (now_us() > until) {
+      ereport(LOG, (errmsg("gknn GPU service: the resident graph search's ring did not drain within 2 s")));
+      ring_fault = true;
+    }
+  }
+  count_ring_searches(ctl);
+  ereport(LOG,
+          (errmsg("gknn GPU service: resident graph search stopped: %llu requests through the ring in %.3f s",
+                  static_cast<unsigned long long>(ring_answered_total() - serving->answered_at_start),
+                  (now_us() - serving->started_us) / 1e6)));
+  delete serving;  // the GraphServer's destructor stops the kernel and waits for it
+  serving = nullptr;
+  for (int i = 0; i < kRingSlots; ++i)
+    if (held[i]) pg_atomic_write_u32(&ctl->ring_owner[i], 0);
+}
+
+bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
+                   const std::vector<const RequestSlot*>& group, bool nothing_else_runs) {
+  if (!r->graph_gpu || !r->graph || !ring_memory() || group.empty()) return false;
+  const RequestSlot* first = group[0];
+  // The kernel serves this image already: these found every slot taken (or
+  // read the descriptor before it was published): the executors search
+  // them beside it.
+  if (serving && serving->image == r) return false;
+  // What the ring takes; anything else goes the executors' way (and its error).
+  for (const RequestSlot* s : group) {
+    if (s->ring_tries >= 2 || s->dim != r->graph->dim || s->dim > kRingMaxDim || s->k < 1 ||
+        s->k > kRingMaxK || s->ef < 1 || std::max<int64>(s->ef, s->k) > gknn::graph::kMaxDeviceEf ||
+        !key_equal(s->key, first->key))
+      return false;
+  }
+  stop_serving(ctl);                     // another image's kernel, if any
+  if (!nothing_else_runs) return false;  // started only where nothing else runs or was taken beside it
+  RingDescriptor d = read_ring(ctl);
+  try {
+    if (!ring_registered) {
+      gknn::register_host_memory(ring_memory(), ring_bytes());
+      ring_registered = true;
+    }
+    gknn::graph::RingSpec spec;
+    spec.host = ring_memory();
+    spec.slots = kRingSlots;
+    spec.layout = ring_layout();
+    spec.epoch = d.epoch + 1;
+    spec.row_ids = r->graph->ids.data();
+    gknn::graph::SearchParams sp;
+    sp.k = kRingMaxK;
+    sp.seed = r->graph->seed;
+    auto srv = std::make_unique<gknn::graph::GraphServer>(*r->graph_gpu, spec, kServerTeam, sp);
+    serving = new GraphServing;
+    serving->image = r;
+    serving->server = std::move(srv);
+    serving->answered_at_start = serving->counted = ring_answered_total();
+    serving->started_us = serving->active_us = now_us();
+  } catch (const std::exception&) {
+    return false;  // the executors search it
+  }
+  d.serving = true;
+  d.epoch += 1;
+  d.key = first->key;
+  d.key.generation = r->key.generation;  // the image's: it serves searches of that generation or older
+  d.entries = r->entries;
+  write_ring(ctl, d);
+  return true;
+}
+
+const Resident* serving_image() { return serving ? serving->image.get() : nullptr; }
+
+bool serving_faulted() { return ring_fault; }
+
+void stop_ring(ServiceShared* ctl) {
+  RingDescriptor d = read_ring(ctl);
+  d.serving = false;
+  write_ring(ctl, d);
+}
+
+}  // namespace gknn_service
