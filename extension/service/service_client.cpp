@@ -379,7 +379,9 @@ bool service_gone(ServiceShared* ctl, uint64 incarnation) {
 int ring_search(const ImageKey& key, const float* query, int dim, int ef, int64 k, int64* ids,
                 double* distances, int64* count, int64* rows, ServiceTrip* trip) {
   ServiceShared* ctl = shared();
-  if (!ring_memory() || dim > kRingMaxDim || k < 1 || k > kRingMaxK) return kRingNotServed;
+  if (!ring_memory() || dim > kRingMaxDim || k < 1 || k > kRingMaxK ||
+      Max(static_cast<int64>(ef), k) > gknn::graph::kMaxDeviceEf || ef < 1)
+    return kRingNotServed;  // the request path's rules (and errors) for the rest
   uint32 epoch;
   int64 entries;
   if (!ring_serves(ctl, key, &epoch, &entries)) return kRingNotServed;

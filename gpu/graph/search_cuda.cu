@@ -873,6 +873,7 @@ constexpr unsigned long long kServeLifeNs = 4000000;  // 4 ms: a launch (~10 us)
 struct ServeRing {
   unsigned char* base;
   int slot_bytes, nslots, q_at, ids_at, d_at;
+  int max_k;  // the answers' room a slot: a request of more is refused
   const int* stop;
   unsigned long long life_ns;   // a cluster takes no request after this long
   unsigned epoch;               // requests of another are refused
@@ -969,7 +970,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       seen[i] = load_acquire_sys(ring.base + std::size_t(cluster + i * clusters) * ring.slot_bytes + kDoneAt);
   for (;;) {
     if (rank == 0 && threadIdx.x == 0) {
-      int job = -1;
+      int job = -1, job_ef = 0, job_k = 0;
       unsigned seq = 0;
       while (job < 0 && !load_acquire_gpu(ring.mailbox + ring.nslots) && global_ns() - born < ring.life_ns) {
         for (int i = 0; i < kMaxSlotsPerCluster; ++i) {
@@ -980,24 +981,29 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
           asm volatile("fence.acq_rel.sys;" ::: "memory");  // the slot as its writer left it
           unsigned char* at = ring.base + std::size_t(s) * ring.slot_bytes;
           seen[i] = r;
-          if (*reinterpret_cast<const volatile unsigned*>(at + RingLayout::kEpochAt) != ring.epoch) {
+          // Refused unsearched: another epoch's request, or a list or an
+          // answer the kernel has no room for (whatever a writer left in
+          // the slot, the kernel never reads or writes past its buffers).
+          const int ef = *reinterpret_cast<const volatile int*>(at + RingLayout::kEfAt);
+          const int k = *reinterpret_cast<const volatile int*>(at + RingLayout::kKAt);
+          if (*reinterpret_cast<const volatile unsigned*>(at + RingLayout::kEpochAt) != ring.epoch || k < 1 ||
+              k > ring.max_k || ef < k || ef > kMaxEf) {
             *reinterpret_cast<volatile unsigned*>(at + RingLayout::kStatusAt) = 1u;  // refused
             __threadfence_system();
             store_release_sys(at + kDoneAt, r);
             continue;
           }
           job = s;
+          job_ef = ef;
+          job_k = k;
           seq = r;
           break;
         }
       }
       sh.job = job;
       sh.job_seq = seq;
-      if (job >= 0) {
-        const unsigned char* at = ring.base + std::size_t(job) * ring.slot_bytes;
-        sh.job_ef = *reinterpret_cast<const volatile int*>(at + 4);
-        sh.job_k = *reinterpret_cast<const volatile int*>(at + 8);
-      }
+      sh.job_ef = job_ef;
+      sh.job_k = job_k;
     }
     if (CL > 1)
       cluster_sync();
@@ -1521,6 +1527,7 @@ struct GraphServer::Impl {
                            int(q_at),
                            int(ids_at),
                            int(d_at),
+                           k,
                            static_cast<const int*>(dev_stop),
                            kServeLifeNs,
                            ring.epoch,

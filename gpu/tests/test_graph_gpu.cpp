@@ -250,7 +250,8 @@ TEST(GraphGpu, ResidentServerEqualsCpuSearch) {
 // A GraphServer over a ring of
 // the caller's (registered host memory, slots wider than the graph's
 // queries) answers requests written by hand as RingLayout says, with rows
-// mapped through row_ids; a request of another epoch is refused unsearched.
+// mapped through row_ids; a request of another epoch, or with a k or a list
+// the kernel has no room for, is refused unsearched.
 TEST(GraphGpu, ResidentServerRingOfTheCallers) {
   GKNN_NEED_GPU();
   constexpr std::int64_t n = 3000;
@@ -294,8 +295,11 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
     int refused = 0, differ = 0;
     for (int q = 0; q < 100; ++q) {
       unsigned char* s = host + std::size_t(q % spec.slots) * slot;
+      // Refused: another epoch (3), a list above the device's (5), more
+      // answers than a slot holds (7), none (8).
       const std::uint32_t epoch = q % 10 == 3 ? 4 : 5;
-      const std::int32_t ef = 20, k = 10;
+      const std::int32_t ef = q % 10 == 5 ? kMaxDeviceEf + 1 : 20;
+      const std::int32_t k = q % 10 == 7 ? 17 : q % 10 == 8 ? 0 : 10;
       std::memcpy(s + RingLayout::kQueryAt, d.queries.data() + q * kDim, sizeof(float) * kDim);
       std::memcpy(s + RingLayout::kEfAt, &ef, sizeof ef);
       std::memcpy(s + RingLayout::kKAt, &k, sizeof k);
@@ -311,7 +315,7 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
       }
       std::uint32_t status;
       std::memcpy(&status, s + RingLayout::kStatusAt, sizeof status);
-      if (epoch != 5) {
+      if (epoch != 5 || ef != 20 || k != 10) {
         EXPECT_EQ(status, 1u) << q;
         ++refused;
         continue;
@@ -325,7 +329,7 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
         differ += id != row_ids[ci[q * 10 + i]] || std::memcmp(&dist, &cd[q * 10 + i], sizeof dist) != 0;
       }
     }
-    EXPECT_EQ(refused, 10);
+    EXPECT_EQ(refused, 40);
     EXPECT_EQ(differ, 0);
   }
   ASSERT_EQ(cudaHostUnregister(host), cudaSuccess);

@@ -215,7 +215,8 @@ class DeviceGraph {
 // distances (and the status) written, then the answered number. A request
 // of another epoch than the server's is refused (status 1, no search): so
 // a writer that saw an older server's epoch cannot have its query searched
-// on another graph.
+// on another graph; so is one whose k is not in 1..max_k or whose ef is
+// not in k..kMaxDeviceEf (the kernel trusts nothing in the slot).
 struct RingLayout {
   // Slot i at i * slot_bytes(); after the slots, the doorbell: one u32 a
   // slot, its request number, written last (one line the kernel reads for
@@ -225,7 +226,7 @@ struct RingLayout {
   static constexpr std::size_t kKAt = 8;           // i32, 1..max_k
   static constexpr std::size_t kEpochAt = 12;      // u32
   static constexpr std::size_t kAnsweredAt = 128;  // u32, written last
-  static constexpr std::size_t kStatusAt = 132;    // u32: 0 answered, 1 refused
+  static constexpr std::size_t kStatusAt = 132;    // u32: 0 answered, 1 refused (epoch, ef or k)
   static constexpr std::size_t kQueryAt = 256;     // max_dim floats
   int max_dim = 0, max_k = 0;
   static constexpr std::size_t round128(std::size_t b) { return (b + 127) / 128 * 128; }
