@@ -345,6 +345,7 @@ bool ring_serves(ServiceShared* ctl, const ImageKey& key, uint32* epoch, int64* 
 }
 
 void ring_release(ServiceShared* ctl, int slot) {
+  pg_memory_barrier();  // the answers read before another backend may claim the slot
   pg_atomic_write_u32(&ctl->ring_owner[slot], 0);
   ring_slot_owned = 0;
 }

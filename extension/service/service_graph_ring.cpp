@@ -3,6 +3,7 @@
 #include "service_graph_ring.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -22,8 +23,8 @@ namespace {
 struct GraphServing {
   std::shared_ptr<Resident> image;
   std::unique_ptr<gknn::graph::GraphServer> server;
-  uint64 answered_at_start;  // ring_answered_total() when it started
-  uint64 counted;            // ring_answered_total() when last added to the service's searches
+  uint32 seen[kRingSlots];  // each slot's answered number when last counted
+  uint64 served;            // requests answered through the ring since it started
   int64 started_us;
   int64 active_us;  // when a request was last seen answered (or it started)
 };
@@ -31,12 +32,17 @@ GraphServing* serving = nullptr;
 bool ring_registered = false;  // the ring is pinned and mapped for the devices
 bool ring_fault = false;       // the kernel failed or its ring did not drain: the service restarts
 
-// Every slot's answered number summed: each request bumps its slot's by one
-// (the ring's requests served so far, for the log).
-uint64 ring_answered_total() {
-  uint64 total = 0;
-  for (int i = 0; i < kRingSlots; ++i) total += *ring_answered(i);
-  return total;
+// The requests answered since the last call: each bumps its slot's answered
+// number by one, which wraps (a slot at 2^32 after days of load), so each
+// slot's advance is taken modulo 2^32.
+uint64 ring_answered_since_seen() {
+  uint64 n = 0;
+  for (int i = 0; i < kRingSlots; ++i) {
+    const uint32 now = *ring_answered(i);
+    n += static_cast<uint32>(now - serving->seen[i]);
+    serving->seen[i] = now;
+  }
+  return n;
 }
 
 void keep_serving_alive() {
@@ -51,10 +57,9 @@ void keep_serving_alive() {
 // The ring's searches since the last call, added to the service's (each
 // request answered bumps its slot's answered number: refusals count too).
 void count_ring_searches(ServiceShared* ctl) {
-  const uint64 total = ring_answered_total();
-  const int64 n = static_cast<int64>(total - serving->counted);
+  const int64 n = static_cast<int64>(ring_answered_since_seen());
   if (n <= 0) return;
-  serving->counted = total;
+  serving->served += static_cast<uint64>(n);
   serving->active_us = now_us();
   SpinLockAcquire(&ctl->mutex);
   ctl->requests += n;
@@ -72,20 +77,23 @@ constexpr int64 kServingIdleUs = 250000;
 // Frees the slots their backends gave up once answered, and keeps the
 // kernel's next launch queued (once a lifetime at least: the loop's wait
 // is short while it serves); stops it when idle.
-void pump_serving(ServiceShared* ctl) {
+void pump_serving(ServiceShared* ctl, const std::atomic<bool>& device_fault) {
   if (!serving) return;
   bool waiting = false;
   for (int i = 0; i < kRingSlots; ++i) {
+    // The owner before the numbers: a backend writes its request before it
+    // abandons the slot, so an abandoned slot read here shows that request.
+    uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
+    pg_read_barrier();
     if (ring_slot_waiting(i)) {
       waiting = true;
       continue;
     }
-    uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
     if ((owner & kRingAbandoned) != 0) (void)pg_atomic_compare_exchange_u32(&ctl->ring_owner[i], &owner, 0);
   }
   count_ring_searches(ctl);
   if (!waiting && now_us() - serving->active_us > kServingIdleUs) {
-    stop_serving(ctl);
+    stop_serving(ctl, device_fault);
     return;
   }
   keep_serving_alive();
@@ -94,19 +102,20 @@ void pump_serving(ServiceShared* ctl) {
 // Stops the kernel: the ring no longer serves; every slot held (a free one
 // at once, a backend's once its request is answered and it lets go); then
 // the kernel stopped and the slots freed.
-void stop_serving(ServiceShared* ctl) {
+void stop_serving(ServiceShared* ctl, const std::atomic<bool>& device_fault) {
   if (!serving) return;
   stop_ring(ctl);
   bool held[kRingSlots] = {};
   int nheld = 0;
   const int64 until = now_us() + 2000000;
-  while (nheld < kRingSlots && !ring_fault) {
+  while (nheld < kRingSlots && !ring_fault && !device_fault) {
     bool waiting = false;
     for (int i = 0; i < kRingSlots; ++i) {
       if (held[i]) continue;
+      uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);  // before the numbers, as in pump_serving
+      pg_read_barrier();
       const bool w = ring_slot_waiting(i);
       waiting = waiting || w;
-      uint32 owner = pg_atomic_read_u32(&ctl->ring_owner[i]);
       if (!w && (owner == 0 || (owner & kRingAbandoned) != 0) &&
           pg_atomic_compare_exchange_u32(&ctl->ring_owner[i], &owner, kRingHeld)) {
         held[i] = true;
@@ -122,8 +131,7 @@ void stop_serving(ServiceShared* ctl) {
   count_ring_searches(ctl);
   ereport(LOG,
           (errmsg("gknn GPU service: resident graph search stopped: %llu requests through the ring in %.3f s",
-                  static_cast<unsigned long long>(ring_answered_total() - serving->answered_at_start),
-                  (now_us() - serving->started_us) / 1e6)));
+                  static_cast<unsigned long long>(serving->served), (now_us() - serving->started_us) / 1e6)));
   delete serving;  // the GraphServer's destructor stops the kernel and waits for it
   serving = nullptr;
   for (int i = 0; i < kRingSlots; ++i)
@@ -131,7 +139,8 @@ void stop_serving(ServiceShared* ctl) {
 }
 
 bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
-                   const std::vector<const RequestSlot*>& group, bool nothing_else_runs) {
+                   const std::vector<const RequestSlot*>& group, bool nothing_else_runs,
+                   const std::atomic<bool>& device_fault) {
   if (!r->graph_gpu || !r->graph || !ring_memory() || group.empty()) return false;
   const RequestSlot* first = group[0];
   // The kernel serves this image already: these found every slot taken (or
@@ -145,7 +154,7 @@ bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
         !key_equal(s->key, first->key))
       return false;
   }
-  stop_serving(ctl);                     // another image's kernel, if any
+  stop_serving(ctl, device_fault);       // another image's kernel, if any
   if (!nothing_else_runs) return false;  // started only where nothing else runs or was taken beside it
   RingDescriptor d = read_ring(ctl);
   try {
@@ -166,7 +175,8 @@ bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
     serving = new GraphServing;
     serving->image = r;
     serving->server = std::move(srv);
-    serving->answered_at_start = serving->counted = ring_answered_total();
+    for (int i = 0; i < kRingSlots; ++i) serving->seen[i] = *ring_answered(i);
+    serving->served = 0;
     serving->started_us = serving->active_us = now_us();
   } catch (const std::exception&) {
     return false;  // the executors search it

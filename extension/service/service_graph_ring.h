@@ -16,6 +16,7 @@
 // synchronizing CUDA call elsewhere waits two lifetimes at most.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -30,16 +31,18 @@ namespace gknn_service {
 // answers the group kUseRing. False where it already serves r (the group
 // found every slot taken: the executors search it), or it cannot start.
 bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
-                   const std::vector<const RequestSlot*>& group, bool nothing_else_runs);
+                   const std::vector<const RequestSlot*>& group, bool nothing_else_runs,
+                   const std::atomic<bool>& device_fault);
 
 // Each pass of the service's loop while serving: frees the slots their
 // backends gave up once answered, counts the ring's searches, keeps the
 // kernel's next launch queued, and stops it after kServingIdleUs idle.
-void pump_serving(ServiceShared* ctl);
+void pump_serving(ServiceShared* ctl, const std::atomic<bool>& device_fault);
 
 // Stops the kernel (the ring no longer serves; every slot answered and held
-// first); nothing where none serves.
-void stop_serving(ServiceShared* ctl);
+// first, unless device_fault, the service's flag, is or becomes set: then
+// at once); nothing where none serves.
+void stop_serving(ServiceShared* ctl, const std::atomic<bool>& device_fault);
 
 // The image the kernel serves, or null.
 const Resident* serving_image();

@@ -560,7 +560,7 @@ bool to_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r, std::vector<in
   std::vector<const RequestSlot*> searches;
   searches.reserve(group.size());
   for (int slot : group) searches.push_back(taken[slot].s);
-  if (!start_serving(ctl, r, searches, nothing_else)) return false;
+  if (!start_serving(ctl, r, searches, nothing_else, device_fault)) return false;
   for (int slot : group) {
     taken[slot].s->reply = kUseRing;
     answer(ctl, taken[slot]);
@@ -580,7 +580,7 @@ void stop_serving_for(ServiceShared* ctl, int n) {
   const Resident* served = serving_image();
   if (!served) return;
   if (!round_may_serve || !resident_key(taken[round_slots[0]].s->key).same_index(served->key))
-    stop_serving(ctl);
+    stop_serving(ctl, device_fault);
 }
 
 // Answers the request of a slot (for service_build.cpp's tasks).
@@ -760,7 +760,7 @@ bool serve_round(ServiceShared* ctl) {
     SpinLockRelease(&ctl->mutex);
     worked = true;
   }
-  pump_serving(ctl);
+  pump_serving(ctl, device_fault);
   if (worked) publish_images(ctl);
   return worked;
 }
@@ -843,7 +843,7 @@ void gknn_service_main(Datum) {
   int64 last_request_us = 0;
   while (!stop_requested) {
     if (serving_image() && (ConfigReloadPending || ctl->nforgets != 0 || ctl->forget_all_before_us != 0))
-      stop_serving(ctl);                            // a reload or forget may free GPU memory
+      stop_serving(ctl, device_fault);              // a reload or forget may free GPU memory
     sweep_build_sessions(ctl);                      // builds that ended (service_build.cpp)
     if (images) sweep_topk_sessions(ctl, *images);  // GpuTopK scans that ended (service_topk.cpp)
     if (ConfigReloadPending) {
@@ -864,7 +864,13 @@ void gknn_service_main(Datum) {
     if (ready) {
       // Before taking requests: a request for a rebuilt index's new image
       // is submitted after its commit queued the old image's drop.
-      if (forget_dropped_images(ctl, images)) publish_images(ctl);
+      if (forget_dropped_images(ctl, images)) {
+        // An image dropped after the loop's first check: the kernel may
+        // serve it (a rebuilt index can keep its relfilenode and restart at
+        // generation 1), so it stops; the next graph search starts it again.
+        stop_serving(ctl, device_fault);
+        publish_images(ctl);
+      }
       worked = serve_round(ctl);
       if (device_fault || serving_faulted()) {
         ereport(LOG, (errmsg("gknn GPU service: a device fault; restarting with a fresh GPU context")));
