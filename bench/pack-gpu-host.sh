@@ -4,12 +4,20 @@
 # `make install`; then carry the repository with build/ and .device/ over.
 #
 #   bench/pack-gpu-host.sh
+#   GKNN_PACK_CORE_BUILD=build/cmake90 bench/pack-gpu-host.sh
+#
+# With GKNN_PACK_CORE_BUILD, a core build already made there (for example
+# `cmake -S . -B build/cmake90 -DCMAKE_CUDA_ARCHITECTURES=90-real
+# -DCMAKE_BUILD_TYPE=Release`, a few minutes on 2 cores, and gknn.so linked
+# with its library: `make GKNN_CORE_LIB=build/cmake90/gpu/libgknn_core.a`)
+# is packed as it is: build/cmake's multi-architecture build takes 45
+# minutes and more after a branch switch.
 #
 # .device/ then holds
 #   pg-bundle.tar.gz   this machine's PostgreSQL with gknn and pgTAP installed
 #                      (/work/shared/gpu-host/pack-postgres.sh; the bundle
 #                      carries its own start-postgres.sh)
-#   core-tests.txt     the GoogleTest binaries under build/cmake, one a line,
+#   core-tests.txt     the GoogleTest binaries under the core build, one a line,
 #                      relative to the repository root (run without ctest there)
 #   bin/pg_prove, perl5/  pg_prove and the pure-Perl modules it loads beyond
 #                      perl-base, the part of Perl every Debian/Ubuntu system has
@@ -26,6 +34,7 @@ cd "$(dirname "$0")/.."
 . regress/cluster.sh
 
 DEV=.device
+CORE_BUILD=${GKNN_PACK_CORE_BUILD:-build/cmake}
 PACK_POSTGRES=${GKNN_PACK_POSTGRES:-/work/shared/gpu-host/pack-postgres.sh}
 
 # The bundle is made from the installed tree: it must hold this build of gknn.
@@ -39,6 +48,7 @@ check_installed() {
 }
 
 build_core_tests() {
+  [ -z "${GKNN_PACK_CORE_BUILD:-}" ] || return 0  # packed as it is
   cmake -S . -B build/cmake -DCMAKE_BUILD_TYPE=Release -DGKNN_BUILD_TESTS=ON >/dev/null
   cmake --build build/cmake -j"$(nproc)"
 }
@@ -46,7 +56,7 @@ build_core_tests() {
 # ctest knows which binaries are tests; the GPU host may have no ctest, and
 # the repository may sit at another path there.
 list_core_tests() {
-  ctest --test-dir build/cmake -N -V | sed -n 's/^[0-9]*: Test command: \([^ ]*\).*/\1/p' |
+  ctest --test-dir "$CORE_BUILD" -N -V | sed -n 's/^[0-9]*: Test command: \([^ ]*\).*/\1/p' |
     sort -u | xargs -r realpath --relative-to=. >"$DEV/core-tests.txt"
   [ -s "$DEV/core-tests.txt" ] || { echo "ctest lists no test binaries" >&2; return 1; }
 }
@@ -54,7 +64,8 @@ list_core_tests() {
 BENCH_TOOLS=(gknn_loadgen_tests gknn-loadgen gknn-load gknn-synth gknn-groundtruth)
 pack_bench_tools() {
   local t stage
-  cmake -S bench -B build/bench -DCMAKE_BUILD_TYPE=Release -DGKNN_BENCH_TESTS=ON >/dev/null
+  cmake -S bench -B build/bench -DCMAKE_BUILD_TYPE=Release -DGKNN_BENCH_TESTS=ON \
+    -DGKNN_CORE_LIB="$PWD/$CORE_BUILD/gpu/libgknn_core.a" >/dev/null
   cmake --build build/bench -j"$(nproc)" >/dev/null
   stage=$(mktemp -d)
   for t in "${BENCH_TOOLS[@]}"; do strip -o "$stage/$t" "build/bench/$t"; done
