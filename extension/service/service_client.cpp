@@ -131,6 +131,14 @@ void on_backend_exit(int, Datum) {
   }
 }
 
+// Once a backend: on_backend_exit gives up what it still holds (a request
+// slot's request, a ring slot).
+void register_exit_callback() {
+  if (exit_callback_registered) return;
+  before_shmem_exit(on_backend_exit, 0);
+  exit_callback_registered = true;
+}
+
 struct ServiceView {
   uint32 state;
   uint64 incarnation;
@@ -173,10 +181,7 @@ RequestSlot* my_slot() { return &shared()->slots[MyProc->pgprocno]; }
 // Waits until the slot may be filled: a cancelled request of ours that the
 // service is still running must finish first.
 void acquire_slot(RequestSlot* s) {
-  if (!exit_callback_registered) {
-    before_shmem_exit(on_backend_exit, 0);
-    exit_callback_registered = true;
-  }
+  register_exit_callback();
   for (;;) {
     SpinLockAcquire(&s->mutex);
     if (answered(s->state)) s->state = kFree;
@@ -388,10 +393,7 @@ int ring_search(const ImageKey& key, const float* query, int dim, int ef, int64 
   if (!ring_serves(ctl, key, &epoch, &entries)) return kRingNotServed;
   const uint64 incarnation = static_cast<const volatile ServiceShared*>(ctl)->incarnation;
   if (service_gone(ctl, incarnation)) return kRingNotServed;
-  if (!exit_callback_registered) {  // it gives up a slot owned at exit
-    before_shmem_exit(on_backend_exit, 0);
-    exit_callback_registered = true;
-  }
+  register_exit_callback();  // it gives up a slot owned at exit
   const int slot = ring_claim(ctl, static_cast<uint32>(MyProc->pgprocno) + 1);
   if (slot < 0) return kRingNotServed;
   ring_slot_owned = static_cast<uint32>(slot) + 1;

@@ -42,13 +42,15 @@ Size shared_size() {
   return add_size(offsetof(ServiceShared, slots), mul_size(sizeof(RequestSlot), slot_count()));
 }
 
-// The resident graph kernel's ring, page-aligned in its own block.
+// The resident graph kernel's ring, page-aligned in its own block (a page
+// more than the ring, for the alignment: ring_memory()).
 char* ring_block = nullptr;
+Size ring_block_bytes() { return add_size(ring_bytes(), 4096); }
 
 void request_shmem() {
   if (prev_request_hook) prev_request_hook();
   RequestAddinShmemSpace(shared_size());
-  RequestAddinShmemSpace(add_size(ring_bytes(), 4096));
+  RequestAddinShmemSpace(ring_block_bytes());
 }
 
 void startup_shmem() {
@@ -78,8 +80,8 @@ void startup_shmem() {
     }
   }
   bool ring_found;
-  ring_block = static_cast<char*>(ShmemInitStruct("gknn ring", add_size(ring_bytes(), 4096), &ring_found));
-  if (!ring_found) memset(ring_block, 0, ring_bytes() + 4096);
+  ring_block = static_cast<char*>(ShmemInitStruct("gknn ring", ring_block_bytes(), &ring_found));
+  if (!ring_found) memset(ring_block, 0, ring_block_bytes());
   LWLockRelease(AddinShmemInitLock);
 }
 
