@@ -200,4 +200,9 @@ void stop_ring(ServiceShared* ctl) {
   write_ring(ctl, d);
 }
 
+void reset_ring(ServiceShared* ctl) {
+  if (pg_atomic_read_u32(&ctl->ring_seq) & 1) (void)pg_atomic_fetch_add_u32(&ctl->ring_seq, 1);
+  stop_ring(ctl);
+}
+
 }  // namespace gknn_service

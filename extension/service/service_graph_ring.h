@@ -51,8 +51,12 @@ const Resident* serving_image();
 // restarts with a fresh context, as for a device fault).
 bool serving_faulted();
 
-// The ring's descriptor says no kernel serves it (at the service's start
-// and exit too: a kernel dies with its process).
+// The ring's descriptor says no kernel serves it (at the service's exit
+// too: a kernel dies with its process).
 void stop_ring(ServiceShared* ctl);
+
+// At the service's start: the last service's kernel is gone with it (one
+// killed while writing the descriptor left its sequence odd: made even).
+void reset_ring(ServiceShared* ctl);
 
 }  // namespace gknn_service

@@ -572,15 +572,14 @@ bool to_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r, std::vector<in
 // (or anything that may free GPU memory happens): stop the kernel.
 void stop_serving_for(ServiceShared* ctl, int n) {
   round_may_serve = n > 0;
+  const RequestSlot* first = n > 0 ? taken[round_slots[0]].s : nullptr;
   for (int i = 0; i < n && round_may_serve; ++i) {
     const RequestSlot* s = taken[round_slots[i]].s;
-    const RequestSlot* first = taken[round_slots[0]].s;
     round_may_serve = s->kind == kSearchGraph && resident_key(s->key).same_index(resident_key(first->key));
   }
   const Resident* served = serving_image();
   if (!served) return;
-  if (!round_may_serve || !resident_key(taken[round_slots[0]].s->key).same_index(served->key))
-    stop_serving(ctl, device_fault);
+  if (!round_may_serve || !resident_key(first->key).same_index(served->key)) stop_serving(ctl, device_fault);
 }
 
 // Answers the request of a slot (for service_build.cpp's tasks).
@@ -800,10 +799,7 @@ void announce_start(ServiceShared* ctl) {
   ctl->cache_bytes = ctl->cache_evictions = 0;
   ctl->memory_used = 0;
   SpinLockRelease(&ctl->mutex);
-  // The last service's kernel is gone (a service killed while
-  // writing the descriptor left its sequence odd).
-  if (pg_atomic_read_u32(&ctl->ring_seq) & 1) (void)pg_atomic_fetch_add_u32(&ctl->ring_seq, 1);
-  stop_ring(ctl);
+  reset_ring(ctl);
   fail_open_requests(ctl);
 }
 
