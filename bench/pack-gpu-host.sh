@@ -74,6 +74,10 @@ pack_bench_tools() {
 }
 
 pack_postgres() {
+  # PGXS builds with -g: gknn.so's debug info (~11 MB) would leave a call's
+  # 64 MiB no room for the tree and a core test binary beside the bundle.
+  # Both copies lose it, so that check_installed still finds them the same.
+  strip --strip-debug gknn.so "$(pg_config --pkglibdir)/gknn.so"
   GKNN_PACK_MODULES="$(pg_config --pkglibdir)/gknn.so" "$PACK_POSTGRES" "$DEV/pg-bundle.tar.gz"
 }
 
