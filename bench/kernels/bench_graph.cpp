@@ -313,17 +313,17 @@ int serve_calls(const gknn::graph::Graph& g, const float* base, const float* que
 // Lone and 16 queries at once with the server's other slots
 // idle (16 slots, as the GPU service has) and without (slots = threads).
 int serve_idle(const gknn::graph::Graph& g, const float* base, const float* queries, std::int64_t nq, int dim,
-               int k) {
+               int k, int ef) {
   const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
   concurrent_calls(dg, queries, nq, dim, k, 16, 1, 1, 0.5);  // warm-up
   gknn::graph::SearchParams sp;
   sp.k = k;
-  sp.ef = 12;
+  sp.ef = ef;
   std::vector<std::int64_t> rid(std::size_t(nq) * k);
   std::vector<double> rd(std::size_t(nq) * k);
   for (std::int64_t q = 0; q < nq; ++q) dg.search(queries + q * dim, 1, sp, &rid[q * k], &rd[q * k]);
   std::printf("\n| ef | mode | threads | CTAs per query | queries/s | p50 ms | unlike |\n");
-  for (int team : {4, 1})
+  for (int team : {4, 6, 1})
     for (int slots : {0, 16})
       for (int threads : {1, 16})
         served_calls(dg, queries, nq, dim, k, sp, rid, rd, threads, team, 0.5, slots);
@@ -383,7 +383,8 @@ int main(int argc, char** argv) {
   if (profile) return profile_single_queries(g, base, queries, dim, k);
   if (threads) return threaded_calls(g, base, queries, nq, dim, k);
   if (serve) return serve_calls(g, base, queries, nq, dim, k);
-  if (argc > 5 && std::strcmp(argv[5], "idle") == 0) return serve_idle(g, base, queries, nq, dim, k);
+  if (argc > 5 && std::strcmp(argv[5], "idle") == 0)
+    return serve_idle(g, base, queries, nq, dim, k, argc > 6 ? std::atoi(argv[6]) : 12);
   gknn::KnnRequest r;
   r.base = base;
   r.n = n;

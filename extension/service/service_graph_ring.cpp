@@ -16,8 +16,6 @@ extern "C" {
 
 namespace gknn_service {
 
-constexpr int kServerTeam = 4;
-
 namespace {
 
 struct GraphServing {
@@ -171,7 +169,7 @@ bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
     gknn::graph::SearchParams sp;
     sp.k = kRingMaxK;
     sp.seed = r->graph->seed;
-    auto srv = std::make_unique<gknn::graph::GraphServer>(*r->graph_gpu, spec, kServerTeam, sp);
+    auto srv = std::make_unique<gknn::graph::GraphServer>(*r->graph_gpu, spec, 0, sp);
     serving = new GraphServing;
     serving->image = r;
     serving->server = std::move(srv);

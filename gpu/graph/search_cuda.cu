@@ -837,16 +837,26 @@ __device__ __forceinline__ void search_one(
     cluster_sync();  // the followers read the end
     cluster_sync();  // ... and are done with this CTA's shared memory
   }
-  if (threadIdx.x == 0) {
+  // The k best live entries in list order, by the first warp: 32 entries
+  // a ballot, so that their row id loads (row_ids, device memory) and the
+  // answers' writes (mapped host memory in the ring) are in flight together
+  // instead of one after another from one thread.
+  if (threadIdx.x < 32) {
     const Lists& l = sh.list[sh.cur];
-    int out = 0;
-    for (int i = 0; i < sh.size && out < k; ++i) {
-      if (skip && skip[l.id[i]]) continue;
-      oid[out] = row_ids ? row_ids[l.id[i]] : std::int64_t(l.id[i]);
-      od[out] = l.d[i];
-      ++out;
+    const int lane = int(threadIdx.x), size = sh.size;
+    int out = 0;  // the same in every lane (ballots)
+    for (int base = 0; base < size && out < k; base += 32) {
+      const int i = base + lane;
+      const bool live = i < size && !(skip && skip[l.id[i]]);
+      const unsigned ballot = __ballot_sync(0xffffffffu, live);
+      const int at = out + __popc(ballot & ((1u << lane) - 1u));
+      if (live && at < k) {
+        oid[at] = row_ids ? row_ids[l.id[i]] : std::int64_t(l.id[i]);
+        od[at] = l.d[i];
+      }
+      out += __popc(ballot);
     }
-    for (; out < k; ++out) oid[out] = -1, od[out] = canonical_score(NAN);
+    for (int at = min(out, k) + lane; at < k; at += 32) oid[at] = -1, od[at] = canonical_score(NAN);
   }
 }
 
@@ -1016,10 +1026,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
                    entries, nullptr, n_entries, nullptr, sh.job_ef, sh.job_k, width, true, per_round,
                    row_stride, stage_rows, reinterpret_cast<std::int64_t*>(slot + ring.ids_at),
                    reinterpret_cast<double*>(slot + ring.d_at), ring.row_ids);
-    if (rank == 0 && threadIdx.x == 0) {
-      *reinterpret_cast<volatile unsigned*>(slot + RingLayout::kStatusAt) = 0u;
-      __threadfence_system();
-      store_release_sys(slot + kDoneAt, sh.job_seq);
+    if (rank == 0 && threadIdx.x < 32) {  // search_one's first warp wrote the answers
+      if (threadIdx.x == 0) *reinterpret_cast<volatile unsigned*>(slot + RingLayout::kStatusAt) = 0u;
+      __threadfence_system();  // each lane's answers (and the status) before the number
+      __syncwarp();
+      if (threadIdx.x == 0) store_release_sys(slot + kDoneAt, sh.job_seq);
     }
   }
   if (CL > 1) cluster_sync();  // the followers have read the leader's last job
@@ -1139,6 +1150,8 @@ struct DeviceGraph::Impl {
       GKNN_CUDA(cudaFuncSetAttribute(search_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
       active[4] = active_clusters(search_kernel<4>, 4, most);
       active[8] = active_clusters(search_kernel<8>, 8, most);
+      GKNN_CUDA(cudaFuncSetAttribute(serve_kernel<6>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+      active[6] = active_clusters(serve_kernel<6>, 6, most);  // GraphServer's only
     }
   }
 
@@ -1450,7 +1463,8 @@ struct GraphServer::Impl {
 
   void start(const RingSpec& ring, int cl, const SearchParams& sp) {
     const int nslots = ring.slots;
-    if (nslots < 1 || (cl != 1 && cl != 4 && cl != 8) || sp.skip || !g.query_in_shared || g.host.n == 0)
+    if (nslots < 1 || (cl != 0 && cl != 1 && cl != 4 && cl != 6 && cl != 8) || sp.skip ||
+        !g.query_in_shared || g.host.n == 0)
       throw Error(ErrorCode::InvalidArgument, "GraphServer: bad slots, team, skip flags or graph");
     if (k < 1 || k > kMaxEf || layout.max_dim < dim)
       throw Error(ErrorCode::InvalidArgument,
@@ -1459,6 +1473,14 @@ struct GraphServer::Impl {
     // (a slot a cluster up to 16 slots, then up to kMaxSlotsPerCluster a cluster)
     const int clusters =
         std::max(std::min(nslots, 16), (nslots + kMaxSlotsPerCluster - 1) / kMaxSlotsPerCluster);
+    // The device's choice: 6 CTAs a query where the serving clusters and the
+    // dispatcher's all fit (H200, 16 slots: a lone Fashion-MNIST query at ef
+    // 12 0.065 ms instead of 0.074 with 4, 16 at once 0.078 instead of
+    // 0.086; 1M x 128 ef 22 0.097 instead of 0.101:
+    // graph-ring-team-H200-2026-11-30.md); 8 leave no room for the
+    // dispatcher's cluster there.
+    if (cl == 0) cl = g.active[6] >= clusters + 1 ? 6 : g.active[4] >= clusters + 1 ? 4 : 1;
+    team = cl;
     int fit = cl == 1 ? 0 : g.active[cl];
     if (cl == 1) {
       int sms = 0;
@@ -1559,6 +1581,8 @@ struct GraphServer::Impl {
       };
     } else if (cl == 4) {
       launch = clustered(serve_kernel<4>);
+    } else if (cl == 6) {
+      launch = clustered(serve_kernel<6>);
     } else {
       launch = clustered(serve_kernel<8>);
     }

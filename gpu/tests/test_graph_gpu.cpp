@@ -211,7 +211,7 @@ TEST(GraphGpu, ResidentServerEqualsCpuSearch) {
     SCOPED_TRACE(int(m));
     const Graph g = build_cpu(d.base.data(), 4000, params(24, m));
     const DeviceGraph dg(g, d.base.data(), kDim, m, 0);
-    for (int team : {4, 1}) {
+    for (int team : {4, 6, 1}) {
       SCOPED_TRACE(team);
       SearchParams sp;
       sp.k = 16;  // the most a request asks
@@ -277,7 +277,7 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
   SearchParams sp;
   sp.k = 16;
   sp.seed = 3;
-  for (int team : {4, 1}) {
+  for (int team : {0, 4, 6, 1}) {
     SCOPED_TRACE(team);
     std::unique_ptr<GraphServer> srv;
     try {

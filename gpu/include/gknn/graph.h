@@ -193,7 +193,8 @@ class DeviceGraph {
 
 // A search kernel that stays on the GPU and serves single queries from
 // `slots` request slots in mapped host memory, one thread block cluster of
-// `team` CTAs (1, 4 or 8) per slot: no launch, no stream wait and no
+// `team` CTAs (1, 4, 6 or 8; 0: the device's choice, the largest of 6 and
+// 4 whose clusters all fit the GPU at once, else 1) per slot: no launch, no stream wait and no
 // batching per query. One warp of an extra cluster reads the slots'
 // doorbells over the bus and forwards each request to its cluster's
 // mailbox in device memory (idle clusters polling host memory slowed a
