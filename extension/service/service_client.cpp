@@ -365,8 +365,11 @@ void ring_abandon(ServiceShared* ctl, int slot) {
 // A free slot taken (-1: all taken; the request path then, which the
 // service's executors search beside the kernel).
 int ring_claim(ServiceShared* ctl, uint32 me) {
+  // A cluster of its own first (slots 0..kRingClusters-1, one a cluster),
+  // then a place behind another's search; from this backend's own place
+  // within each round, so that backends do not all try the same slot.
   for (int i = 0; i < kRingSlots; ++i) {
-    const int at = (MyProc->pgprocno + i) % kRingSlots;
+    const int at = i / kRingClusters * kRingClusters + (MyProc->pgprocno + i) % kRingClusters;
     uint32 expected = 0;
     if (pg_atomic_read_u32(&ctl->ring_owner[at]) == 0 &&
         pg_atomic_compare_exchange_u32(&ctl->ring_owner[at], &expected, me))

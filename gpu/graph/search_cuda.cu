@@ -978,14 +978,16 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   if (rank == 0 && threadIdx.x == 0)
     for (int i = 0; i < kMaxSlotsPerCluster && cluster + i * clusters < ring.nslots; ++i)
       seen[i] = load_acquire_sys(ring.base + std::size_t(cluster + i * clusters) * ring.slot_bytes + kDoneAt);
+  int next = 0;  // the leader's thread 0: the slot it looks at first (round robin: none starves)
   for (;;) {
     if (rank == 0 && threadIdx.x == 0) {
       int job = -1, job_ef = 0, job_k = 0;
       unsigned seq = 0;
       while (job < 0 && !load_acquire_gpu(ring.mailbox + ring.nslots) && global_ns() - born < ring.life_ns) {
-        for (int i = 0; i < kMaxSlotsPerCluster; ++i) {
+        for (int j = 0; j < kMaxSlotsPerCluster; ++j) {
+          const int i = (next + j) % kMaxSlotsPerCluster;
           const int s = cluster + i * clusters;
-          if (s >= ring.nslots) break;
+          if (s >= ring.nslots) continue;
           const unsigned r = load_acquire_gpu(ring.mailbox + s);
           if (r == seen[i]) continue;
           asm volatile("fence.acq_rel.sys;" ::: "memory");  // the slot as its writer left it
@@ -1004,6 +1006,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
             continue;
           }
           job = s;
+          next = i + 1;
           job_ef = ef;
           job_k = k;
           seq = r;
