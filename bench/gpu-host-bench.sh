@@ -110,7 +110,7 @@ step() {
     server) server ;;
     fashion-mnist | glove-100 | synthetic-1m | synthetic-10m | fashion-mnist-targets | synthetic-1m-targets | \
       glove-100-targets | fashion-mnist-topk | synthetic-1m-exact | synthetic-1m-build | synthetic-1m-graph | \
-      fashion-mnist-service-ab)
+      fashion-mnist-service-ab | fashion-mnist-graph-load | synthetic-1m-graph-load)
       experiment "$1" ;;
     ivfpq-1m) sql_bench ivfpq-1m 1000000 128 1024 32 ;;
     ivfpq-10m) NQ=100 sql_bench ivfpq-10m 10000000 96 4096 48 ;;
