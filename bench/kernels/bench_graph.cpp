@@ -310,8 +310,9 @@ int serve_calls(const gknn::graph::Graph& g, const float* base, const float* que
   return 0;
 }
 
-// Lone and 16 queries at once with the server's other slots
-// idle (16 slots, as the GPU service has) and without (slots = threads).
+// Lone and 16 queries at once with the server's other slots idle (16
+// slots) and without (slots = threads), then 16-64 threads on the GPU
+// service's 64 slots.
 int serve_idle(const gknn::graph::Graph& g, const float* base, const float* queries, std::int64_t nq, int dim,
                int k, int ef) {
   const gknn::graph::DeviceGraph dg(g, base, dim, gknn::Metric::L2, 0);
@@ -327,6 +328,9 @@ int serve_idle(const gknn::graph::Graph& g, const float* base, const float* quer
     for (int slots : {0, 16})
       for (int threads : {1, 16})
         served_calls(dg, queries, nq, dim, k, sp, rid, rd, threads, team, 0.5, slots);
+  // The GPU service's ring: 64 slots over 16 clusters of the device's choice
+  // (threads past 16 wait behind another's search in their cluster).
+  for (int threads : {16, 32, 64}) served_calls(dg, queries, nq, dim, k, sp, rid, rd, threads, 0, 0.5, 64);
   return 0;
 }
 
