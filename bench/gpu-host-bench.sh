@@ -31,12 +31,13 @@
 #                  experiment's GKNN_* variable in the server's environment)
 #                  and tables the four runs side by side
 #   fashion-mnist-topk (issue 17's exact search: GpuTopK from the table cache)
-#   fashion-mnist-graph-load, synthetic-1m-graph-load (gpu_graph at two
-#                  settings beside pgvector's at 16 and 64 clients: about 2.5 minutes)
 #                  bench/run-experiment.sh on that server (the dataset
 #                  prepared there, ground truth on the GPU); RUN_OPTS are
-#                  passed on (default: --duration 3 --warmup 1 --clients 1,16;
-#                  16,64 for the -load experiments)
+#                  passed on (default: --duration 3 --warmup 1 --clients 1,16)
+#   fashion-mnist-graph-load, synthetic-1m-graph-load (gpu_graph at two
+#                  settings beside pgvector's at 16 and 64 clients, about 2.5
+#                  minutes): the same, by default with the experiment's own run
+#                  settings (RUN_OPTS when given)
 #   ivfpq-1m       bench/ivfpq/sql-bench.sh 1M x 128 (lists 1024, m 32)
 #   ivfpq-10m      bench/ivfpq/sql-bench.sh 10M x 96 (lists 4096, m 48), NQ=100
 #   topk           bench/topk/run.sh 10000000 (GKNN_DEVICE=gpu, REPS=3)
@@ -55,7 +56,7 @@ out=${1:?usage: bench/gpu-host-bench.sh OUT STEP...}
 shift
 mkdir -p "$out"
 bundle=/tmp/gknn-pg-bundle
-RUN_OPTS_GIVEN=${RUN_OPTS+yes}
+RUN_OPTS_GIVEN=${RUN_OPTS:+yes}
 RUN_OPTS=${RUN_OPTS:---duration 3 --warmup 1 --clients 1,16}
 
 server() {
@@ -97,7 +98,7 @@ use_server() {
 experiment() {
   use_server || return 1
   local opts=$RUN_OPTS
-  case $1 in *-load) [ -n "$RUN_OPTS_GIVEN" ] || opts="--duration 3 --warmup 1 --clients 16,64" ;; esac
+  case $1 in *-load) [ -n "$RUN_OPTS_GIVEN" ] || opts= ;; esac
   # shellcheck disable=SC2086
   bench/run-experiment.sh "bench/experiments/$1.json" $opts
 }

@@ -220,8 +220,10 @@ void served_calls(const gknn::graph::DeviceGraph& dg, const float* queries, std:
   std::int64_t mismatches = 0, calls = 0;
   std::vector<double> lat;
   double wall = 0;
+  int chosen = team;  // the server's (team 0: the device's choice)
   try {
     gknn::graph::GraphServer srv(dg, std::max(slots, threads), team, sp);
+    chosen = srv.team();
     std::vector<std::thread> pool;
     std::vector<std::int64_t> bad(threads, 0), done(threads, 0);
     std::vector<std::vector<double>> times(threads);
@@ -276,7 +278,7 @@ void served_calls(const gknn::graph::DeviceGraph& dg, const float* queries, std:
   }
   std::nth_element(lat.begin(), lat.begin() + lat.size() / 2, lat.end());
   std::printf("| %d | served of %d slots | %d | %d | %.0f | %.3f | %lld |\n", sp.ef, std::max(slots, threads),
-              threads, team, double(calls) / wall, lat.empty() ? 0.0 : lat[lat.size() / 2] * 1e3,
+              threads, chosen, double(calls) / wall, lat.empty() ? 0.0 : lat[lat.size() / 2] * 1e3,
               (long long)mismatches);
   std::fflush(stdout);
 }

@@ -364,16 +364,32 @@ void ring_abandon(ServiceShared* ctl, int slot) {
 
 // A free slot taken (-1: all taken; the request path then, which the
 // service's executors search beside the kernel).
+bool ring_try_claim(ServiceShared* ctl, int at, uint32 me) {
+  uint32 expected = 0;
+  return pg_atomic_read_u32(&ctl->ring_owner[at]) == 0 &&
+         pg_atomic_compare_exchange_u32(&ctl->ring_owner[at], &expected, me);
+}
+
+// Whether none of cluster c's slots is taken (c, c + kRingClusters, ...).
+bool ring_cluster_idle(ServiceShared* ctl, int c) {
+  for (int at = c; at < kRingSlots; at += kRingClusters)
+    if (pg_atomic_read_u32(&ctl->ring_owner[at]) != 0) return false;
+  return true;
+}
+
 int ring_claim(ServiceShared* ctl, uint32 me) {
-  // A cluster of its own first (slots 0..kRingClusters-1, one a cluster),
-  // then a place behind another's search; from this backend's own place
-  // within each round, so that backends do not all try the same slot.
+  // A cluster with nothing to search first (its first slot), then the
+  // first free slot a round at a time (a place behind fewer searches
+  // first); each pass from this backend's own place, so that backends do
+  // not all try the same slot.
+  const int from = MyProc->pgprocno % kRingClusters;
+  for (int i = 0; i < kRingClusters; ++i) {
+    const int c = (from + i) % kRingClusters;
+    if (ring_cluster_idle(ctl, c) && ring_try_claim(ctl, c, me)) return c;
+  }
   for (int i = 0; i < kRingSlots; ++i) {
-    const int at = i / kRingClusters * kRingClusters + (MyProc->pgprocno + i) % kRingClusters;
-    uint32 expected = 0;
-    if (pg_atomic_read_u32(&ctl->ring_owner[at]) == 0 &&
-        pg_atomic_compare_exchange_u32(&ctl->ring_owner[at], &expected, me))
-      return at;
+    const int at = i / kRingClusters * kRingClusters + (from + i) % kRingClusters;
+    if (ring_try_claim(ctl, at, me)) return at;
   }
   return -1;
 }

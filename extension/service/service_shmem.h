@@ -305,12 +305,15 @@ struct ForgetRequest {
 // The kernel serves kRingClusters searches at once, slot s by cluster
 // s % kRingClusters (GraphServer: 16 clusters, up to 4 slots each, taken in
 // turn): up to 16 sessions each have a cluster of their own (ring_claim takes
-// the first 16 slots first); more wait in the ring for their cluster instead
+// a cluster with nothing to search first); more wait in the ring for a cluster instead
 // of going the request path, whose executors would share the SMs the kernel
 // leaves (a few with 6 CTAs a query). Backends that find every slot taken
 // use the request path.
 constexpr int kRingClusters = 16;
-constexpr int kRingSlots = 4 * kRingClusters;
+constexpr int kRingSlots = gknn::graph::kMaxSlotsPerCluster * kRingClusters;
+static_assert(gknn::graph::serving_clusters(kRingSlots) == kRingClusters &&
+                  kRingSlots <= gknn::graph::RingLayout::kMaxRingSlots,
+              "the ring's slots and the kernel's clusters must agree (slot s: cluster s % kRingClusters)");
 constexpr int kRingMaxDim = 2048;
 constexpr int kRingMaxK = 1024;
 constexpr uint32 kRingHeld = 0x7fffffffu;

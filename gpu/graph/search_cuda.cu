@@ -96,7 +96,7 @@ __device__ __forceinline__ bool less(double da, std::uint32_t ia, double db, std
 }
 
 // A query's CTAs: one (the search alone), or a thread block cluster of
-// `size` (4 or 8; sm_90) whose leader (rank 0) runs the search and whose every CTA
+// `size` (4, 6 or 8; sm_90) whose leader (rank 0) runs the search and whose every CTA
 // scores a share of each step's rows, staged in its own shared memory and
 // summed by its own groups, the distances written into the leader's batch
 // (distributed shared memory). A lone query's step is bound by its rows'
@@ -878,7 +878,6 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
 // GraphServer's ring of request slots in mapped host memory. Slot s at base + s * slot_bytes: its
 // slots laid out as RingLayout (graph.h) says.
 constexpr int kDoneAt = int(RingLayout::kAnsweredAt);
-constexpr int kMaxSlotsPerCluster = 4;
 constexpr unsigned long long kServeLifeNs = 4000000;  // 4 ms: a launch (~10 us) per 4 ms under load
 struct ServeRing {
   unsigned char* base;
@@ -1153,8 +1152,10 @@ struct DeviceGraph::Impl {
       GKNN_CUDA(cudaFuncSetAttribute(search_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
       active[4] = active_clusters(search_kernel<4>, 4, most);
       active[8] = active_clusters(search_kernel<8>, 8, most);
+      // GraphServer's only (no search_kernel<6>); the same threads and shared
+      // memory as search_kernel's: one CTA an SM either way.
       GKNN_CUDA(cudaFuncSetAttribute(serve_kernel<6>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-      active[6] = active_clusters(serve_kernel<6>, 6, most);  // GraphServer's only
+      active[6] = active_clusters(serve_kernel<6>, 6, most);
     }
   }
 
@@ -1473,9 +1474,7 @@ struct GraphServer::Impl {
       throw Error(ErrorCode::InvalidArgument,
                   "GraphServer: bad k, or slots too small for the graph's queries");
     // Clusters serve up to kMaxSlotsPerCluster slots each, all of them on the GPU at once.
-    // (a slot a cluster up to 16 slots, then up to kMaxSlotsPerCluster a cluster)
-    const int clusters =
-        std::max(std::min(nslots, 16), (nslots + kMaxSlotsPerCluster - 1) / kMaxSlotsPerCluster);
+    const int clusters = serving_clusters(nslots);
     // The device's choice: 6 CTAs a query where the serving clusters and the
     // dispatcher's all fit (H200, 16 slots: a lone Fashion-MNIST query at ef
     // 12 0.065 ms instead of 0.074 with 4, 16 at once 0.078 instead of
@@ -1696,6 +1695,7 @@ void GraphServer::answers(int slot, int k, std::int64_t* ids, double* distances)
   impl_->answers(slot, k, ids, distances);
 }
 int GraphServer::slots() const { return impl_->slots; }
+int GraphServer::team() const { return impl_->team; }
 void GraphServer::keep_alive() { impl_->keep_alive(); }
 
 }  // namespace gknn::graph

@@ -247,6 +247,36 @@ TEST(GraphGpu, ResidentServerEqualsCpuSearch) {
   }
 }
 
+// The GPU service's ring: 64 slots over 16 clusters (slot s by cluster
+// s % 16, its slots in turn), a request in every slot at once: each waits
+// behind up to 3 others in its cluster and is answered as the CPU search
+// answers it; the device's team is one it has (6, 4 or 1).
+TEST(GraphGpu, ResidentServerSlotsShareClusters) {
+  GKNN_NEED_GPU();
+  const Data d = make_data(4000, 256, kDim, 7);
+  const Graph g = build_cpu(d.base.data(), 4000, params(24, Metric::L2));
+  const DeviceGraph dg(g, d.base.data(), kDim, Metric::L2, 0);
+  SearchParams sp;
+  sp.k = 10;
+  sp.seed = 3;
+  GraphServer srv(dg, 64, 0, sp);
+  EXPECT_TRUE(srv.team() == 6 || srv.team() == 4 || srv.team() == 1) << srv.team();
+  EXPECT_EQ(serving_clusters(64), 16);
+  SearchParams c = sp;
+  c.ef = 20;
+  std::vector<std::int64_t> ci(256 * 10), gi(256 * 10);
+  std::vector<double> cd(ci.size()), gd(ci.size());
+  search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), 256, c, ci.data(), cd.data());
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 64; ++t)
+    pool.emplace_back([&, t] {
+      for (int q = t; q < 256; q += 64)
+        srv.search(t, d.queries.data() + q * kDim, 20, 10, gi.data() + q * 10, gd.data() + q * 10);
+    });
+  for (auto& th : pool) th.join();
+  expect_same(ci, gi, cd, gd);
+}
+
 // A GraphServer over a ring of
 // the caller's (registered host memory, slots wider than the graph's
 // queries) answers requests written by hand as RingLayout says, with rows

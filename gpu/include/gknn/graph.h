@@ -218,6 +218,17 @@ class DeviceGraph {
 // a writer that saw an older server's epoch cannot have its query searched
 // on another graph; so is one whose k is not in 1..max_k or whose ef is
 // not in k..kMaxDeviceEf (the kernel trusts nothing in the slot).
+// The serving clusters of a GraphServer with `slots` slots: one a slot up
+// to 16, then up to kMaxSlotsPerCluster a cluster; slot s is served by
+// cluster s % serving_clusters(slots), its slots in turn (a caller that
+// wants each request its own cluster fills slots 0..clusters-1 first).
+constexpr int kMaxSlotsPerCluster = 4;
+constexpr int serving_clusters(int slots) {
+  const int one_each = slots < 16 ? slots : 16;
+  const int shared = (slots + kMaxSlotsPerCluster - 1) / kMaxSlotsPerCluster;
+  return one_each > shared ? one_each : shared;
+}
+
 struct RingLayout {
   // Slot i at i * slot_bytes(); after the slots, the doorbell: one u32 a
   // slot, its request number, written last (one line the kernel reads for
@@ -262,6 +273,7 @@ class GraphServer {
   bool answered(int slot) const;  // the slot's last submission (through submit())
   void answers(int slot, int k, std::int64_t* ids, double* distances) const;
   int slots() const;
+  int team() const;  // CTAs a query (the device's choice where 0 was asked)
 
  private:
   struct Impl;
