@@ -280,6 +280,28 @@ class GraphServer {
   Impl* impl_ = nullptr;
 };
 
+// GraphServer's ring protocol served on the CPU: a host thread reads the
+// ring's doorbell line (sleeping 20 us when no slot had a request) and
+// answers each request with search_cpu, with the kernel's refusals (another
+// epoch, k outside 1..max_k, ef outside k..kMaxDeviceEf) and its answers
+// (rows mapped through row_ids; search_cpu's are the kernel's, bit for
+// bit). For testing a ring's writers where there is no GPU (the GPU
+// service's gknn.service_cpu_ring); g and vectors must outlive it. Throws
+// Error(InvalidArgument) for a ring it cannot serve.
+class CpuGraphServer {
+ public:
+  CpuGraphServer(const Graph& g, const float* vectors, int dim, Metric metric, const RingSpec& ring,
+                 const SearchParams& sp);
+  ~CpuGraphServer();  // stops its thread and waits for it
+  CpuGraphServer(const CpuGraphServer&) = delete;
+  CpuGraphServer& operator=(const CpuGraphServer&) = delete;
+  void keep_alive();  // Error(DeviceFault) once its thread failed
+
+ private:
+  struct Impl;
+  Impl* impl_ = nullptr;
+};
+
 // ---------------------------------------------------------------------------
 // Maintenance: pure functions on in-memory lists. The access method reads the
 // rows and vectors it needs from pages, calls these, and writes the rows they

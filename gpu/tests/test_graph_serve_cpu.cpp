@@ -1,0 +1,181 @@
+// CpuGraphServer (gknn/graph.h): GraphServer's ring protocol served on the
+// CPU. Requests written by hand as RingLayout says are answered as
+// search_cpu answers them (rows mapped through row_ids) or refused
+// unsearched as the kernel refuses them; every slot of a ring at once.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gknn/graph.h"
+#include "tests/graph_data.h"
+
+namespace gknn::graph {
+namespace {
+
+constexpr int kDim = 24;
+
+struct Ring {
+  RingSpec spec;
+  std::unique_ptr<unsigned char, decltype(&std::free)> memory{nullptr, &std::free};
+
+  Ring(int slots, int max_dim, int max_k, std::uint32_t epoch, const std::int64_t* row_ids) {
+    spec.slots = slots;
+    spec.layout.max_dim = max_dim;
+    spec.layout.max_k = max_k;
+    spec.epoch = epoch;
+    spec.row_ids = row_ids;
+    const std::size_t bytes = (spec.layout.ring_bytes(slots) + 4095) / 4096 * 4096;
+    memory.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, bytes)));
+    std::memset(memory.get(), 0, bytes);
+    spec.host = memory.get();
+  }
+  unsigned char* slot(int s) const { return memory.get() + std::size_t(s) * spec.layout.slot_bytes(); }
+
+  // Writes a request into slot s and waits for its answer (2 s at most);
+  // returns its status.
+  std::uint32_t request(CpuGraphServer& srv, int s, const float* q, int dim, std::int32_t ef, std::int32_t k,
+                        std::uint32_t epoch) const {
+    unsigned char* at = slot(s);
+    std::memcpy(at + RingLayout::kQueryAt, q, sizeof(float) * std::size_t(dim));
+    std::memcpy(at + RingLayout::kEfAt, &ef, sizeof ef);
+    std::memcpy(at + RingLayout::kKAt, &k, sizeof k);
+    std::memcpy(at + RingLayout::kEpochAt, &epoch, sizeof epoch);
+    auto* bell = reinterpret_cast<std::uint32_t*>(memory.get() + spec.layout.doorbell_at(spec.slots)) + s;
+    const std::uint32_t number = __atomic_load_n(bell, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(bell, number, __ATOMIC_SEQ_CST);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (__atomic_load_n(reinterpret_cast<std::uint32_t*>(at + RingLayout::kAnsweredAt),
+                           __ATOMIC_ACQUIRE) != number) {
+      srv.keep_alive();
+      if (std::chrono::steady_clock::now() > until) return 99;  // not answered
+      std::this_thread::yield();
+    }
+    std::uint32_t status;
+    std::memcpy(&status, at + RingLayout::kStatusAt, sizeof status);
+    return status;
+  }
+  std::int64_t id(int s, int i) const {
+    std::int64_t v;
+    std::memcpy(&v, slot(s) + spec.layout.ids_at() + sizeof v * std::size_t(i), sizeof v);
+    return v;
+  }
+  double distance(int s, int i) const {
+    double v;
+    std::memcpy(&v, slot(s) + spec.layout.distances_at() + sizeof v * std::size_t(i), sizeof v);
+    return v;
+  }
+};
+
+struct Fixture {
+  std::int64_t n;
+  std::vector<float> base, queries;
+  Graph g;
+  std::vector<std::int64_t> row_ids;
+  Fixture(std::int64_t rows, std::int64_t nq, Metric m) : n(rows) {
+    const std::vector<float> all = test::clustered(rows + nq, kDim, 50, 0.35f, 9);
+    base.assign(all.begin(), all.begin() + rows * kDim);
+    queries.assign(all.begin() + rows * kDim, all.end());
+    BuildParams p;
+    p.dim = kDim;
+    p.metric = m;
+    p.degree = 24;
+    p.seed = 42;
+    g = build_cpu(base.data(), rows, p);
+    row_ids.resize(std::size_t(rows));
+    for (std::int64_t i = 0; i < rows; ++i) row_ids[std::size_t(i)] = 1000000 + 7 * i;
+  }
+};
+
+TEST(GraphServeCpu, AnswersAsSearchCpuAndRefusesAsTheKernel) {
+  for (Metric m : {Metric::L2, Metric::InnerProduct, Metric::Cosine}) {
+    SCOPED_TRACE(int(m));
+    const Fixture f(2000, 100, m);
+    const Ring ring(8, 32, 16, 5, f.row_ids.data());
+    SearchParams sp;
+    sp.k = 16;
+    sp.seed = 3;
+    CpuGraphServer srv(f.g, f.base.data(), kDim, m, ring.spec, sp);
+    SearchParams c = sp;
+    c.ef = 20;
+    c.k = 10;
+    std::vector<std::int64_t> ci(100 * 10);
+    std::vector<double> cd(ci.size());
+    search_cpu(f.g, f.base.data(), kDim, m, f.queries.data(), 100, c, ci.data(), cd.data());
+    int refused = 0, differ = 0;
+    for (int q = 0; q < 100; ++q) {
+      // Refused: another epoch (3), a list above the device's (5), more
+      // answers than a slot holds (7), none (8), a list shorter than k (9).
+      const std::uint32_t epoch = q % 10 == 3 ? 4 : 5;
+      const std::int32_t ef = q % 10 == 5 ? kMaxDeviceEf + 1 : q % 10 == 9 ? 9 : 20;
+      const std::int32_t k = q % 10 == 7 ? 17 : q % 10 == 8 ? 0 : 10;
+      const int s = q % 8;
+      const std::uint32_t status = ring.request(srv, s, f.queries.data() + q * kDim, kDim, ef, k, epoch);
+      ASSERT_NE(status, 99u) << "request " << q << " not answered";
+      if (epoch != 5 || ef != 20 || k != 10) {
+        EXPECT_EQ(status, 1u) << q;
+        ++refused;
+        continue;
+      }
+      EXPECT_EQ(status, 0u) << q;
+      for (int i = 0; i < 10; ++i) {
+        const std::int64_t want = ci[q * 10 + i] < 0 ? -1 : f.row_ids[std::size_t(ci[q * 10 + i])];
+        const double dist = ring.distance(s, i);
+        differ +=
+            ring.id(s, i) != want || (want >= 0 && std::memcmp(&dist, &cd[q * 10 + i], sizeof dist) != 0);
+      }
+    }
+    EXPECT_EQ(refused, 50);
+    EXPECT_EQ(differ, 0);
+  }
+}
+
+// The GPU service's ring: 64 slots, a request in every one at once from its
+// own thread, several rounds: every answer search_cpu's.
+TEST(GraphServeCpu, EverySlotAtOnce) {
+  const Fixture f(3000, 256, Metric::L2);
+  const Ring ring(64, kDim, 10, 1, f.row_ids.data());
+  SearchParams sp;
+  sp.k = 10;
+  sp.seed = 3;
+  CpuGraphServer srv(f.g, f.base.data(), kDim, Metric::L2, ring.spec, sp);
+  SearchParams c = sp;
+  c.ef = 16;
+  std::vector<std::int64_t> ci(256 * 10);
+  std::vector<double> cd(ci.size());
+  search_cpu(f.g, f.base.data(), kDim, Metric::L2, f.queries.data(), 256, c, ci.data(), cd.data());
+  std::vector<int> bad(64, 0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 64; ++t)
+    pool.emplace_back([&, t] {
+      for (int q = t; q < 256; q += 64) {
+        if (ring.request(srv, t, f.queries.data() + q * kDim, kDim, 16, 10, 1) != 0) {
+          ++bad[std::size_t(t)];
+          continue;
+        }
+        for (int i = 0; i < 10; ++i) {
+          const std::int64_t node = ci[std::size_t(q * 10 + i)];
+          bad[std::size_t(t)] += ring.id(t, i) != (node < 0 ? -1 : f.row_ids[std::size_t(node)]);
+        }
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(bad[std::size_t(t)], 0) << t;
+}
+
+TEST(GraphServeCpu, RefusesRingsItCannotServe) {
+  const Fixture f(500, 1, Metric::L2);
+  SearchParams sp;
+  sp.k = 10;
+  const Ring narrow(4, kDim - 1, 10, 1, nullptr);  // slots too small for the queries
+  EXPECT_THROW(CpuGraphServer(f.g, f.base.data(), kDim, Metric::L2, narrow.spec, sp), Error);
+  const Ring wide(RingLayout::kMaxRingSlots + 1, kDim, 10, 1, nullptr);
+  EXPECT_THROW(CpuGraphServer(f.g, f.base.data(), kDim, Metric::L2, wide.spec, sp), Error);
+}
+
+}  // namespace
+}  // namespace gknn::graph
