@@ -40,7 +40,9 @@
 # the same cluster, first) checks images kept fresh by deltas after inserts,
 # VACUUM and during both; stage service-graph (regress/service-graph.sh,
 # after it) gpu_graph searches through the service: answers equal to the CPU
-# path, concurrency, cancellation, the service killed; stage service-topk
+# path, concurrency, cancellation, the service killed (stage
+# service-graph-ring: the same with gknn.service_cpu_ring, the resident
+# kernel's ring served on the CPU); stage service-topk
 # (regress/service-topk.sh, after it) GpuTopK ranked in the service: answers
 # equal to PostgreSQL's plan, serial and parallel, cancellation, the service
 # killed; stage service-topk-dml (regress/service-topk-dml.sh, before it)
@@ -433,6 +435,10 @@ run_service_live() {
   # gpu_graph searches through the service (after service-live.sh: it too
   # kills the service, and waits for the server to recover).
   run_tap service-graph regress/service-graph.sh
+  # The same with the ring served on the CPU (gknn.service_cpu_ring): the
+  # backends' side of the GPU service's resident kernel (claims, waits,
+  # abandons, the stop's drain) where there is no GPU.
+  run_tap service-graph-ring env GKNN_SERVICE_CPU_RING=1 regress/service-graph.sh
   # GpuTopK through the service while the table changes, then its own
   # suite (after service-graph.sh: it too kills the service, and waits for
   # the server to recover).

@@ -45,8 +45,20 @@ DB=gknn_service_graph
 
 fresh_gknn_db
 
+# GKNN_SERVICE_CPU_RING=1: the whole suite with gknn.service_cpu_ring on (a
+# CPU service then serves graph searches through the ring, as a GPU
+# service's resident kernel does; run-all.sh's second pass), reset at exit.
+cpu_ring_conf() {
+  "$PSQL" -X -qAt -d postgres -c "ALTER SYSTEM $1" -c "SELECT pg_reload_conf()" >/dev/null
+}
+if [ "${GKNN_SERVICE_CPU_RING:-0}" = 1 ]; then
+  cpu_ring_conf "SET gknn.service_cpu_ring = on"
+  trap 'cpu_ring_conf "RESET gknn.service_cpu_ring"' EXIT
+  sleep 1  # the service reads the setting on its next pass
+fi
+
 check "the service is ready" wait_for "(SELECT state = 'ready' FROM gknn_service_status())" 300
-echo "# service on: $(status device)"
+echo "# service on: $(status device), ring on the CPU: $(sql -c 'SHOW gknn.service_cpu_ring')"
 
 # Three graph indexes (l2, cosine, inner product) over clustered rows with a
 # few NULLs, and 12 queries.
@@ -159,8 +171,9 @@ check "the 480 graph searches went through the service in fewer batches (batched
   FROM gknn_service_status()"
 echo "# batches: $(sql -c "SELECT batches - $before_batches, searches - $before_searches FROM gknn_service_status()")"
 # On a GPU the resident kernel's ring answers most of them (counted with
-# their time); a CPU service has no ring.
-if [ "$(status "device = 'cpu'")" = f ]; then
+# their time), and with gknn.service_cpu_ring the CPU's; else a CPU service
+# has no ring.
+if [ "$(status "device = 'cpu'")" = f ] || [ "$(sql -c 'SHOW gknn.service_cpu_ring')" = on ]; then
   check "the resident kernel's ring answered searches, their time counted" equal t "
     SELECT ring_searches > $before_ring AND ring_ms > 0 FROM gknn_service_status()"
 else

@@ -39,6 +39,7 @@ enum { GKNN_SERVICE_OFF = 0, GKNN_SERVICE_GPU = 1, GKNN_SERVICE_CPU = 2 };
 extern int gknn_service_mode;          // gknn.service (postmaster)
 extern int gknn_service_memory_limit;  // gknn.gpu_memory_limit (kB; 0: 90% of the device)
 extern int gknn_service_poll_us;       // gknn.service_poll_us (0: sleep at once)
+extern bool gknn_service_cpu_ring;     // gknn.service_cpu_ring: a CPU-served ring (tests)
 extern int gknn_topk_cache_mb;         // gknn.topk_cache_mb: the service's GpuTopK table cache (MB; 0: off)
 
 // From _PG_init: GUCs; when preloading, shared memory and the worker.

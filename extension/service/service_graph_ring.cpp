@@ -2,6 +2,8 @@
 // (service_graph_ring.h, docs/resident-graph-search.md).
 #include "service_graph_ring.h"
 
+#include "service.h"
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -20,9 +22,10 @@ namespace {
 
 struct GraphServing {
   std::shared_ptr<Resident> image;
-  std::unique_ptr<gknn::graph::GraphServer> server;
-  uint32 seen[kRingSlots];  // each slot's answered number when last counted
-  uint64 served;            // requests answered through the ring since it started
+  std::unique_ptr<gknn::graph::GraphServer> server;         // the image's on a GPU
+  std::unique_ptr<gknn::graph::CpuGraphServer> cpu_server;  // else (gknn.service_cpu_ring)
+  uint32 seen[kRingSlots];                                  // each slot's answered number when last counted
+  uint64 served;  // requests answered through the ring since it started
   int64 started_us;
   int64 active_us;  // when a request was last seen answered (or it started)
 };
@@ -45,7 +48,10 @@ uint64 ring_answered_since_seen() {
 
 void keep_serving_alive() {
   try {
-    serving->server->keep_alive();
+    if (serving->server)
+      serving->server->keep_alive();
+    else
+      serving->cpu_server->keep_alive();
   } catch (const std::exception&) {
     ereport(LOG, (errmsg("gknn GPU service: the resident graph search failed")));
     ring_fault = true;
@@ -139,7 +145,7 @@ void stop_serving(ServiceShared* ctl, const std::atomic<bool>& device_fault) {
 bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
                    const std::vector<const RequestSlot*>& group, bool nothing_else_runs,
                    const std::atomic<bool>& device_fault) {
-  if (!r->graph_gpu || !r->graph || !ring_memory() || group.empty()) return false;
+  if (!r->graph || !ring_memory() || group.empty() || (!r->graph_gpu && !gknn_service_cpu_ring)) return false;
   const RequestSlot* first = group[0];
   // The kernel serves this image already: these found every slot taken (or
   // read the descriptor before it was published): the executors search
@@ -156,7 +162,7 @@ bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
   if (!nothing_else_runs) return false;  // started only where nothing else runs or was taken beside it
   RingDescriptor d = read_ring(ctl);
   try {
-    if (!ring_registered) {
+    if (r->graph_gpu && !ring_registered) {
       gknn::register_host_memory(ring_memory(), ring_bytes());
       ring_registered = true;
     }
@@ -169,10 +175,16 @@ bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
     gknn::graph::SearchParams sp;
     sp.k = kRingMaxK;
     sp.seed = r->graph->seed;
-    auto srv = std::make_unique<gknn::graph::GraphServer>(*r->graph_gpu, spec, 0, sp);
-    serving = new GraphServing;
+    auto next = std::make_unique<GraphServing>();
+    if (r->graph_gpu) {
+      next->server = std::make_unique<gknn::graph::GraphServer>(*r->graph_gpu, spec, 0, sp);
+    } else {  // the image's graph and vectors, on the CPU: it outlives the server (image below)
+      const GraphImageData& g = *r->graph;
+      next->cpu_server =
+          std::make_unique<gknn::graph::CpuGraphServer>(g.graph, g.vectors.data(), g.dim, g.metric, spec, sp);
+    }
+    serving = next.release();
     serving->image = r;
-    serving->server = std::move(srv);
     for (int i = 0; i < kRingSlots; ++i) serving->seen[i] = *ring_answered(i);
     serving->served = 0;
     serving->started_us = serving->active_us = now_us();

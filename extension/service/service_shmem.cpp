@@ -21,6 +21,7 @@ extern "C" {
 int gknn_service_mode = GKNN_SERVICE_GPU;
 int gknn_service_memory_limit = 0;
 int gknn_service_poll_us = 1000;
+bool gknn_service_cpu_ring = false;
 
 namespace gknn_service {
 namespace {
@@ -209,6 +210,14 @@ void gknn_service_register() {
       "small batch's GPU work); the service's main thread and one free executor thread keep a core busy "
       "meanwhile. 0: sleep at once.",
       &gknn_service_poll_us, 1000, 0, 1000000, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable(
+      "gknn.service_cpu_ring",
+      "Whether the service serves gpu_graph searches of images it searches on the CPU through the ring, as "
+      "a GPU service's resident kernel serves them.",
+      "A testing aid for hosts without a GPU: a thread of the service answers the ring's requests with "
+      "the CPU search (same answers), so that the ring's path is exercised; it polls every 20 us while "
+      "the ring serves.",
+      &gknn_service_cpu_ring, false, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   if (!process_shared_preload_libraries_in_progress || gknn_service_mode == GKNN_SERVICE_OFF) return;
   gknn_service::prev_request_hook = shmem_request_hook;
   shmem_request_hook = gknn_service::request_shmem;
