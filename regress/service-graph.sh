@@ -53,7 +53,7 @@ cpu_ring_conf() {
 }
 if [ "${GKNN_SERVICE_CPU_RING:-0}" = 1 ]; then
   cpu_ring_conf "SET gknn.service_cpu_ring = on"
-  trap 'cpu_ring_conf "RESET gknn.service_cpu_ring"' EXIT
+  trap 'cpu_ring_conf "RESET gknn.service_cpu_ring"; rm -rf "$tmp"' EXIT  # and tap.sh's
   sleep 1  # the service reads the setting on its next pass
 fi
 
