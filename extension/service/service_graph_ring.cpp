@@ -133,9 +133,13 @@ void stop_serving(ServiceShared* ctl, const std::atomic<bool>& device_fault) {
     }
   }
   count_ring_searches(ctl);
-  ereport(LOG,
-          (errmsg("gknn GPU service: resident graph search stopped: %llu requests through the ring in %.3f s",
-                  static_cast<unsigned long long>(serving->served), (now_us() - serving->started_us) / 1e6)));
+  // How it served: CTAs a query on the GPU (the device's choice), or the CPU's thread.
+  char how[32] = "on the CPU";
+  if (serving->server) snprintf(how, sizeof how, "%d CTAs a query", serving->server->team());
+  ereport(LOG, (errmsg("gknn GPU service: resident graph search stopped: %llu requests through the ring in "
+                       "%.3f s (%d slots, %s)",
+                       static_cast<unsigned long long>(serving->served),
+                       (now_us() - serving->started_us) / 1e6, kRingSlots, how)));
   delete serving;  // the GraphServer's destructor stops the kernel and waits for it
   serving = nullptr;
   for (int i = 0; i < kRingSlots; ++i)
