@@ -56,8 +56,6 @@ out=${1:?usage: bench/gpu-host-bench.sh OUT STEP...}
 shift
 mkdir -p "$out"
 bundle=/tmp/gknn-pg-bundle
-RUN_OPTS_GIVEN=${RUN_OPTS:+yes}
-RUN_OPTS=${RUN_OPTS:---duration 3 --warmup 1 --clients 1,16}
 
 server() {
   # Started by this step before (not by gpu-check.sh, whose server has
@@ -97,8 +95,8 @@ use_server() {
 
 experiment() {
   use_server || return 1
-  local opts=$RUN_OPTS
-  case $1 in *-load) [ -n "$RUN_OPTS_GIVEN" ] || opts= ;; esac
+  local opts=${RUN_OPTS:---duration 3 --warmup 1 --clients 1,16}
+  case $1 in *-load) opts=${RUN_OPTS:-} ;; esac  # their own clients (16, 64) unless RUN_OPTS says
   # shellcheck disable=SC2086
   bench/run-experiment.sh "bench/experiments/$1.json" $opts
 }

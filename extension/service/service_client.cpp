@@ -362,8 +362,6 @@ void ring_abandon(ServiceShared* ctl, int slot) {
   ring_slot_owned = 0;
 }
 
-// A free slot taken (-1: all taken; the request path then, which the
-// service's executors search beside the kernel).
 bool ring_try_claim(ServiceShared* ctl, int at, uint32 me) {
   uint32 expected = 0;
   return pg_atomic_read_u32(&ctl->ring_owner[at]) == 0 &&
@@ -377,6 +375,8 @@ bool ring_cluster_idle(ServiceShared* ctl, int c) {
   return true;
 }
 
+// A free slot taken (-1: all taken; the request path then, which the
+// service's executors search beside the kernel).
 int ring_claim(ServiceShared* ctl, uint32 me) {
   // A cluster with nothing to search first (its first slot), then the
   // first free slot a round at a time (a place behind fewer searches
@@ -404,8 +404,9 @@ bool service_gone(ServiceShared* ctl, uint64 incarnation) {
 int ring_search(const ImageKey& key, const float* query, int dim, int ef, int64 k, int64* ids,
                 double* distances, int64* count, int64* rows, ServiceTrip* trip) {
   ServiceShared* ctl = shared();
-  if (!ring_memory() || dim > kRingMaxDim || k < 1 || k > kRingMaxK ||
-      Max(static_cast<int64>(ef), k) > gknn::graph::kMaxDeviceEf || ef < 1)
+  const int64 list = Max(static_cast<int64>(ef), k);  // the candidate list the search keeps
+  if (!ring_memory() || dim > kRingMaxDim || ef < 1 || k > kRingMaxK ||
+      !gknn::graph::ring_request_fits(static_cast<int>(list), static_cast<int>(k), kRingMaxK))
     return kRingNotServed;  // the request path's rules (and errors) for the rest
   uint32 epoch;
   int64 entries;
@@ -425,7 +426,7 @@ int ring_search(const ImageKey& key, const float* query, int dim, int ef, int64 
   }
   const gknn::graph::RingLayout l = ring_layout();
   char* s = ring_slot(slot);
-  const int32 ef32 = static_cast<int32>(Max(static_cast<int64>(ef), k)), k32 = static_cast<int32>(k);
+  const int32 ef32 = static_cast<int32>(list), k32 = static_cast<int32>(k);
   memcpy(s + l.kQueryAt, query, sizeof(float) * dim);
   memcpy(s + l.kEfAt, &ef32, sizeof(ef32));
   memcpy(s + l.kKAt, &k32, sizeof(k32));

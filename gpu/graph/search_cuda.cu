@@ -997,8 +997,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
           // the slot, the kernel never reads or writes past its buffers).
           const int ef = *reinterpret_cast<const volatile int*>(at + RingLayout::kEfAt);
           const int k = *reinterpret_cast<const volatile int*>(at + RingLayout::kKAt);
-          if (*reinterpret_cast<const volatile unsigned*>(at + RingLayout::kEpochAt) != ring.epoch || k < 1 ||
-              k > ring.max_k || ef < k || ef > kMaxEf) {
+          if (*reinterpret_cast<const volatile unsigned*>(at + RingLayout::kEpochAt) != ring.epoch ||
+              !ring_request_fits(ef, k, ring.max_k)) {
             *reinterpret_cast<volatile unsigned*>(at + RingLayout::kStatusAt) = 1u;  // refused
             __threadfence_system();
             store_release_sys(at + kDoneAt, r);

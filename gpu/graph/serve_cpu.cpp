@@ -84,7 +84,7 @@ struct CpuGraphServer::Impl {
     std::memcpy(&ef, at + RingLayout::kEfAt, sizeof ef);
     std::memcpy(&k, at + RingLayout::kKAt, sizeof k);
     std::memcpy(&epoch, at + RingLayout::kEpochAt, sizeof epoch);
-    if (epoch == ring.epoch && k >= 1 && k <= ring.layout.max_k && ef >= k && ef <= kMaxDeviceEf) {
+    if (epoch == ring.epoch && ring_request_fits(ef, k, ring.layout.max_k)) {
       std::vector<float> q(static_cast<std::size_t>(dim));
       std::memcpy(q.data(), at + RingLayout::kQueryAt, sizeof(float) * std::size_t(dim));
       SearchParams c = sp;

@@ -218,6 +218,14 @@ class DeviceGraph {
 // a writer that saw an older server's epoch cannot have its query searched
 // on another graph; so is one whose k is not in 1..max_k or whose ef is
 // not in k..kMaxDeviceEf (the kernel trusts nothing in the slot).
+
+// Whether a ring request's list (ef) and answers (k) fit a server whose
+// slots hold max_k answers: what GraphServer and CpuGraphServer search;
+// they refuse the rest unsearched.
+GKNN_HD bool ring_request_fits(int ef, int k, int max_k) {
+  return k >= 1 && k <= max_k && ef >= k && ef <= kMaxDeviceEf;
+}
+
 // The serving clusters of a GraphServer with `slots` slots: one a slot up
 // to 16, then up to kMaxSlotsPerCluster a cluster; slot s is served by
 // cluster s % serving_clusters(slots), its slots in turn (a caller that
