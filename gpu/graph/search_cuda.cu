@@ -87,7 +87,7 @@ struct Shared {
   int published;                    // a cluster's leader: rows in bid to score (-1: the search ended)
   int job;                          // serve_kernel: the slot being searched (-1: stop)
   unsigned job_seq;                 // ... its request's sequence number
-  int job_ef, job_k;                // ... its candidate list and answers
+  int job_ef, job_k;                // ... its candidate list (-1: refused) and answers
   // The query follows (dim floats, dynamic shared memory).
 };
 
@@ -741,6 +741,27 @@ __global__ void __launch_bounds__(kEntryThreads)
   if (lane == 0) scores[std::int64_t(blockIdx.y) * n_entries + e] = d;
 }
 
+// Copies n floats from `from` (device, mapped host or another CTA's shared
+// memory) to `to`, the CTA's threads loading up to 4 each before storing
+// any: every load in flight at once, one round trip for a query of up to
+// 4 x blockDim.x elements (a mapped query is a trip over the bus).
+__device__ __forceinline__ void copy_in_flight(float* to, const float* from, int n) {
+  constexpr int kPer = 4;
+  for (int base = 0; base < n; base += kPer * int(blockDim.x)) {
+    float v[kPer];
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int i = base + u * int(blockDim.x) + int(threadIdx.x);
+      if (i < n) v[u] = from[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int i = base + u * int(blockDim.x) + int(threadIdx.x);
+      if (i < n) to[i] = v[u];
+    }
+  }
+}
+
 // One query's search by its CTA (CL = 1) or its cluster of CL CTAs (see
 // Team): q its query (global or mapped memory), entry_scores its entry
 // sample's scores or null, oid/od its k answers. The body of search_kernel
@@ -766,7 +787,7 @@ __device__ __forceinline__ void search_one(
   if (CL > 1) team = Team{cluster_rank(), CL};
   if (query_in_shared) {  // after Shared, when the device's shared memory holds it
     float* qs = reinterpret_cast<float*>(&sh + 1);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) qs[i] = q[i];
+    if (q != qs) copy_in_flight(qs, q, dim);  // serve_kernel's leader has it there already
     q = qs;
   }
   // The staging area, after the query (16-byte aligned): the CTA's rows
@@ -802,17 +823,21 @@ __device__ __forceinline__ void search_one(
     if (sh.reset) hash_reset(sh);
     if (threadIdx.x < 32) {  // the first `width` unexpanded entries: one warp, 32 flags a ballot
       Lists& l = sh.list[sh.cur];
-      const int size = sh.size;
+      const int lane = int(threadIdx.x), size = sh.size;
       int found = 0;  // the same in every lane (ballots)
       for (int base = 0; base < size && found < width; base += 32) {
-        const int i = base + int(threadIdx.x);
-        unsigned open = __ballot_sync(0xffffffffu, i < size && !(l.flag[i] & kExpanded));
-        for (; open && found < width; open &= open - 1, ++found)
-          if (threadIdx.x == 0) {
-            const int at = base + __ffs(open) - 1;
-            sh.pick[found] = l.id[at];
-            l.flag[at] |= kExpanded;
-          }
+        const int i = base + lane;
+        const bool open = i < size && !(l.flag[i] & kExpanded);
+        const unsigned ballot = __ballot_sync(0xffffffffu, open);
+        // Each open entry's place among the picks is the open ones before it:
+        // the lanes pick at once (thread 0 taking them in turn was ~0.4 us of
+        // a ~10 us step on 1M x 128).
+        const int at = found + __popc(ballot & ((1u << lane) - 1u));
+        if (open && at < width) {
+          sh.pick[at] = l.id[i];
+          l.flag[i] |= kExpanded;
+        }
+        found = min(width, found + __popc(ballot));
       }
       if (threadIdx.x == 0) sh.npick = found;
     }
@@ -978,55 +1003,72 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     for (int i = 0; i < kMaxSlotsPerCluster && cluster + i * clusters < ring.nslots; ++i)
       seen[i] = load_acquire_sys(ring.base + std::size_t(cluster + i * clusters) * ring.slot_bytes + kDoneAt);
   int next = 0;  // the leader's thread 0: the slot it looks at first (round robin: none starves)
+  float* const qs = reinterpret_cast<float*>(&sh + 1);  // search_one's query in shared memory
   for (;;) {
-    if (rank == 0 && threadIdx.x == 0) {
-      int job = -1, job_ef = 0, job_k = 0;
-      unsigned seq = 0;
-      while (job < 0 && !load_acquire_gpu(ring.mailbox + ring.nslots) && global_ns() - born < ring.life_ns) {
-        for (int j = 0; j < kMaxSlotsPerCluster; ++j) {
-          const int i = (next + j) % kMaxSlotsPerCluster;
-          const int s = cluster + i * clusters;
-          if (s >= ring.nslots) continue;
-          const unsigned r = load_acquire_gpu(ring.mailbox + s);
-          if (r == seen[i]) continue;
-          asm volatile("fence.acq_rel.sys;" ::: "memory");  // the slot as its writer left it
-          unsigned char* at = ring.base + std::size_t(s) * ring.slot_bytes;
-          seen[i] = r;
+    if (rank == 0) {
+      // Until a request to search (sh.job) or the end (-1); refused ones
+      // are answered here and the polling goes on.
+      for (;;) {
+        if (threadIdx.x == 0) {
+          int cand = -1;
+          while (cand < 0 && !load_acquire_gpu(ring.mailbox + ring.nslots) &&
+                 global_ns() - born < ring.life_ns) {
+            for (int j = 0; j < kMaxSlotsPerCluster; ++j) {
+              const int i = (next + j) % kMaxSlotsPerCluster;
+              const int s = cluster + i * clusters;
+              if (s >= ring.nslots) continue;
+              const unsigned r = load_acquire_gpu(ring.mailbox + s);
+              if (r == seen[i]) continue;
+              asm volatile("fence.acq_rel.sys;" ::: "memory");  // the slot as its writer left it
+              seen[i] = r;
+              next = i + 1;
+              cand = s;
+              sh.job_seq = r;
+              break;
+            }
+          }
+          sh.job = cand;
+        }
+        __syncthreads();
+        const int cand = sh.job;
+        if (cand < 0) break;
+        // The query and the request's numbers read together: one trip over
+        // the bus before the search, instead of the numbers' and then the
+        // query's (the followers copy it from here, not from host memory).
+        unsigned char* at = ring.base + std::size_t(cand) * ring.slot_bytes;
+        copy_in_flight(qs, reinterpret_cast<const float*>(at + ring.q_at), dim);
+        if (threadIdx.x == 0) {
+          const int ef = *reinterpret_cast<const volatile int*>(at + RingLayout::kEfAt);
+          const int k = *reinterpret_cast<const volatile int*>(at + RingLayout::kKAt);
           // Refused unsearched: another epoch's request, or a list or an
           // answer the kernel has no room for (whatever a writer left in
           // the slot, the kernel never reads or writes past its buffers).
-          const int ef = *reinterpret_cast<const volatile int*>(at + RingLayout::kEfAt);
-          const int k = *reinterpret_cast<const volatile int*>(at + RingLayout::kKAt);
           if (*reinterpret_cast<const volatile unsigned*>(at + RingLayout::kEpochAt) != ring.epoch ||
               !ring_request_fits(ef, k, ring.max_k)) {
             *reinterpret_cast<volatile unsigned*>(at + RingLayout::kStatusAt) = 1u;  // refused
             __threadfence_system();
-            store_release_sys(at + kDoneAt, r);
-            continue;
+            store_release_sys(at + kDoneAt, sh.job_seq);
+            sh.job_ef = -1;
+          } else {
+            sh.job_ef = ef;
+            sh.job_k = k;
           }
-          job = s;
-          next = i + 1;
-          job_ef = ef;
-          job_k = k;
-          seq = r;
-          break;
         }
+        __syncthreads();
+        if (sh.job_ef >= 0) break;
+        __syncthreads();  // every thread has read the verdict before thread 0 polls again
       }
-      sh.job = job;
-      sh.job_seq = seq;
-      sh.job_ef = job_ef;
-      sh.job_k = job_k;
     }
-    if (CL > 1)
-      cluster_sync();
-    else
-      __syncthreads();
+    if (CL > 1) cluster_sync();  // the followers read the leader's job
     const int job = CL > 1 ? in_rank(&sh, 0)->job : sh.job;
     if (job < 0) break;
     unsigned char* slot = ring.base + std::size_t(job) * ring.slot_bytes;
-    search_one<CL>(vectors, edges, degree, dim, metric, reinterpret_cast<const float*>(slot + ring.q_at),
-                   entries, nullptr, n_entries, nullptr, sh.job_ef, sh.job_k, width, true, per_round,
-                   row_stride, stage_rows, reinterpret_cast<std::int64_t*>(slot + ring.ids_at),
+    // The leader's query is in place (search_one copies it onto itself); a
+    // follower's comes from the leader's shared memory.
+    const float* q = rank == 0 ? qs : in_rank(qs, 0);
+    search_one<CL>(vectors, edges, degree, dim, metric, q, entries, nullptr, n_entries, nullptr, sh.job_ef,
+                   sh.job_k, width, true, per_round, row_stride, stage_rows,
+                   reinterpret_cast<std::int64_t*>(slot + ring.ids_at),
                    reinterpret_cast<double*>(slot + ring.d_at), ring.row_ids);
     if (rank == 0 && threadIdx.x < 32) {  // search_one's first warp wrote the answers
       if (threadIdx.x == 0) *reinterpret_cast<volatile unsigned*>(slot + RingLayout::kStatusAt) = 0u;
