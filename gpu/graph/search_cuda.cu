@@ -830,8 +830,8 @@ __device__ __forceinline__ void search_one(
         const bool open = i < size && !(l.flag[i] & kExpanded);
         const unsigned ballot = __ballot_sync(0xffffffffu, open);
         // Each open entry's place among the picks is the open ones before it:
-        // the lanes pick at once (thread 0 taking them in turn was ~0.4 us of
-        // a ~10 us step on 1M x 128).
+        // the lanes pick at once, not thread 0 one after another
+        // (bench/results/graph-ring-read-H200-2026-11-30.md, with the ring's read).
         const int at = found + __popc(ballot & ((1u << lane) - 1u));
         if (open && at < width) {
           sh.pick[at] = l.id[i];
