@@ -123,12 +123,8 @@ std::vector<std::uint32_t> entry_points(const Graph& g, std::uint64_t seed, cons
   if (n == 0) return out;
   auto dead = [&](std::uint32_t id) { return skip && skip[id] && g.row(id)[0] == kNoNode; };
   out.reserve(std::max<std::size_t>(count, g.entries.size()));
-  // Strictly ascending (distinct: a team's GPU search scores them in
-  // shares, where a repeated entry would be listed twice).
-  const bool usable =
-      std::adjacent_find(g.entries.begin(), g.entries.end(),
-                         [](std::uint32_t a, std::uint32_t b) { return a >= b; }) == g.entries.end() &&
-      (g.entries.empty() || g.entries.back() < std::uint64_t(n));
+  const bool usable = std::is_sorted(g.entries.begin(), g.entries.end()) &&
+                      (g.entries.empty() || g.entries.back() < std::uint64_t(n));
   const auto hubs = g.entries.begin();
   const auto hubs_end = usable ? g.entries.end() : hubs;
   for (auto h = hubs; h != hubs_end; ++h)

@@ -62,7 +62,6 @@ constexpr int kOwnBoundAbove = 32;        // batches drop_hopeless may bound by 
 constexpr int kSortAbove = 32;            // larger calls' merges of more candidates sort them first
 constexpr int kMinRankLanes = 4;          // merges that would rank with fewer lanes a candidate sort first
 constexpr int kPrefetch = 32;             // elements per lane in registers without staging: dim <= 256
-constexpr int kMaxTeam = 8;               // CTAs a query at most (Team)
 
 struct Lists {
   double d[kMaxEf];
@@ -89,7 +88,6 @@ struct Shared {
   int job;                          // serve_kernel: the slot being searched (-1: stop)
   unsigned job_seq;                 // ... its request's sequence number
   int job_ef, job_k;                // ... its candidate list (-1: refused) and answers
-  int share_at[kMaxTeam + 1];       // entry_shares: where each CTA's list goes in the leader's batch
   // The query follows (dim floats, dynamic shared memory).
 };
 
@@ -722,79 +720,6 @@ __device__ void follow(Shared& sh, const Team& team, const float* q, const Stagi
   }
 }
 
-// Whether a team takes the entry sample in shares (entry_shares) instead of
-// in batches through the leader: scores it computes itself (no given
-// ones), every CTA's share fits its threads, the visited set takes every
-// entry without a reset (the batches' way resets only past kHashSlots / 2
-// too), and the others' lists fit the leader's batch.
-__device__ __forceinline__ bool entries_by_share(const Team& t, const double* given, int n_entries, int ef) {
-  const int nt = int(blockDim.x);
-  return t.size > 1 && !given && n_entries <= t.size * nt && n_entries <= kHashSlots / 2 &&
-         (t.size - 1) * ef <= nt;
-}
-
-// The entry sample in a team: every CTA scores its share of the entries
-// and keeps its ef best in its own list (merge_batch on its own Shared);
-// the leader also puts every live entry in its visited set, then merges the
-// others' lists into its own. The ef best of the union, as the batches'
-// way finds them (entries are distinct: entry_points), with the leader's
-// drops and merges over ~ef (size - 1) candidates instead of the whole
-// sample (1,000 entries of 1M x 128: two batches of 512 through it).
-// Call with every CTA of the team; a follower's list stays as it is while it
-// follows (the leader reads it after the barrier here).
-__device__ void entry_shares(Shared& sh, const Team& team, const float* q, const Staging& st,
-                             const float* vectors, int dim, Metric metric, const std::uint32_t* edges,
-                             int degree, const std::uint8_t* skip, const std::uint32_t* entries,
-                             int n_entries, int ef) {
-  // A deleted node (skipped, empty row) takes no place: see search_cpu.
-  auto dead = [&](std::uint32_t id) {
-    return id == kNoNode || (skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
-  };
-  const int nt = int(blockDim.x), lane = int(threadIdx.x) & 31;
-  if (team.rank == 0) {  // the visited set: every live entry (all new: distinct)
-    int fresh = 0;
-    for (int i = threadIdx.x; i < n_entries; i += nt) {
-      const std::uint32_t id = entries[i];
-      if (!dead(id) && hash_insert(sh, id)) ++fresh;
-    }
-    fresh = __reduce_add_sync(0xffffffffu, fresh);
-    if (lane == 0 && fresh) atomicAdd(&sh.hash_count, fresh);
-  }
-  int first, end;
-  share_of(team, n_entries, &first, &end);
-  std::uint32_t id = kNoNode;
-  const bool live = first + int(threadIdx.x) < end && !dead(id = entries[first + threadIdx.x]);
-  const int at = warp_slot(live, &sh.batch);
-  if (live) sh.bid[at] = id;
-  __syncthreads();
-  score_rows(q, st, vectors, dim, metric, sh.bid, sh.bd, 0, sh.batch, false);
-  merge_batch<true>(sh, ef);
-  cluster_sync();  // every CTA's list is in
-  if (team.rank > 0) return;
-  // The others' lists, one after another, as the leader's batch.
-  if (threadIdx.x < 32) {
-    const int n = lane > 0 && lane < team.size ? in_rank(&sh, lane)->size : 0;
-    int upto = n;  // inclusive prefix sum over the lanes
-    for (int m = 1; m < 32; m <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, upto, m);
-      if (lane >= m) upto += v;
-    }
-    if (lane < team.size) sh.share_at[lane] = upto - n;
-    if (lane == team.size - 1) sh.share_at[team.size] = upto, sh.batch = upto;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < sh.batch; i += nt) {
-    int r = 1;
-    while (i >= sh.share_at[r + 1]) ++r;
-    const Shared* other = in_rank(&sh, r);
-    const Lists& l = other->list[other->cur];
-    sh.bd[i] = l.d[i - sh.share_at[r]];
-    sh.bid[i] = l.id[i - sh.share_at[r]];
-  }
-  __syncthreads();
-  merge_batch<true>(sh, ef);
-}
-
 // The entry sample's scores for every query of a call (the same sample for
 // all: it depends on the seed alone), scores[q * n_entries + e]: a group per
 // entry, many CTAs per query, so that a batch's sample (~sqrt(n) rows, 0.8
@@ -880,19 +805,14 @@ __device__ __forceinline__ void search_one(
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
   if (threadIdx.x == 0) sh.hash_count = 0, sh.size = 0, sh.cur = 0, sh.batch = 0, sh.reset = 0;
   __syncthreads();
-  const bool shares = entries_by_share(team, entry_scores, n_entries, ef);
   if (team.rank > 0) {
-    if (shares)
-      entry_shares(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries, n_entries, ef);
     follow(sh, team, q, st, vectors, dim, metric);
     cluster_sync();  // the leader's shared memory is no longer read
     return;
   }
-  // The entry sample: in shares by a team, else a batch of blockDim.x at a time.
+  // The entry sample, a batch of blockDim.x at a time.
   const int nt = blockDim.x;
-  if (shares)
-    entry_shares(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries, n_entries, ef);
-  for (int b = 0; !shares && b < n_entries; b += nt) {
+  for (int b = 0; b < n_entries; b += nt) {
     if (sh.reset) hash_reset(sh);
     offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
                         entry_scores ? entry_scores + b : nullptr, min(nt, n_entries - b), ef);
@@ -1146,9 +1066,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     // The leader's query is in place (search_one copies it onto itself); a
     // follower's comes from the leader's shared memory.
     const float* q = rank == 0 ? qs : in_rank(qs, 0);
-    const Shared* lead = rank == 0 ? &sh : in_rank(&sh, 0);  // its ef: a team's entry shares use it
-    search_one<CL>(vectors, edges, degree, dim, metric, q, entries, nullptr, n_entries, nullptr, lead->job_ef,
-                   lead->job_k, width, true, per_round, row_stride, stage_rows,
+    search_one<CL>(vectors, edges, degree, dim, metric, q, entries, nullptr, n_entries, nullptr, sh.job_ef,
+                   sh.job_k, width, true, per_round, row_stride, stage_rows,
                    reinterpret_cast<std::int64_t*>(slot + ring.ids_at),
                    reinterpret_cast<double*>(slot + ring.d_at), ring.row_ids);
     if (rank == 0 && threadIdx.x < 32) {  // search_one's first warp wrote the answers
