@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "graph/common.h"
 #include "tests/gpu_env.h"
 #include "tests/graph_data.h"
+#include "tests/graph_ring.h"
 
 namespace gknn::graph {
 namespace {
@@ -290,20 +290,10 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
   const DeviceGraph dg(g, d.base.data(), kDim, Metric::L2, 0);
   std::vector<std::int64_t> row_ids(n);
   for (std::int64_t i = 0; i < n; ++i) row_ids[i] = 1000000 + 7 * i;
-  RingSpec spec;
-  spec.slots = 8;
-  spec.layout.max_dim = 32;
-  spec.layout.max_k = 16;
-  spec.epoch = 5;
-  spec.row_ids = row_ids.data();
-  const std::size_t slot = spec.layout.slot_bytes(),
-                    bytes = (spec.layout.ring_bytes(spec.slots) + 4095) / 4096 * 4096;
-  auto* host = static_cast<unsigned char*>(std::aligned_alloc(4096, bytes));
-  ASSERT_NE(host, nullptr);
-  std::memset(host, 0, bytes);
-  auto* const doorbell = reinterpret_cast<std::uint32_t*>(host + spec.layout.doorbell_at(spec.slots));
-  ASSERT_EQ(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable), cudaSuccess);
-  spec.host = host;
+  const test::Ring ring(8, 32, 16, 5, row_ids.data());
+  ASSERT_EQ(
+      cudaHostRegister(ring.memory.get(), ring.bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+      cudaSuccess);
   SearchParams sp;
   sp.k = 16;
   sp.seed = 3;
@@ -311,7 +301,7 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
     SCOPED_TRACE(team);
     std::unique_ptr<GraphServer> srv;
     try {
-      srv = std::make_unique<GraphServer>(dg, spec, team, sp);
+      srv = std::make_unique<GraphServer>(dg, ring.spec, team, sp);
     } catch (const Error& e) {
       ASSERT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
       continue;  // no clusters on this device
@@ -324,27 +314,14 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
     search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), 100, c, ci.data(), cd.data());
     int refused = 0, differ = 0;
     for (int q = 0; q < 100; ++q) {
-      unsigned char* s = host + std::size_t(q % spec.slots) * slot;
       // Refused: another epoch (3), a list above the device's (5), more
       // answers than a slot holds (7), none (8).
       const std::uint32_t epoch = q % 10 == 3 ? 4 : 5;
       const std::int32_t ef = q % 10 == 5 ? kMaxDeviceEf + 1 : 20;
       const std::int32_t k = q % 10 == 7 ? 17 : q % 10 == 8 ? 0 : 10;
-      std::memcpy(s + RingLayout::kQueryAt, d.queries.data() + q * kDim, sizeof(float) * kDim);
-      std::memcpy(s + RingLayout::kEfAt, &ef, sizeof ef);
-      std::memcpy(s + RingLayout::kKAt, &k, sizeof k);
-      std::memcpy(s + RingLayout::kEpochAt, &epoch, sizeof epoch);
-      std::uint32_t* bell = doorbell + q % spec.slots;
-      const std::uint32_t number = __atomic_load_n(bell, __ATOMIC_RELAXED) + 1;
-      __atomic_store_n(bell, number, __ATOMIC_SEQ_CST);
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (__atomic_load_n(reinterpret_cast<std::uint32_t*>(s + RingLayout::kAnsweredAt),
-                             __ATOMIC_ACQUIRE) != number) {
-        srv->keep_alive();
-        ASSERT_LT(std::chrono::steady_clock::now(), until) << "request " << q << " not answered";
-      }
-      std::uint32_t status;
-      std::memcpy(&status, s + RingLayout::kStatusAt, sizeof status);
+      const int s = q % 8;
+      const std::uint32_t status = ring.request(*srv, s, d.queries.data() + q * kDim, kDim, ef, k, epoch);
+      ASSERT_NE(status, test::kNotAnswered) << "request " << q << " not answered";
       if (epoch != 5 || ef != 20 || k != 10) {
         EXPECT_EQ(status, 1u) << q;
         ++refused;
@@ -352,18 +329,15 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
       }
       EXPECT_EQ(status, 0u) << q;
       for (int i = 0; i < k; ++i) {
-        std::int64_t id;
-        double dist;
-        std::memcpy(&id, s + spec.layout.ids_at() + sizeof(std::int64_t) * i, sizeof id);
-        std::memcpy(&dist, s + spec.layout.distances_at() + sizeof(double) * i, sizeof dist);
-        differ += id != row_ids[ci[q * 10 + i]] || std::memcmp(&dist, &cd[q * 10 + i], sizeof dist) != 0;
+        const double dist = ring.distance(s, i);
+        differ +=
+            ring.id(s, i) != row_ids[ci[q * 10 + i]] || std::memcmp(&dist, &cd[q * 10 + i], sizeof dist) != 0;
       }
     }
     EXPECT_EQ(refused, 40);
     EXPECT_EQ(differ, 0);
   }
-  ASSERT_EQ(cudaHostUnregister(host), cudaSuccess);
-  std::free(host);
+  ASSERT_EQ(cudaHostUnregister(ring.memory.get()), cudaSuccess);
 }
 
 TEST(GraphGpu, SmallGraphsAndPadding) {

@@ -4,72 +4,20 @@
 // unsearched as the kernel refuses them; every slot of a ring at once.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <thread>
 #include <vector>
 
 #include "gknn/graph.h"
 #include "tests/graph_data.h"
+#include "tests/graph_ring.h"
 
 namespace gknn::graph {
 namespace {
 
 constexpr int kDim = 24;
 
-struct Ring {
-  RingSpec spec;
-  std::unique_ptr<unsigned char, decltype(&std::free)> memory{nullptr, &std::free};
-
-  Ring(int slots, int max_dim, int max_k, std::uint32_t epoch, const std::int64_t* row_ids) {
-    spec.slots = slots;
-    spec.layout.max_dim = max_dim;
-    spec.layout.max_k = max_k;
-    spec.epoch = epoch;
-    spec.row_ids = row_ids;
-    const std::size_t bytes = (spec.layout.ring_bytes(slots) + 4095) / 4096 * 4096;
-    memory.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, bytes)));
-    std::memset(memory.get(), 0, bytes);
-    spec.host = memory.get();
-  }
-  unsigned char* slot(int s) const { return memory.get() + std::size_t(s) * spec.layout.slot_bytes(); }
-
-  // Writes a request into slot s and waits for its answer (2 s at most);
-  // returns its status.
-  std::uint32_t request(CpuGraphServer& srv, int s, const float* q, int dim, std::int32_t ef, std::int32_t k,
-                        std::uint32_t epoch) const {
-    unsigned char* at = slot(s);
-    std::memcpy(at + RingLayout::kQueryAt, q, sizeof(float) * std::size_t(dim));
-    std::memcpy(at + RingLayout::kEfAt, &ef, sizeof ef);
-    std::memcpy(at + RingLayout::kKAt, &k, sizeof k);
-    std::memcpy(at + RingLayout::kEpochAt, &epoch, sizeof epoch);
-    auto* bell = reinterpret_cast<std::uint32_t*>(memory.get() + spec.layout.doorbell_at(spec.slots)) + s;
-    const std::uint32_t number = __atomic_load_n(bell, __ATOMIC_RELAXED) + 1;
-    __atomic_store_n(bell, number, __ATOMIC_SEQ_CST);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (__atomic_load_n(reinterpret_cast<std::uint32_t*>(at + RingLayout::kAnsweredAt),
-                           __ATOMIC_ACQUIRE) != number) {
-      srv.keep_alive();
-      if (std::chrono::steady_clock::now() > until) return 99;  // not answered
-      std::this_thread::yield();
-    }
-    std::uint32_t status;
-    std::memcpy(&status, at + RingLayout::kStatusAt, sizeof status);
-    return status;
-  }
-  std::int64_t id(int s, int i) const {
-    std::int64_t v;
-    std::memcpy(&v, slot(s) + spec.layout.ids_at() + sizeof v * std::size_t(i), sizeof v);
-    return v;
-  }
-  double distance(int s, int i) const {
-    double v;
-    std::memcpy(&v, slot(s) + spec.layout.distances_at() + sizeof v * std::size_t(i), sizeof v);
-    return v;
-  }
-};
+using test::Ring;
 
 struct Fixture {
   std::int64_t n;
@@ -115,7 +63,7 @@ TEST(GraphServeCpu, AnswersAsSearchCpuAndRefusesAsTheKernel) {
       const std::int32_t k = q % 10 == 7 ? 17 : q % 10 == 8 ? 0 : 10;
       const int s = q % 8;
       const std::uint32_t status = ring.request(srv, s, f.queries.data() + q * kDim, kDim, ef, k, epoch);
-      ASSERT_NE(status, 99u) << "request " << q << " not answered";
+      ASSERT_NE(status, test::kNotAnswered) << "request " << q << " not answered";
       if (epoch != 5 || ef != 20 || k != 10) {
         EXPECT_EQ(status, 1u) << q;
         ++refused;

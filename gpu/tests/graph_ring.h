@@ -1,0 +1,75 @@
+// A ring of request slots in host memory as RingLayout lays it out, and
+// requests written into it by hand as the GPU service's backends write
+// them: GraphServer's (GPU) and CpuGraphServer's tests share it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include "gknn/graph.h"
+
+namespace gknn::test {
+
+constexpr std::uint32_t kNotAnswered = 99;  // request()'s status for no answer within 2 s
+
+struct Ring {
+  graph::RingSpec spec;
+  std::size_t bytes = 0;  // the allocation, whole pages (what a GPU test registers)
+  std::unique_ptr<unsigned char, decltype(&std::free)> memory{nullptr, &std::free};
+
+  Ring(int slots, int max_dim, int max_k, std::uint32_t epoch, const std::int64_t* row_ids) {
+    spec.slots = slots;
+    spec.layout.max_dim = max_dim;
+    spec.layout.max_k = max_k;
+    spec.epoch = epoch;
+    spec.row_ids = row_ids;
+    bytes = (spec.layout.ring_bytes(slots) + 4095) / 4096 * 4096;
+    memory.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, bytes)));
+    std::memset(memory.get(), 0, bytes);
+    spec.host = memory.get();
+  }
+  unsigned char* slot(int s) const { return memory.get() + std::size_t(s) * spec.layout.slot_bytes(); }
+
+  // Writes a request into slot s, rings its doorbell and waits for its
+  // answer (2 s at most, keeping the server alive); returns its status
+  // (0 answered, 1 refused, kNotAnswered).
+  template <typename Server>
+  std::uint32_t request(Server& srv, int s, const float* q, int dim, std::int32_t ef, std::int32_t k,
+                        std::uint32_t epoch) const {
+    using graph::RingLayout;
+    unsigned char* at = slot(s);
+    std::memcpy(at + RingLayout::kQueryAt, q, sizeof(float) * std::size_t(dim));
+    std::memcpy(at + RingLayout::kEfAt, &ef, sizeof ef);
+    std::memcpy(at + RingLayout::kKAt, &k, sizeof k);
+    std::memcpy(at + RingLayout::kEpochAt, &epoch, sizeof epoch);
+    auto* bell = reinterpret_cast<std::uint32_t*>(memory.get() + spec.layout.doorbell_at(spec.slots)) + s;
+    const std::uint32_t number = __atomic_load_n(bell, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(bell, number, __ATOMIC_SEQ_CST);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (__atomic_load_n(reinterpret_cast<std::uint32_t*>(at + RingLayout::kAnsweredAt),
+                           __ATOMIC_ACQUIRE) != number) {
+      srv.keep_alive();
+      if (std::chrono::steady_clock::now() > until) return kNotAnswered;
+      std::this_thread::yield();
+    }
+    std::uint32_t status;
+    std::memcpy(&status, at + RingLayout::kStatusAt, sizeof status);
+    return status;
+  }
+  std::int64_t id(int s, int i) const {
+    std::int64_t v;
+    std::memcpy(&v, slot(s) + spec.layout.ids_at() + sizeof v * std::size_t(i), sizeof v);
+    return v;
+  }
+  double distance(int s, int i) const {
+    double v;
+    std::memcpy(&v, slot(s) + spec.layout.distances_at() + sizeof v * std::size_t(i), sizeof v);
+    return v;
+  }
+};
+
+}  // namespace gknn::test
