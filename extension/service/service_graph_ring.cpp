@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,8 +25,10 @@ struct GraphServing {
   std::shared_ptr<Resident> image;
   std::unique_ptr<gknn::graph::GraphServer> server;         // the image's on a GPU
   std::unique_ptr<gknn::graph::CpuGraphServer> cpu_server;  // else (gknn.service_cpu_ring)
-  uint32 seen[kRingSlots];                                  // each slot's answered number when last counted
-  uint64 served;  // requests answered through the ring since it started
+  std::function<void()> keep_alive;                         // whichever serves (may throw)
+  char how[32];  // how it serves, for the stop's log line: CTAs a query (the device's choice) or the CPU
+  uint32 seen[kRingSlots];  // each slot's answered number when last counted
+  uint64 served;            // requests answered through the ring since it started
   int64 started_us;
   int64 active_us;  // when a request was last seen answered (or it started)
 };
@@ -48,10 +51,7 @@ uint64 ring_answered_since_seen() {
 
 void keep_serving_alive() {
   try {
-    if (serving->server)
-      serving->server->keep_alive();
-    else
-      serving->cpu_server->keep_alive();
+    serving->keep_alive();
   } catch (const std::exception&) {
     ereport(LOG, (errmsg("gknn GPU service: the resident graph search failed")));
     ring_fault = true;
@@ -133,13 +133,10 @@ void stop_serving(ServiceShared* ctl, const std::atomic<bool>& device_fault) {
     }
   }
   count_ring_searches(ctl);
-  // How it served: CTAs a query on the GPU (the device's choice), or the CPU's thread.
-  char how[32] = "on the CPU";
-  if (serving->server) snprintf(how, sizeof how, "%d CTAs a query", serving->server->team());
   ereport(LOG, (errmsg("gknn GPU service: resident graph search stopped: %llu requests through the ring in "
                        "%.3f s (%d slots, %s)",
                        static_cast<unsigned long long>(serving->served),
-                       (now_us() - serving->started_us) / 1e6, kRingSlots, how)));
+                       (now_us() - serving->started_us) / 1e6, kRingSlots, serving->how)));
   delete serving;  // the GraphServer's destructor stops the kernel and waits for it
   serving = nullptr;
   for (int i = 0; i < kRingSlots; ++i)
@@ -182,10 +179,16 @@ bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
     auto next = std::make_unique<GraphServing>();
     if (r->graph_gpu) {
       next->server = std::make_unique<gknn::graph::GraphServer>(*r->graph_gpu, spec, 0, sp);
+      gknn::graph::GraphServer* server = next->server.get();
+      next->keep_alive = [server] { server->keep_alive(); };
+      snprintf(next->how, sizeof next->how, "%d CTAs a query", server->team());
     } else {  // the image's graph and vectors, on the CPU: it outlives the server (image below)
       const GraphImageData& g = *r->graph;
       next->cpu_server =
           std::make_unique<gknn::graph::CpuGraphServer>(g.graph, g.vectors.data(), g.dim, g.metric, spec, sp);
+      gknn::graph::CpuGraphServer* server = next->cpu_server.get();
+      next->keep_alive = [server] { server->keep_alive(); };
+      snprintf(next->how, sizeof next->how, "on the CPU");
     }
     serving = next.release();
     serving->image = r;
