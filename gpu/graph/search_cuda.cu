@@ -1032,9 +1032,10 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         __syncthreads();
         const int cand = sh.job;
         if (cand < 0) break;
-        // The query and the request's numbers read together: one trip over
-        // the bus before the search, instead of the numbers' and then the
-        // query's (the followers copy it from here, not from host memory).
+        // The query read by the leader's threads at once, its numbers by
+        // thread 0 after its share of the query (two trips for thread 0, one
+        // for the rest), instead of the numbers, a cluster barrier, then every
+        // CTA's copy over the bus (the followers copy it from here).
         unsigned char* at = ring.base + std::size_t(cand) * ring.slot_bytes;
         copy_in_flight(qs, reinterpret_cast<const float*>(at + ring.q_at), dim);
         if (threadIdx.x == 0) {
