@@ -72,4 +72,50 @@ struct Ring {
   }
 };
 
+// What ask_with_refusals found: requests not answered within 2 s (it stops
+// at the first), refused ones, ones whose status was not the one their
+// request calls for, and answers unlike the expected ones.
+struct RingTally {
+  int unanswered = 0, refused = 0, wrong_status = 0, differ = 0;
+};
+
+// Queries[0..nq) (dim floats each) asked one at a time through slot q %
+// slots with ef 20 and k 10 and the ring's epoch, except those a server
+// must refuse unsearched: another epoch (q % 10 == 3), a list above the
+// device's (5), more answers than a slot holds (7: the ring's max_k is
+// below 17), none (8), a list shorter than k (9). The others' answers are
+// compared with ids/distances (search_cpu's of the same queries at ef 20,
+// k 10; ids mapped through row_ids, -1 and no distance after the last).
+template <typename Server>
+RingTally ask_with_refusals(const Ring& ring, Server& srv, const float* queries, int nq, int dim,
+                            const std::int64_t* ids, const double* distances, const std::int64_t* row_ids) {
+  RingTally t;
+  for (int q = 0; q < nq; ++q) {
+    const std::uint32_t epoch = q % 10 == 3 ? ring.spec.epoch - 1 : ring.spec.epoch;
+    const std::int32_t ef = q % 10 == 5 ? graph::kMaxDeviceEf + 1 : q % 10 == 9 ? 9 : 20;
+    const std::int32_t k = q % 10 == 7 ? 17 : q % 10 == 8 ? 0 : 10;
+    const int s = q % ring.spec.slots;
+    const std::uint32_t status =
+        ring.request(srv, s, queries + std::size_t(q) * std::size_t(dim), dim, ef, k, epoch);
+    if (status == kNotAnswered) {
+      ++t.unanswered;
+      break;
+    }
+    const bool refuse = epoch != ring.spec.epoch || ef != 20 || k != 10;
+    t.wrong_status += status != (refuse ? 1u : 0u);
+    if (refuse) {
+      ++t.refused;
+      continue;
+    }
+    for (int i = 0; i < 10; ++i) {
+      const std::int64_t node = ids[q * 10 + i];
+      const std::int64_t want = node < 0 ? -1 : row_ids[node];
+      const double dist = ring.distance(s, i);
+      t.differ += ring.id(s, i) != want ||
+                  (want >= 0 && std::memcmp(&dist, &distances[q * 10 + i], sizeof dist) != 0);
+    }
+  }
+  return t;
+}
+
 }  // namespace gknn::test

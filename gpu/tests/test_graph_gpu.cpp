@@ -312,30 +312,12 @@ TEST(GraphGpu, ResidentServerRingOfTheCallers) {
     std::vector<std::int64_t> ci(100 * 10);
     std::vector<double> cd(ci.size());
     search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), 100, c, ci.data(), cd.data());
-    int refused = 0, differ = 0;
-    for (int q = 0; q < 100; ++q) {
-      // Refused: another epoch (3), a list above the device's (5), more
-      // answers than a slot holds (7), none (8).
-      const std::uint32_t epoch = q % 10 == 3 ? 4 : 5;
-      const std::int32_t ef = q % 10 == 5 ? kMaxDeviceEf + 1 : 20;
-      const std::int32_t k = q % 10 == 7 ? 17 : q % 10 == 8 ? 0 : 10;
-      const int s = q % 8;
-      const std::uint32_t status = ring.request(*srv, s, d.queries.data() + q * kDim, kDim, ef, k, epoch);
-      ASSERT_NE(status, test::kNotAnswered) << "request " << q << " not answered";
-      if (epoch != 5 || ef != 20 || k != 10) {
-        EXPECT_EQ(status, 1u) << q;
-        ++refused;
-        continue;
-      }
-      EXPECT_EQ(status, 0u) << q;
-      for (int i = 0; i < k; ++i) {
-        const double dist = ring.distance(s, i);
-        differ +=
-            ring.id(s, i) != row_ids[ci[q * 10 + i]] || std::memcmp(&dist, &cd[q * 10 + i], sizeof dist) != 0;
-      }
-    }
-    EXPECT_EQ(refused, 40);
-    EXPECT_EQ(differ, 0);
+    const test::RingTally t = test::ask_with_refusals(ring, *srv, d.queries.data(), 100, kDim, ci.data(),
+                                                      cd.data(), row_ids.data());
+    EXPECT_EQ(t.unanswered, 0);
+    EXPECT_EQ(t.wrong_status, 0);
+    EXPECT_EQ(t.refused, 50);
+    EXPECT_EQ(t.differ, 0);
   }
   ASSERT_EQ(cudaHostUnregister(ring.memory.get()), cudaSuccess);
 }
