@@ -154,8 +154,10 @@ bool start_serving(ServiceShared* ctl, std::shared_ptr<Resident>& r,
   if (serving && serving->image == r) return false;
   // What the ring takes; anything else goes the executors' way (and its error).
   for (const RequestSlot* s : group) {
-    if (s->ring_tries >= 2 || s->dim != r->graph->dim || s->dim > kRingMaxDim || s->k < 1 ||
-        s->k > kRingMaxK || s->ef < 1 || std::max<int64>(s->ef, s->k) > gknn::graph::kMaxDeviceEf ||
+    if (s->ring_tries >= 2 || s->dim != r->graph->dim || s->dim > kRingMaxDim || s->ef < 1 ||
+        s->k > kRingMaxK ||
+        !gknn::graph::ring_request_fits(static_cast<int>(std::max<int64>(s->ef, s->k)),
+                                        static_cast<int>(s->k), kRingMaxK) ||
         !key_equal(s->key, first->key))
       return false;
   }

@@ -91,6 +91,10 @@ struct Shared {
   // The query follows (dim floats, dynamic shared memory).
 };
 
+// Where a search CTA keeps its query (query_in_shared): after Shared, in
+// the dynamic shared memory.
+__device__ __forceinline__ float* shared_query(Shared& sh) { return reinterpret_cast<float*>(&sh + 1); }
+
 __device__ __forceinline__ bool less(double da, std::uint32_t ia, double db, std::uint32_t ib) {
   return score_less(da, ia, db, ib);
 }
@@ -786,15 +790,14 @@ __device__ __forceinline__ void search_one(
   Team team;
   if (CL > 1) team = Team{cluster_rank(), CL};
   if (query_in_shared) {  // after Shared, when the device's shared memory holds it
-    float* qs = reinterpret_cast<float*>(&sh + 1);
+    float* qs = shared_query(sh);
     if (q != qs) copy_in_flight(qs, q, dim);  // serve_kernel's leader has it there already
     q = qs;
   }
   // The staging area, after the query (16-byte aligned): the CTA's rows
   // (stage_rows > 0), else each thread's per_round floats, else none.
   float* const area = reinterpret_cast<float*>(
-      (reinterpret_cast<std::uintptr_t>(reinterpret_cast<float*>(&sh + 1) + (query_in_shared ? dim : 0)) +
-       15) &
+      (reinterpret_cast<std::uintptr_t>(shared_query(sh) + (query_in_shared ? dim : 0)) + 15) &
       ~std::uintptr_t(15));
   Staging st{stage_rows ? area : nullptr,
              row_stride,
@@ -1003,7 +1006,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     for (int i = 0; i < kMaxSlotsPerCluster && cluster + i * clusters < ring.nslots; ++i)
       seen[i] = load_acquire_sys(ring.base + std::size_t(cluster + i * clusters) * ring.slot_bytes + kDoneAt);
   int next = 0;  // the leader's thread 0: the slot it looks at first (round robin: none starves)
-  float* const qs = reinterpret_cast<float*>(&sh + 1);  // search_one's query in shared memory
+  float* const qs = shared_query(sh);
   for (;;) {
     if (rank == 0) {
       // Until a request to search (sh.job) or the end (-1); refused ones
@@ -1064,8 +1067,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     const int job = CL > 1 ? in_rank(&sh, 0)->job : sh.job;
     if (job < 0) break;
     unsigned char* slot = ring.base + std::size_t(job) * ring.slot_bytes;
-    // The leader's query is in place (search_one copies it onto itself); a
-    // follower's comes from the leader's shared memory.
+    // The leader's query is in place (search_one finds it there and copies
+    // nothing); a follower's comes from the leader's shared memory.
     const float* q = rank == 0 ? qs : in_rank(qs, 0);
     search_one<CL>(vectors, edges, degree, dim, metric, q, entries, nullptr, n_entries, nullptr, sh.job_ef,
                    sh.job_k, width, true, per_round, row_stride, stage_rows,
