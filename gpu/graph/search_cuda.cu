@@ -156,7 +156,6 @@ __device__ bool hash_insert(Shared& sh, std::uint32_t id) {
     if (prev == id) return false;
   }
 }
-
 // Clears the hash and puts the list's ids (distinct) back. Call with the CTA.
 __device__ void hash_reset(Shared& sh) {
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;
@@ -1036,19 +1035,24 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
         const int cand = sh.job;
         if (cand < 0) break;
         // The query read by the leader's threads at once, its numbers by
-        // thread 0 after its share of the query (two trips for thread 0, one
-        // for the rest), instead of the numbers, a cluster barrier, then every
-        // CTA's copy over the bus (the followers copy it from here).
+        // thread 0 whose loads are issued before its share of the query (one
+        // trip over the bus for every thread), instead of the numbers, a
+        // cluster barrier, then every CTA's copy (the followers copy it from
+        // here).
         unsigned char* at = ring.base + std::size_t(cand) * ring.slot_bytes;
+        int ef = 0, k = 0;
+        unsigned epoch = 0;
+        if (threadIdx.x == 0) {
+          ef = *reinterpret_cast<const volatile int*>(at + RingLayout::kEfAt);
+          k = *reinterpret_cast<const volatile int*>(at + RingLayout::kKAt);
+          epoch = *reinterpret_cast<const volatile unsigned*>(at + RingLayout::kEpochAt);
+        }
         copy_in_flight(qs, reinterpret_cast<const float*>(at + ring.q_at), dim);
         if (threadIdx.x == 0) {
-          const int ef = *reinterpret_cast<const volatile int*>(at + RingLayout::kEfAt);
-          const int k = *reinterpret_cast<const volatile int*>(at + RingLayout::kKAt);
           // Refused unsearched: another epoch's request, or a list or an
           // answer the kernel has no room for (whatever a writer left in
           // the slot, the kernel never reads or writes past its buffers).
-          if (*reinterpret_cast<const volatile unsigned*>(at + RingLayout::kEpochAt) != ring.epoch ||
-              !ring_request_fits(ef, k, ring.max_k)) {
+          if (epoch != ring.epoch || !ring_request_fits(ef, k, ring.max_k)) {
             *reinterpret_cast<volatile unsigned*>(at + RingLayout::kStatusAt) = 1u;  // refused
             __threadfence_system();
             store_release_sys(at + kDoneAt, sh.job_seq);
