@@ -107,9 +107,9 @@ rep('''      __syncthreads();
       PROF_MARK(3);
       offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, sh.rows, nullptr,''')
 rep('''  if (team.size > 1) {
-    if (threadIdx.x == 0) sh.published = -1;''','''  PROF_MARK(13);
+    if (threadIdx.x == 0) sh.published = kSearchEnded;''','''  PROF_MARK(13);
   if (team.size > 1) {
-    if (threadIdx.x == 0) sh.published = -1;''')
+    if (threadIdx.x == 0) sh.published = kSearchEnded;''')
 rep('stage_room = std::size_t(optin) > smem + 16 ? std::size_t(optin) - smem - 16 : 0;','stage_room = std::size_t(optin) > smem + 80 ? std::size_t(optin) - smem - 80 : 0;')
 open(p,'w').write(s)
 

@@ -62,6 +62,9 @@ constexpr int kOwnBoundAbove = 32;        // batches drop_hopeless may bound by 
 constexpr int kSortAbove = 32;            // larger calls' merges of more candidates sort them first
 constexpr int kMinRankLanes = 4;          // merges that would rank with fewer lanes a candidate sort first
 constexpr int kPrefetch = 32;             // elements per lane in registers without staging: dim <= 256
+constexpr int kSearchEnded = -1;          // Shared::published: the search ended
+constexpr int kEntriesPublished = -2;     // ... at or below: kEntriesPublished - n, the entry sample of n
+static_assert(kMaxDeviceEf >= 2 * kMaxThreads, "offer_entries keeps the sample in a list");
 
 struct Lists {
   double d[kMaxEf];
@@ -84,7 +87,7 @@ struct Shared {
   std::uint32_t rows[kMaxThreads];  // the ids of the rows offered next (a follower's: those it stages)
   int batch;                        // new candidates in bd/bid
   int reset;                        // the hash is half full: clear it before the next batch
-  int published;                    // a cluster's leader: rows in bid to score (-1: the search ended)
+  int published;                    // a cluster's leader: rows in bid to score (see kSearchEnded)
   int job;                          // serve_kernel: the slot being searched (-1: stop)
   unsigned job_seq;                 // ... its request's sequence number
   int job_ef, job_k;                // ... its candidate list (-1: refused) and answers
@@ -707,6 +710,69 @@ __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const 
   merge_batch<Spare>(sh, ef);
 }
 
+// An entry sample of two batches (blockDim.x < n <= 2 x blockDim.x nodes:
+// 1M x 128's 1,000 parts) before the list exists, with ef <= blockDim.x:
+// the live entries compacted into the next list and scored there at once
+// (a team's CTAs a share each: one publish instead of two), merged into the
+// list a half at a time (the second half waits beyond where the first's
+// merge writes), and only the list's nodes entered into the visited set.
+// An entry left out may be offered again by an edge and scored again; the
+// list only gets better, so it is dropped again (as after a hash reset):
+// the same list and results as offering the sample in batches, with a
+// visited set a thousand nodes emptier (fewer resets: 20 % fewer nodes
+// offered on 1M x 128; graph-entry-once-H200-2026-11-30.md). Call with
+// the CTA (the leader's, in a team).
+template <bool Spare>
+__device__ void offer_entries(Shared& sh, const Team& team, const float* q, const Staging& st,
+                              const float* vectors, int dim, Metric metric, const std::uint32_t* edges,
+                              int degree, const std::uint8_t* skip, const std::uint32_t* entries,
+                              const double* given, int n, int ef) {
+  const int nt = int(blockDim.x);
+  Lists& sample = sh.list[sh.cur ^ 1];
+  for (int base = 0; base < n; base += nt) {
+    const int i = base + int(threadIdx.x);
+    std::uint32_t id = kNoNode;
+    bool live = false;
+    if (i < n) {
+      id = entries[i];
+      // A deleted node (skipped, empty row) takes no place: see search_cpu.
+      live = id != kNoNode && !(skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
+    }
+    const int at = warp_slot(live, &sh.batch);
+    if (live) {
+      sample.id[at] = id;
+      if (given) sample.d[at] = given[i];
+    }
+  }
+  __syncthreads();
+  const int live = sh.batch;
+  if (!given) {
+    int first = 0, end = live;
+    if (team.size > 1) {
+      if (threadIdx.x == 0) sh.published = kEntriesPublished - live;
+      cluster_sync();  // the followers read the sample
+      share_of(team, live, &first, &end);
+    }
+    score_rows(q, st, vectors, dim, metric, sample.id, sample.d, first, end, false);
+    if (team.size > 1) cluster_sync();  // every share's distances are in
+  }
+  // The first half's merge writes the next list below ef <= nt, and its
+  // sort exchanges there below nt: the second half, at nt and beyond, waits.
+  for (int base = 0; base < live; base += nt) {
+    const int count = min(nt, live - base);
+    if (int(threadIdx.x) < count)
+      sh.bd[threadIdx.x] = sample.d[base + threadIdx.x], sh.bid[threadIdx.x] = sample.id[base + threadIdx.x];
+    __syncthreads();  // and every thread has read `live`
+    if (threadIdx.x == 0) sh.batch = count;
+    __syncthreads();
+    merge_batch<Spare>(sh, ef);
+  }
+  const Lists& list = sh.list[sh.cur];
+  for (int i = threadIdx.x; i < sh.size; i += nt) hash_insert(sh, list.id[i]);
+  if (threadIdx.x == 0) sh.hash_count = sh.size, sh.batch = 0, sh.reset = 0;
+  __syncthreads();
+}
+
 // A follower of a team: scores its share of each batch its leader
 // publishes, until the leader says the search ended. Call with the CTA.
 __device__ void follow(Shared& sh, const Team& team, const float* q, const Staging& st, const float* vectors,
@@ -715,10 +781,14 @@ __device__ void follow(Shared& sh, const Team& team, const float* q, const Stagi
   for (;;) {
     cluster_sync();
     const int batch = lead->published;
-    if (batch < 0) break;
+    if (batch == kSearchEnded) break;
+    // The entry sample is in the leader's next list (offer_entries).
+    const bool sample = batch <= kEntriesPublished;
+    Lists* sampled = sample ? &lead->list[lead->cur ^ 1] : nullptr;
     int first, end;
-    share_of(team, batch, &first, &end);
-    score_rows(q, st, vectors, dim, metric, lead->bid, lead->bd, first, end, true);
+    share_of(team, sample ? kEntriesPublished - batch : batch, &first, &end);
+    score_rows(q, st, vectors, dim, metric, sample ? sampled->id : lead->bid, sample ? sampled->d : lead->bd,
+               first, end, true);
     cluster_sync();
   }
 }
@@ -812,13 +882,21 @@ __device__ __forceinline__ void search_one(
     cluster_sync();  // the leader's shared memory is no longer read
     return;
   }
-  // The entry sample, a batch of blockDim.x at a time.
+  // The entry sample: a batch of blockDim.x at a time, but scored at once
+  // where it takes two batches, two a thread hold it and the list fits a
+  // batch (offer_entries: 1M x 128's 1,000, a lone query 0.080 -> 0.077 ms;
+  // where one batch takes it, the batch was faster: Fashion-MNIST's 256,
+  // 0.059 against 0.061; graph-entry-once-H200-2026-11-30.md).
   const int nt = blockDim.x;
-  for (int b = 0; b < n_entries; b += nt) {
-    if (sh.reset) hash_reset(sh);
-    offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
-                        entry_scores ? entry_scores + b : nullptr, min(nt, n_entries - b), ef);
-  }
+  if (nt < n_entries && n_entries <= 2 * nt && ef <= nt)
+    offer_entries<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries, entry_scores,
+                          n_entries, ef);
+  else
+    for (int b = 0; b < n_entries; b += nt) {
+      if (sh.reset) hash_reset(sh);
+      offer_batch<kSpare>(sh, team, q, st, vectors, dim, metric, edges, degree, skip, entries + b,
+                          entry_scores ? entry_scores + b : nullptr, min(nt, n_entries - b), ef);
+    }
   // Rows offered per batch: as many whole rows as the CTA has threads.
   const int rows_per_batch = nt / degree;
   for (;;) {
@@ -860,7 +938,7 @@ __device__ __forceinline__ void search_one(
     }
   }
   if (team.size > 1) {
-    if (threadIdx.x == 0) sh.published = -1;
+    if (threadIdx.x == 0) sh.published = kSearchEnded;
     cluster_sync();  // the followers read the end
     cluster_sync();  // ... and are done with this CTA's shared memory
   }
