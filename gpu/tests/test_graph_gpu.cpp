@@ -158,6 +158,49 @@ TEST(GraphGpu, SmallCallsEqualCpuSearch) {
   }
 }
 
+// Entry samples of more than one batch: scored at once and merged by halves
+// where two a thread hold them (571 and 1,000 entries for calls of 16
+// queries' 512 threads, clusters or one CTA; 256 for 300 queries' 128) and
+// the list fits a batch (ef 600 does not), else in batches (1,334): the
+// CPU's rows and bits, with deleted nodes (skipped, rows emptied; the host
+// leaves them out of the sample) and without skip flags.
+TEST(GraphGpu, EntrySamplesOfTwoBatchesEqualCpuSearch) {
+  GKNN_NEED_GPU();
+  const std::int64_t n = 4000;
+  const Data d = make_data(n, 300, kDim, 13);
+  Graph built = build_cpu(d.base.data(), n, params(16));
+  std::vector<std::uint8_t> skip(n, 0);
+  for (std::int64_t i = 1; i < n; i += 6) {  // deleted: skipped, its row empty
+    skip[i] = 1;
+    std::fill_n(built.edges.begin() + i * built.degree, built.degree, kNoNode);
+  }
+  for (int every : {7, 4, 3}) {
+    Graph g = built;
+    g.entries.clear();
+    for (std::int64_t i = 0; i < n; i += every) g.entries.push_back(std::uint32_t(i));
+    const DeviceGraph dg(g, d.base.data(), kDim, Metric::L2, 0);
+    for (int team : {0, 1})
+      for (std::int64_t nq : {1, 16, 300})
+        for (int ef : {10, 64, 600})
+          for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
+            SCOPED_TRACE(::testing::Message() << "entries " << g.entries.size() << " team " << team << " nq "
+                                              << nq << " ef " << ef << (sk ? " skip" : ""));
+            force_search_team_for_tests(team);
+            SearchParams sp;
+            sp.k = 10;
+            sp.ef = ef;
+            sp.seed = 5;
+            sp.skip = sk;
+            std::vector<std::int64_t> ci(nq * 10), gi(nq * 10);
+            std::vector<double> cd(ci.size()), gd(ci.size());
+            search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), nq, sp, ci.data(), cd.data());
+            dg.search(d.queries.data(), nq, sp, gi.data(), gd.data());
+            force_search_team_for_tests(0);
+            expect_same(ci, gi, cd, gd);
+          }
+  }
+}
+
 // Ties and NaN distances through every path of a call (clusters and the
 // mapped queries and answers for small calls, the entry kernel and one CTA
 // a query for 40): 300 copies of one row, 100 zero rows, a zero query (every
