@@ -159,6 +159,7 @@ __device__ bool hash_insert(Shared& sh, std::uint32_t id) {
     if (prev == id) return false;
   }
 }
+
 // Clears the hash and puts the list's ids (distinct) back. Call with the CTA.
 __device__ void hash_reset(Shared& sh) {
   for (int i = threadIdx.x; i < kHashSlots; i += blockDim.x) sh.hash[i] = kNoNode;

@@ -55,6 +55,31 @@ void expect_same(const std::vector<std::int64_t>& a, const std::vector<std::int6
   EXPECT_EQ(differ, 0u) << "of " << a.size();
 }
 
+// Ten answers a query, a list of ef, the sample's seed, skip flags or none.
+SearchParams ten_answers(int ef, std::uint64_t seed, const std::uint8_t* skip = nullptr) {
+  SearchParams sp;
+  sp.k = 10;
+  sp.ef = ef;
+  sp.seed = seed;
+  sp.skip = skip;
+  return sp;
+}
+
+// The answers (k a query) search_cpu and dg.search give nq queries,
+// expected the same.
+struct Answers {
+  std::vector<std::int64_t> cpu, gpu;
+};
+Answers expect_search_equals_cpu(const Graph& g, const DeviceGraph& dg, const float* base, int dim, Metric m,
+                                 const float* queries, std::int64_t nq, const SearchParams& sp) {
+  Answers a{std::vector<std::int64_t>(nq * sp.k), std::vector<std::int64_t>(nq * sp.k)};
+  std::vector<double> cd(a.cpu.size()), gd(a.cpu.size());
+  search_cpu(g, base, dim, m, queries, nq, sp, a.cpu.data(), cd.data());
+  dg.search(queries, nq, sp, a.gpu.data(), gd.data());
+  expect_same(a.cpu, a.gpu, cd, gd);
+  return a;
+}
+
 TEST(GraphGpu, SearchEqualsCpuSearch) {
   GKNN_NEED_GPU();
   const Data d = make_data(4000, 300, kDim, 1);
@@ -66,19 +91,11 @@ TEST(GraphGpu, SearchEqualsCpuSearch) {
     for (int i = 0; i < 4000; i += 3) skip[i] = 1;
     for (int ef : {10, 32, 64, 200}) {
       for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
-        SearchParams sp;
-        sp.k = 10;
-        sp.ef = ef;
-        sp.seed = 7;
-        sp.skip = sk;
-        std::vector<std::int64_t> ci(300 * 10), gi(300 * 10);
-        std::vector<double> cd(ci.size()), gd(ci.size());
-        search_cpu(g, d.base.data(), kDim, m, d.queries.data(), 300, sp, ci.data(), cd.data());
-        dg.search(d.queries.data(), 300, sp, gi.data(), gd.data());
-        expect_same(ci, gi, cd, gd);
+        const SearchParams sp = ten_answers(ef, 7, sk);
+        const Answers a = expect_search_equals_cpu(g, dg, d.base.data(), kDim, m, d.queries.data(), 300, sp);
         if (!sk) {
           const auto truth = test::exact_ids(d.base, d.queries, kDim, 10, m);
-          EXPECT_NEAR(test::recall(truth, gi, 10), test::recall(truth, ci, 10), 0.01);
+          EXPECT_NEAR(test::recall(truth, a.gpu, 10), test::recall(truth, a.cpu, 10), 0.01);
         }
       }
     }
@@ -100,17 +117,9 @@ TEST(GraphGpu, WiderStepsEqualCpuSearch) {
       for (int ef : {16, 32, 33, 64, 300})
         for (const std::uint8_t* sk : {(const std::uint8_t*)nullptr, (const std::uint8_t*)skip.data()}) {
           SCOPED_TRACE(::testing::Message() << "width " << width << " nq " << nq << " ef " << ef);
-          SearchParams sp;
-          sp.k = 10;
-          sp.ef = ef;
-          sp.seed = 3;
-          sp.skip = sk;
+          SearchParams sp = ten_answers(ef, 3, sk);
           sp.width = width;
-          std::vector<std::int64_t> ci(nq * 10), gi(nq * 10);
-          std::vector<double> cd(ci.size()), gd(ci.size());
-          search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), nq, sp, ci.data(), cd.data());
-          dg.search(d.queries.data(), nq, sp, gi.data(), gd.data());
-          expect_same(ci, gi, cd, gd);
+          expect_search_equals_cpu(g, dg, d.base.data(), kDim, Metric::L2, d.queries.data(), nq, sp);
         }
   SearchParams bad;
   bad.width = kMaxWidth + 1;
@@ -142,17 +151,9 @@ TEST(GraphGpu, SmallCallsEqualCpuSearch) {
               SCOPED_TRACE(::testing::Message() << "dim " << dim << " metric " << int(m) << " team " << team
                                                 << " nq " << nq << " ef " << ef << (sk ? " skip" : ""));
               force_search_team_for_tests(team);
-              SearchParams sp;
-              sp.k = 10;
-              sp.ef = ef;
-              sp.seed = 11;
-              sp.skip = sk;
-              std::vector<std::int64_t> ci(nq * 10), gi(nq * 10);
-              std::vector<double> cd(ci.size()), gd(ci.size());
-              search_cpu(g, d.base.data(), dim, m, d.queries.data(), nq, sp, ci.data(), cd.data());
-              dg.search(d.queries.data(), nq, sp, gi.data(), gd.data());
+              const SearchParams sp = ten_answers(ef, 11, sk);
+              expect_search_equals_cpu(g, dg, d.base.data(), dim, m, d.queries.data(), nq, sp);
               force_search_team_for_tests(0);
-              expect_same(ci, gi, cd, gd);
             }
     }
   }
@@ -186,17 +187,9 @@ TEST(GraphGpu, EntrySamplesOfTwoBatchesEqualCpuSearch) {
             SCOPED_TRACE(::testing::Message() << "entries " << g.entries.size() << " team " << team << " nq "
                                               << nq << " ef " << ef << (sk ? " skip" : ""));
             force_search_team_for_tests(team);
-            SearchParams sp;
-            sp.k = 10;
-            sp.ef = ef;
-            sp.seed = 5;
-            sp.skip = sk;
-            std::vector<std::int64_t> ci(nq * 10), gi(nq * 10);
-            std::vector<double> cd(ci.size()), gd(ci.size());
-            search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), nq, sp, ci.data(), cd.data());
-            dg.search(d.queries.data(), nq, sp, gi.data(), gd.data());
+            const SearchParams sp = ten_answers(ef, 5, sk);
+            expect_search_equals_cpu(g, dg, d.base.data(), kDim, Metric::L2, d.queries.data(), nq, sp);
             force_search_team_for_tests(0);
-            expect_same(ci, gi, cd, gd);
           }
   }
 }
@@ -228,17 +221,9 @@ TEST(GraphGpu, TiesAndNaNEqualCpuSearch) {
           SCOPED_TRACE(::testing::Message() << "metric " << int(m) << " team " << team << " queries " << first
                                             << "+" << count << " ef " << ef);
           force_search_team_for_tests(team);
-          SearchParams sp;
-          sp.k = 10;
-          sp.ef = ef;
-          sp.seed = 5;
-          std::vector<std::int64_t> ci(count * 10), gi(count * 10);
-          std::vector<double> cd(ci.size()), gd(ci.size());
-          const float* q = d.queries.data() + first * dim;
-          search_cpu(g, d.base.data(), dim, m, q, count, sp, ci.data(), cd.data());
-          dg.search(q, count, sp, gi.data(), gd.data());
+          const SearchParams sp = ten_answers(ef, 5);
+          expect_search_equals_cpu(g, dg, d.base.data(), dim, m, d.queries.data() + first * dim, count, sp);
           force_search_team_for_tests(0);
-          expect_same(ci, gi, cd, gd);
         }
   }
 }
@@ -371,12 +356,7 @@ TEST(GraphGpu, SmallGraphsAndPadding) {
     const Data d = make_data(n, 4, kDim, 2);
     const Graph g = build_cpu(d.base.data(), n, params(8));
     const DeviceGraph dg(g, d.base.data(), kDim, Metric::L2, 0);
-    SearchParams sp;
-    std::vector<std::int64_t> ci(40), gi(40);
-    std::vector<double> cd(40), gd(40);
-    search_cpu(g, d.base.data(), kDim, Metric::L2, d.queries.data(), 4, sp, ci.data(), cd.data());
-    dg.search(d.queries.data(), 4, sp, gi.data(), gd.data());
-    expect_same(ci, gi, cd, gd);
+    expect_search_equals_cpu(g, dg, d.base.data(), kDim, Metric::L2, d.queries.data(), 4, SearchParams{});
   }
   Graph empty;
   empty.degree = 8;
