@@ -9,7 +9,8 @@
 # The last line printed is "N passed, N failed", N counting ctest tests,
 # pg_regress test files and pgTAP assertions; a stage that breaks (a build, the
 # server, a crashed runner) counts as one failure. Exit status 0 only if
-# nothing failed. Logs go to build/test-logs/.
+# nothing failed; before it, when something did, the failed stages and (at
+# most 20) the failed tests by name. Logs go to build/test-logs/.
 #
 # The ivfpq-live stage (regress/ivfpq-live.sh, TAP, last since it crashes
 # the server on purpose) runs concurrent pgbench sessions and a kill -9 of a
@@ -489,6 +490,22 @@ run_sql_suites() {
   run_service_live
 }
 
+# failed_tests: the failed tests' names from every stage's log, "LOG: NAME"
+# (at most 20), printed with the failed stages' lines beside the total so
+# that a run seen only by its tail (a CI's summary) still names them. Patterns as the
+# counters read them: gtest, ctest, TAP, pg_regress, the fuzzers' lines.
+failed_tests() {
+  local log
+  for log in "$LOGS"/*.log; do
+    awk -v stage="$(basename "$log" .log)" '
+      /^\[  FAILED  \] .* \([0-9]+ ms\)$/ { sub(/^\[  FAILED  \] /, ""); sub(/ \([0-9]+ ms\)$/, ""); print stage ": " $0 }
+      /^ *[0-9]+\/[0-9]+ +Test +#[0-9]+:/ && !/ Passed +[0-9.]+ sec/ && !/Skipped|Not Run \(Disabled\)/ { print stage ": " $0 }
+      /^not ok / && !/# *TODO/ { print stage ": " $0 }
+      / \.\.\. +(FAILED|failed)/ { print stage ": " $0 }
+      /^fuzz [a-z_]+: .*crashes [1-9]/ { print stage ": " $0 }' "$log"
+  done | head -20
+}
+
 main() {
   rm -rf "$LOGS"
   mkdir -p "$LOGS"
@@ -510,6 +527,11 @@ main() {
   echo
   printf '%s\n' "${SUMMARY[@]}"
   ((${#TIMES[@]} == 0)) || echo "times: $(IFS=','; echo "${TIMES[*]}" | sed 's/,/, /g')"
+  if ((FAILED > 0)); then
+    # (|| true: grep finding nothing, head closing early, must not end the run)
+    printf '%s\n' "${SUMMARY[@]}" | grep -v -E ' 0 failed|not run:' | sed 's/^/failed stage: /' || true
+    failed_tests | sed 's/^/failed: /' || true
+  fi
   echo "$PASSED passed, $FAILED failed"
   ((FAILED == 0))
 }
