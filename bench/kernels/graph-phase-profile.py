@@ -11,7 +11,8 @@ Build gknn_bench_graph from the rewritten tree, run
 `git checkout gpu/graph/search_cuda.cu bench/kernels/bench_graph.cpp`.
 The marks add a few microseconds; the instrumented kernel takes 64 bytes of
 staging room less. Made for 076ab94's kernel, brought to 8d6627f's (merge_batch's own drop
-moved out to be timed apart) and 58781a0's (the merge templated on Spare): a later change to
+moved out to be timed apart), 58781a0's (the merge templated on Spare) and offer_batch's
+scoring through score_by_team: a later change to
 the marked lines makes a replacement fail (AssertionError) rather than mis-apply.
 Results: bench/results/graph-kernel-phases-H200-2026-11-28.md.
 """
@@ -57,19 +58,16 @@ rep('''    if (given) sh.bd[at] = given[threadIdx.x];
   }
   __syncthreads();
   if (threadIdx.x == 0) sh.hash_count += sh.batch;
-  if (!given) {''','''    if (given) sh.bd[at] = given[threadIdx.x];
+  if (!given) score_by_team(sh, team, q, st, vectors, dim, metric, sh.bid, sh.bd, sh.batch, sh.batch);
+  merge_batch<Spare>(sh, ef);
+}''','''    if (given) sh.bd[at] = given[threadIdx.x];
   }
   __syncthreads();
   if (threadIdx.x == 0) sh.hash_count += sh.batch;
   const int eo = count > 0 && ids != sh.rows ? 16 : 0;
   PROF_MARK(4 + eo);
   PROF_ADD(10 + eo, sh.batch);
-  if (!given) {''')
-rep('''    if (team.size > 1) cluster_sync();  // every share's distances are in
-  }
-  merge_batch<Spare>(sh, ef);
-}''','''    if (team.size > 1) cluster_sync();  // every share's distances are in
-  }
+  if (!given) score_by_team(sh, team, q, st, vectors, dim, metric, sh.bid, sh.bd, sh.batch, sh.batch);
   PROF_MARK(5 + eo);
   drop_hopeless<Spare>(sh, ef);
   PROF_ADD(11 + eo, sh.batch);

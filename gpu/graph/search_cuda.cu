@@ -671,6 +671,30 @@ __device__ __forceinline__ void share_of(const Team& t, int batch, int* first, i
   *end = min(batch, *first + per);
 }
 
+// Scores rows ids[0..n) into ds: the CTA alone, or a team whose leader
+// publishes `published` (what follow() reads: a batch's size, or the entry
+// sample's code) and scores its share beside the followers. Call with the
+// CTA (the leader's, in a team).
+__device__ __forceinline__ void score_by_team(Shared& sh, const Team& team, const float* q, const Staging& st,
+                                              const float* vectors, int dim, Metric metric,
+                                              const std::uint32_t* ids, double* ds, int n, int published) {
+  int first = 0, end = n;
+  if (team.size > 1) {
+    if (threadIdx.x == 0) sh.published = published;
+    cluster_sync();  // the followers read what is published
+    share_of(team, n, &first, &end);
+  }
+  score_rows(q, st, vectors, dim, metric, ids, ds, first, end, false);
+  if (team.size > 1) cluster_sync();  // every share's distances are in
+}
+
+// No node, or a deleted one (skipped, its row emptied): it takes no place
+// in the list (see search_cpu).
+__device__ __forceinline__ bool takes_no_place(std::uint32_t id, const std::uint8_t* skip,
+                                               const std::uint32_t* edges, int degree) {
+  return id == kNoNode || (skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
+}
+
 // Offers nodes ids[0..count) (count <= blockDim.x; kNoNode entries ignored):
 // the new ones (not visited, not deleted) are scored (by the team: the
 // leader publishes them, every CTA scores its share) into the batch bd/bid,
@@ -684,9 +708,7 @@ __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const 
   bool fresh = false;
   if (int(threadIdx.x) < count) {
     id = ids[threadIdx.x];
-    // A deleted node (skipped, empty row) takes no place: see search_cpu.
-    const bool dead = id == kNoNode || (skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
-    fresh = !dead && hash_insert(sh, id);
+    fresh = !takes_no_place(id, skip, edges, degree) && hash_insert(sh, id);
   }
   // Slots in the batch a warp at a time (a thread each, 2,000 entries took
   // 6 us of a lone query on 1M x 128); the batch starts empty, so its size
@@ -698,16 +720,7 @@ __device__ void offer_batch(Shared& sh, const Team& team, const float* q, const 
   }
   __syncthreads();
   if (threadIdx.x == 0) sh.hash_count += sh.batch;
-  if (!given) {
-    int first = 0, end = sh.batch;
-    if (team.size > 1) {
-      if (threadIdx.x == 0) sh.published = sh.batch;
-      cluster_sync();  // the followers read the batch
-      share_of(team, sh.batch, &first, &end);
-    }
-    score_rows(q, st, vectors, dim, metric, sh.bid, sh.bd, first, end, false);
-    if (team.size > 1) cluster_sync();  // every share's distances are in
-  }
+  if (!given) score_by_team(sh, team, q, st, vectors, dim, metric, sh.bid, sh.bd, sh.batch, sh.batch);
   merge_batch<Spare>(sh, ef);
 }
 
@@ -736,8 +749,7 @@ __device__ void offer_entries(Shared& sh, const Team& team, const float* q, cons
     bool live = false;
     if (i < n) {
       id = entries[i];
-      // A deleted node (skipped, empty row) takes no place: see search_cpu.
-      live = id != kNoNode && !(skip && skip[id] && edges[std::int64_t(id) * degree] == kNoNode);
+      live = !takes_no_place(id, skip, edges, degree);
     }
     const int at = warp_slot(live, &sh.batch);
     if (live) {
@@ -747,16 +759,8 @@ __device__ void offer_entries(Shared& sh, const Team& team, const float* q, cons
   }
   __syncthreads();
   const int live = sh.batch;
-  if (!given) {
-    int first = 0, end = live;
-    if (team.size > 1) {
-      if (threadIdx.x == 0) sh.published = kEntriesPublished - live;
-      cluster_sync();  // the followers read the sample
-      share_of(team, live, &first, &end);
-    }
-    score_rows(q, st, vectors, dim, metric, sample.id, sample.d, first, end, false);
-    if (team.size > 1) cluster_sync();  // every share's distances are in
-  }
+  if (!given)
+    score_by_team(sh, team, q, st, vectors, dim, metric, sample.id, sample.d, live, kEntriesPublished - live);
   // The first half's merge writes the next list below ef <= nt, and its
   // sort exchanges there below nt: the second half, at nt and beyond, waits.
   for (int base = 0; base < live; base += nt) {
