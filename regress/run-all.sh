@@ -99,6 +99,15 @@ SUMMARY=()   # one line per stage, printed before the total
 
 log_path() { echo "$LOGS/$1.log"; }
 
+# The counters below note each failed test's line in $FAILED_LIST as "LOG:
+# LINE" through this awk function (FILENAME is the stage's log); main
+# prints the first 20 above the total, so that a run seen only by its tail
+# (a CI's summary) still names them.
+FAILED_LIST=$LOGS/failed-tests.txt
+NOTE_FAILED='function note_failed(line,  stage) {
+  stage = FILENAME; sub(/.*\//, "", stage); sub(/\.log$/, "", stage)
+  print stage ": " line >> failed_list }'
+
 # run_logged NAME CMD...: run CMD with its output shown and kept in the
 # stage's log; returns CMD's status without tripping `set -e`.
 run_logged() {
@@ -167,10 +176,11 @@ build_core_tests() {
 # ("***Failed", "***Skipped", "***Not Run (Disabled)", "***Exception: ...",
 # "***Timeout", "***Not Run").
 count_ctest() {
-  awk '/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+:/ {
+  awk -v failed_list="$FAILED_LIST" "$NOTE_FAILED"'
+       /^ *[0-9]+\/[0-9]+ +Test +#[0-9]+:/ {
          if ($0 ~ / Passed +[0-9.]+ sec/) p++
          else if ($0 ~ /Skipped|Not Run \(Disabled\)/) s++
-         else f++ }
+         else { f++; note_failed($0) } }
        END { print p+0, f+0, s+0 }' "$1"
 }
 
@@ -180,8 +190,9 @@ count_ctest() {
 # "[==========] Running ..." but never "[==========] N tests ... ran." died
 # midway: one more failure.
 count_gtest() {
-  awk '/^\[       OK \] .* \([0-9]+ ms\)$/ {p++}
-       /^\[  FAILED  \] .* \([0-9]+ ms\)$/ {f++}
+  awk -v failed_list="$FAILED_LIST" "$NOTE_FAILED"'
+       /^\[       OK \] .* \([0-9]+ ms\)$/ {p++}
+       /^\[  FAILED  \] .* \([0-9]+ ms\)$/ {f++; note_failed($0)}
        /^\[  SKIPPED \] .* \([0-9]+ ms\)$/ {s++}
        /^\[==========\] Running / {unfinished++}
        /^\[==========\] [0-9]+ tests? from .* ran\./ {unfinished--}
@@ -263,6 +274,7 @@ run_fuzz() {
   fi
   FUZZ_OUT=build/fuzz-test run_logged fuzz fuzz/run.sh -t "${GKNN_FUZZ_SECONDS:-20}" || rc=$?
   read -r p f <<<"$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$(log_path fuzz)" | tail -1)"
+  sed -n 's/^fuzz [a-z_]*: .*crashes [1-9].*/fuzz: &/p' "$(log_path fuzz)" >>"$FAILED_LIST"
   tally fuzz "$rc" "${p:-0}" "${f:-0}"
 }
 
@@ -315,8 +327,9 @@ pg_regress_direct() {
 # "... FAILED", "... failed (ignored)"), parallel groups indent "NAME ... ok";
 # newer versions print TAP lines "ok 1 - NAME" / "not ok 1 - NAME".
 count_pg_regress() {
-  awk '/ \.\.\. +ok( |$)/ || /^ok [0-9]+ +[-+] / {p++}
-       / \.\.\. +(FAILED|failed)/ || /^not ok [0-9]+ +[-+] / {f++}
+  awk -v failed_list="$FAILED_LIST" "$NOTE_FAILED"'
+       / \.\.\. +ok( |$)/ || /^ok [0-9]+ +[-+] / {p++}
+       / \.\.\. +(FAILED|failed)/ || /^not ok [0-9]+ +[-+] / {f++; note_failed($0)}
        END { print p+0, f+0 }' "$1"
 }
 
@@ -345,8 +358,9 @@ run_pg_regress() {
 # the assertions ("not ok ... # TODO" is an expected failure, counted as
 # passed); indented lines belong to subtests, summed in their parent line.
 count_pgtap() {
-  awk '/^ok / {p++}
-       /^not ok / { if ($0 ~ /# *TODO/) p++; else f++ }
+  awk -v failed_list="$FAILED_LIST" "$NOTE_FAILED"'
+       /^ok / {p++}
+       /^not ok / { if ($0 ~ /# *TODO/) p++; else { f++; note_failed($0) } }
        END { print p+0, f+0 }' "$1"
 }
 
@@ -490,22 +504,6 @@ run_sql_suites() {
   run_service_live
 }
 
-# failed_tests: the failed tests' names from every stage's log, "LOG: NAME"
-# (at most 20), printed with the failed stages' lines beside the total so
-# that a run seen only by its tail (a CI's summary) still names them. Patterns as the
-# counters read them: gtest, ctest, TAP, pg_regress, the fuzzers' lines.
-failed_tests() {
-  local log
-  for log in "$LOGS"/*.log; do
-    awk -v stage="$(basename "$log" .log)" '
-      /^\[  FAILED  \] .* \([0-9]+ ms\)$/ { sub(/^\[  FAILED  \] /, ""); sub(/ \([0-9]+ ms\)$/, ""); print stage ": " $0 }
-      /^ *[0-9]+\/[0-9]+ +Test +#[0-9]+:/ && !/ Passed +[0-9.]+ sec/ && !/Skipped|Not Run \(Disabled\)/ { print stage ": " $0 }
-      /^not ok / && !/# *TODO/ { print stage ": " $0 }
-      / \.\.\. +(FAILED|failed)/ { print stage ": " $0 }
-      /^fuzz [a-z_]+: .*crashes [1-9]/ { print stage ": " $0 }' "$log"
-  done | head -20
-}
-
 main() {
   rm -rf "$LOGS"
   mkdir -p "$LOGS"
@@ -528,9 +526,9 @@ main() {
   printf '%s\n' "${SUMMARY[@]}"
   ((${#TIMES[@]} == 0)) || echo "times: $(IFS=','; echo "${TIMES[*]}" | sed 's/,/, /g')"
   if ((FAILED > 0)); then
-    # (|| true: grep finding nothing, head closing early, must not end the run)
+    # (|| true: grep finding nothing must not end the run)
     printf '%s\n' "${SUMMARY[@]}" | grep -v -E ' 0 failed|not run:' | sed 's/^/failed stage: /' || true
-    failed_tests | sed 's/^/failed: /' || true
+    [ ! -s "$FAILED_LIST" ] || head -20 "$FAILED_LIST" | sed 's/^/failed: /'
   fi
   echo "$PASSED passed, $FAILED failed"
   ((FAILED == 0))
